@@ -1,0 +1,56 @@
+//! `kind: Queue`: one node of the quota hierarchy (org → department → team).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A queue's place in the tree, its fair-share weight and its quotas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueSpec {
+    /// The parent queue; omitted for a top-level queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Fair-share weight among siblings.
+    #[serde(default = "default_weight")]
+    #[schemars(range(min = 1))]
+    pub weight: u32,
+    /// Quota per GPU model; a model not listed has guaranteed 0 and no limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quota: Vec<ModelQuota>,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl QueueSpec {
+    /// The quota entry for `model`, if listed.
+    pub fn quota_for(&self, model: &str) -> Option<&ModelQuota> {
+        self.quota.iter().find(|q| q.model == model)
+    }
+
+    /// Guaranteed GPUs of `model` (0 when not listed).
+    pub fn guaranteed(&self, model: &str) -> u32 {
+        self.quota_for(model).map_or(0, |q| q.guaranteed)
+    }
+
+    /// The cap on GPUs of `model` (`None`: no cap).
+    pub fn limit(&self, model: &str) -> Option<u32> {
+        self.quota_for(model).and_then(|q| q.limit)
+    }
+}
+
+/// Guaranteed GPUs and cap for one model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelQuota {
+    /// GPU model name as the pools declare it.
+    #[schemars(length(min = 1))]
+    pub model: String,
+    /// GPUs this queue can always get back (reclaim); usage above it is borrowing.
+    #[serde(default)]
+    pub guaranteed: u32,
+    /// Cap on usage including borrowing; omitted means no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}

@@ -1,0 +1,42 @@
+//! `gitfleet schema [--out DIR] [--check]`
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use miette::{IntoDiagnostic, Result, WrapErr};
+use reconciler::spec::schema::all_schema_files;
+
+pub fn run(out: &Path, check: bool) -> Result<ExitCode> {
+    let files = all_schema_files();
+    if check {
+        let stale: Vec<String> = files
+            .iter()
+            .filter(|(name, text)| {
+                std::fs::read_to_string(out.join(name)).ok().as_deref() != Some(text)
+            })
+            .map(|(name, _)| out.join(name).display().to_string())
+            .collect();
+        if stale.is_empty() {
+            println!("{}: {} schemas up to date", out.display(), files.len());
+            return Ok(ExitCode::SUCCESS);
+        }
+        for path in &stale {
+            println!(
+                "{path}: stale; run `gitfleet schema --out {}`",
+                out.display()
+            );
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    std::fs::create_dir_all(out)
+        .into_diagnostic()
+        .wrap_err_with(|| format!("cannot create {}", out.display()))?;
+    for (name, text) in &files {
+        let path = out.join(name);
+        std::fs::write(&path, text)
+            .into_diagnostic()
+            .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

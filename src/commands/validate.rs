@@ -1,0 +1,44 @@
+//! `gitfleet validate [PATH]`
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+
+use miette::{IntoDiagnostic, Result};
+use reconciler::load::{fs::read_fleet_dir, load_fleet};
+use reconciler::spec::Kind;
+
+pub fn run(path: &Path) -> Result<ExitCode> {
+    let files = read_fleet_dir(path).into_diagnostic()?;
+    let loaded = load_fleet(&files);
+    let shown = path.display();
+    if loaded.is_valid() {
+        let counts: Vec<String> = Kind::ALL
+            .iter()
+            .map(|&k| format!("{} {k}", loaded.fleet.count(k)))
+            .collect();
+        let total: usize = Kind::ALL.iter().map(|&k| loaded.fleet.count(k)).sum();
+        println!(
+            "{shown}: valid: {total} documents in {} files ({})",
+            files.len(),
+            counts.join(", ")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for diag in &loaded.diagnostics {
+        println!("{diag}");
+    }
+    let errors = loaded.diagnostics.len();
+    let bad_files: BTreeSet<&str> = loaded.diagnostics.iter().map(|d| &*d.origin.file).collect();
+    println!(
+        "{shown}: invalid: {errors} error{} in {} file{}",
+        plural(errors),
+        bad_files.len(),
+        plural(bad_files.len())
+    );
+    Ok(ExitCode::FAILURE)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
