@@ -11,7 +11,6 @@ use reconciler::spec::Kind;
 pub fn run(path: &Path) -> Result<ExitCode> {
     let files = read_fleet_dir(path).into_diagnostic()?;
     let loaded = load_fleet(&files);
-    let shown = path.display();
     if loaded.is_valid() {
         let counts: Vec<String> = Kind::ALL
             .iter()
@@ -19,8 +18,10 @@ pub fn run(path: &Path) -> Result<ExitCode> {
             .collect();
         let total: usize = Kind::ALL.iter().map(|&k| loaded.fleet.count(k)).sum();
         println!(
-            "{shown}: valid: {total} documents in {} files ({})",
+            "valid: {total} document{} in {} file{} ({})",
+            plural(total),
             files.len(),
+            plural(files.len()),
             counts.join(", ")
         );
         return Ok(ExitCode::SUCCESS);
@@ -31,7 +32,7 @@ pub fn run(path: &Path) -> Result<ExitCode> {
     let errors = loaded.diagnostics.len();
     let bad_files: BTreeSet<&str> = loaded.diagnostics.iter().map(|d| &*d.origin.file).collect();
     println!(
-        "{shown}: invalid: {errors} error{} in {} file{}",
+        "invalid: {errors} error{} in {} file{}",
         plural(errors),
         bad_files.len(),
         plural(bad_files.len())
