@@ -27,6 +27,26 @@ enum Command {
         #[arg(default_value = ".")]
         path: PathBuf,
     },
+    /// Compute the plan: placements, preemptions, scaling, drains, pending reasons.
+    ///
+    /// Exit status: 0; with --detailed-exitcode 0 no actions, 2 actions, 1 error.
+    Plan {
+        /// The fleet repository (a directory or a single YAML file).
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Observed state (YAML or JSON); without it the inventory is derived from the pools.
+        #[arg(long, value_name = "FILE")]
+        observed: Option<PathBuf>,
+        /// Decision time (RFC 3339); default: the observed state's time, else now.
+        #[arg(long, value_name = "TIME")]
+        now: Option<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: commands::OutputFormat,
+        /// Exit 2 when the plan has actions, 0 when it has none.
+        #[arg(long)]
+        detailed_exitcode: bool,
+    },
     /// Write the JSON Schemas of the document kinds.
     Schema {
         /// Directory to write `<kind>.schema.json` files into.
@@ -42,6 +62,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Validate { path } => commands::validate::run(&path),
+        Command::Plan {
+            path,
+            observed,
+            now,
+            output,
+            detailed_exitcode,
+        } => commands::plan::run(&commands::plan::PlanArgs {
+            path: &path,
+            observed: observed.as_deref(),
+            now: now.as_deref(),
+            output,
+            detailed_exitcode,
+        }),
         Command::Schema { out, check } => commands::schema::run(&out, check),
     };
     match result {

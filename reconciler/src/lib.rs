@@ -2,6 +2,10 @@
 //! (in later modules) the scheduling engine. The binary is a thin CLI over it.
 
 pub mod diag;
+pub mod engine;
 pub mod load;
+pub mod observed;
+pub mod plan;
+pub mod report;
 pub mod spec;
 pub mod validate;

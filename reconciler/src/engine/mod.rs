@@ -1,0 +1,651 @@
+//! The scheduling engine: desired specs + observed state + `now` → [`Plan`].
+//!
+//! Architecture invariant: this module does no I/O, reads no clock and no
+//! environment, and iterates no hash map into its output. The same input
+//! gives a byte-identical plan.
+
+mod backfill;
+mod cluster;
+mod ids;
+mod jobs;
+mod order;
+mod placement;
+mod preemption;
+mod quota;
+mod reasons;
+mod scaling;
+
+use std::collections::HashMap;
+
+use crate::observed::{NodeGpus, ObservedState, Timestamp};
+use crate::plan::{Action, Pending, Plan, Summary};
+use crate::spec::{Fleet, NodePoolSpec, NvLink};
+
+use cluster::{Cluster, Owner};
+use ids::{JobId, ModelId, Models, NodeId, PoolId, RunId};
+use jobs::JobInfo;
+use placement::{Placement, Request};
+use quota::QueueTree;
+
+/// Everything the engine decides from.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// The loaded, valid specs.
+    pub fleet: &'a Fleet,
+    /// The live fleet (or the derived inventory).
+    pub observed: &'a ObservedState,
+    /// The time decisions are made at.
+    pub now: Timestamp,
+    /// The Git revision of the specs, when known.
+    pub revision: Option<&'a str>,
+}
+
+/// Computes the plan.
+pub fn plan(input: &PlanInput) -> Plan {
+    Engine::new(input).run()
+}
+
+/// A declared pool and its live size.
+#[derive(Debug, Clone)]
+struct PoolInfo<'a> {
+    name: &'a str,
+    spec: &'a NodePoolSpec,
+    model: ModelId,
+    /// Real nodes observed in the pool.
+    observed_nodes: u32,
+    /// Virtual nodes that scale-up would add, in the order they are used.
+    virtual_nodes: Vec<NodeId>,
+    /// How many of `virtual_nodes` this plan adds.
+    activated: u32,
+    /// Jobs that wait for this pool's new nodes.
+    waiting_jobs: Vec<JobId>,
+}
+
+/// Why a running job is stopping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopping {
+    /// Still running.
+    No,
+    /// Preempted (now or earlier); frees its GPUs after the grace period.
+    Preempted,
+    /// Past its time limit.
+    Terminated,
+    /// Removed from Git.
+    Cancelled,
+}
+
+/// A job that holds GPUs now.
+#[derive(Debug, Clone)]
+struct Run<'a> {
+    name: &'a str,
+    job: Option<JobId>,
+    started: Timestamp,
+    placement: Placement,
+    model: Option<ModelId>,
+    gpus: u64,
+    stopping: Stopping,
+    /// When its GPUs are expected to be free (grace end, time limit).
+    ends_at: Option<Timestamp>,
+    preempted_for: Option<&'a str>,
+}
+
+/// Per-job outcome of a failed attempt on one model, for the pending reason.
+#[derive(Debug, Clone)]
+enum Blocked {
+    NoNodes(ModelId),
+    Quota(ModelId, quota::QuotaBlock),
+    Placement(Request),
+}
+
+struct Engine<'a> {
+    now: Timestamp,
+    revision: Option<&'a str>,
+    models: Models,
+    pools: Vec<PoolInfo<'a>>,
+    cluster: Cluster,
+    tree: QueueTree,
+    jobs: Vec<JobInfo<'a>>,
+    job_by_name: HashMap<&'a str, JobId>,
+    runs: Vec<Run<'a>>,
+    /// Jobs still pending (preemptors that wait count as pending).
+    pending_now: Vec<bool>,
+    reservation: Option<backfill::Reservation>,
+    actions: Actions,
+    pending: Vec<Pending>,
+    placed_gpus: u64,
+    /// Jobs placed by this plan, in order.
+    placed: Vec<(JobId, ModelId, Placement)>,
+    unhealthy: u64,
+}
+
+#[derive(Debug, Default)]
+struct Actions {
+    place: Vec<Action>,
+    preempt: Vec<Action>,
+    drain: Vec<Action>,
+    terminate: Vec<Action>,
+    cancel: Vec<Action>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(input: &PlanInput<'a>) -> Self {
+        let fleet = input.fleet;
+        let observed = input.observed;
+        let mut models = Models::default();
+
+        let mut pool_specs: Vec<&crate::spec::Object<NodePoolSpec>> = fleet.pools.iter().collect();
+        pool_specs.sort_by(|a, b| a.name().cmp(b.name()));
+        pool_specs.dedup_by(|a, b| a.name() == b.name());
+        let mut pools: Vec<PoolInfo> = pool_specs
+            .iter()
+            .map(|p| PoolInfo {
+                name: p.name(),
+                spec: &p.spec,
+                model: models.intern(&p.spec.gpu.model),
+                observed_nodes: 0,
+                virtual_nodes: Vec::new(),
+                activated: 0,
+                waiting_jobs: Vec::new(),
+            })
+            .collect();
+        let pool_ids: HashMap<&str, (PoolId, NvLink)> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name, (i as PoolId, p.spec.nvlink)))
+            .collect();
+
+        let tree = QueueTree::new(&fleet.queues, &mut models);
+        let first_seen: HashMap<&str, Timestamp> = observed
+            .queued
+            .iter()
+            .map(|q| (q.job.as_str(), q.since))
+            .collect();
+        let (jobs, job_by_name) = jobs::job_table(fleet, &tree, &mut models, &first_seen);
+        let cluster = Cluster::new(&observed.nodes, &mut models, |name| {
+            pool_ids.get(name).copied()
+        });
+        for node in &cluster.nodes {
+            if let Some(p) = node.pool {
+                pools[p as usize].observed_nodes += 1;
+            }
+        }
+        let pending_now = vec![false; jobs.len()];
+        let mut engine = Engine {
+            now: input.now,
+            revision: input.revision,
+            models,
+            pools,
+            cluster,
+            tree,
+            jobs,
+            job_by_name,
+            runs: Vec::new(),
+            pending_now,
+            reservation: None,
+            actions: Actions::default(),
+            pending: Vec::new(),
+            placed_gpus: 0,
+            placed: Vec::new(),
+            unhealthy: 0,
+        };
+        engine.load_runs(observed);
+        engine.drain_unhealthy(observed);
+        engine.add_virtual_nodes();
+        engine
+    }
+
+    /// Running jobs: hold their GPUs, charge their queues, and decide which
+    /// are stopping (cancel, terminate, preemption in progress).
+    fn load_runs(&mut self, observed: &'a ObservedState) {
+        let mut running: Vec<&crate::observed::RunningJob> = observed.running.iter().collect();
+        running.sort_by(|a, b| a.job.cmp(&b.job));
+        for r in running {
+            let run_id = self.runs.len() as RunId;
+            let mut placement: Placement = Vec::new();
+            let mut model = None;
+            for part in &r.placement {
+                let Some(node) = self.cluster.node_id(&part.node) else {
+                    continue;
+                };
+                let state = self.cluster.node(node);
+                model = model.or(state.model);
+                let positions: Vec<usize> = part
+                    .gpus
+                    .iter()
+                    .filter_map(|i| state.gpus.iter().position(|g| g.index == *i))
+                    .collect();
+                placement.push((node, positions));
+            }
+            let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
+            let job = self.job_by_name.get(r.job.as_str()).copied();
+            let (stopping, ends_at) = match job {
+                None => (Stopping::Cancelled, Some(self.now)),
+                Some(j) => {
+                    let info = &self.jobs[j as usize];
+                    let limit_end = info
+                        .spec
+                        .time_limit
+                        .map(|l| r.started + chrono::Duration::milliseconds(l.as_millis() as i64));
+                    if let Some(since) = r.preempting_since {
+                        let grace = chrono::Duration::milliseconds(info.grace.as_millis() as i64);
+                        (Stopping::Preempted, Some(since + grace))
+                    } else if limit_end.is_some_and(|end| end <= self.now) {
+                        (Stopping::Terminated, Some(self.now))
+                    } else {
+                        (Stopping::No, limit_end)
+                    }
+                }
+            };
+            let owner = match stopping {
+                Stopping::No => Owner::Running(run_id),
+                _ => Owner::Freeing(run_id),
+            };
+            placement::apply(&mut self.cluster, &placement, owner);
+            if let (Stopping::No, Some(j), Some(m)) = (stopping, job, model)
+                && let Some(q) = self.jobs[j as usize].queue
+            {
+                self.tree.charge(q, m, gpus, true);
+            }
+            match stopping {
+                Stopping::Cancelled => self.actions.cancel.push(Action::Cancel {
+                    job: r.job.clone(),
+                    reason: "removed from Git".to_string(),
+                }),
+                Stopping::Terminated => {
+                    let limit = job
+                        .and_then(|j| self.jobs[j as usize].spec.time_limit)
+                        .unwrap_or_default();
+                    self.actions.terminate.push(Action::Terminate {
+                        job: r.job.clone(),
+                        reason: format!(
+                            "time limit {limit} exceeded (started {})",
+                            reasons::clock(r.started)
+                        ),
+                    });
+                }
+                Stopping::No | Stopping::Preempted => {}
+            }
+            self.runs.push(Run {
+                name: &r.job,
+                job,
+                started: r.started,
+                placement,
+                model,
+                gpus,
+                stopping,
+                ends_at,
+                preempted_for: r.preempted_for.as_deref(),
+            });
+        }
+    }
+
+    /// Nodes with unhealthy GPUs get no new placements.
+    fn drain_unhealthy(&mut self, observed: &ObservedState) {
+        let mut nodes: Vec<&crate::observed::ObservedNode> = observed.nodes.iter().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for node in nodes {
+            let mut bad: Vec<u32> = node
+                .gpus
+                .iter()
+                .filter(|g| !g.healthy)
+                .map(|g| g.index)
+                .collect();
+            if bad.is_empty() {
+                continue;
+            }
+            bad.sort_unstable();
+            self.unhealthy += bad.len() as u64;
+            let Some(id) = self.cluster.node_id(&node.name) else {
+                continue;
+            };
+            self.cluster.cordon(id);
+            let list: Vec<String> = bad.iter().map(u32::to_string).collect();
+            let reason = if bad.len() == 1 {
+                format!("GPU {} unhealthy", list[0])
+            } else {
+                format!("GPUs {} unhealthy", list.join(", "))
+            };
+            self.actions.drain.push(Action::Drain {
+                node: node.name.clone(),
+                reason,
+            });
+        }
+    }
+
+    /// Virtual nodes for every pool that may grow; those needed to reach
+    /// `min` are activated from the start.
+    fn add_virtual_nodes(&mut self) {
+        let model_count = self.models.len();
+        for p in 0..self.pools.len() {
+            let (name, spec, observed) = {
+                let pool = &self.pools[p];
+                (pool.name, pool.spec, pool.observed_nodes)
+            };
+            let room = spec.size.max.saturating_sub(observed);
+            let mut k = 0u32;
+            let mut ids = Vec::new();
+            while (ids.len() as u32) < room {
+                let node = crate::observed::pool_node(name, spec, k);
+                k += 1;
+                if self.cluster.node_id(&node.name).is_some() {
+                    continue;
+                }
+                let mut state =
+                    cluster_node_from(&node, self.pools[p].model, spec.nvlink, p as PoolId);
+                state.is_virtual = true;
+                ids.push(self.cluster.push_node(state, model_count));
+            }
+            let pool = &mut self.pools[p];
+            pool.virtual_nodes = ids;
+            pool.activated = spec.size.min.saturating_sub(observed).min(room);
+        }
+    }
+
+    fn run(mut self) -> Plan {
+        let pending: Vec<JobId> = {
+            let running: std::collections::HashSet<&str> =
+                self.runs.iter().map(|r| r.name).collect();
+            (0..self.jobs.len() as JobId)
+                .filter(|j| !running.contains(self.jobs[*j as usize].name))
+                .collect()
+        };
+        for &j in &pending {
+            self.pending_now[j as usize] = true;
+        }
+        // Jobs that cannot be ordered (no leaf queue, no model) are pending first, by name.
+        for &j in &pending {
+            let job = &self.jobs[j as usize];
+            if job.queue.is_none() {
+                let reason = format!(
+                    "queue {:?} is not a leaf queue in Git; jobs go to leaf queues",
+                    job.spec.queue
+                );
+                self.push_pending(j, reason, "unschedulable");
+            }
+        }
+        let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
+        while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+            self.admit(j);
+        }
+        let scale = scaling::scale_actions(&mut self);
+        self.into_plan(scale)
+    }
+
+    /// Tries to start job `j`: on free GPUs, on reserved GPUs (backfill), on
+    /// GPUs being freed, on new nodes (scale-up), and last by preemption.
+    fn admit(&mut self, j: JobId) {
+        let job = self.jobs[j as usize].clone();
+        let Some(q) = job.queue else { return };
+        let mut blocked = Vec::new();
+        for &m in &job.models {
+            let req = Request {
+                model: m,
+                replicas: job.spec.replicas,
+                per_replica: job.spec.gpus_per_replica,
+                required: job.required,
+                preferred: job.preferred,
+            };
+            if !self.model_exists(m) {
+                blocked.push(Blocked::NoNodes(m));
+                continue;
+            }
+            if let Err(block) = self.tree.fits(q, m, job.gpus) {
+                blocked.push(Blocked::Quota(m, block));
+                continue;
+            }
+            if let Some(p) = placement::place_free(&mut self.cluster, &req, j) {
+                self.commit_place(j, m, p, None);
+                return;
+            }
+            if let Some(p) = backfill::place_on_reserved(self, &req, &job) {
+                placement::apply(&mut self.cluster, &p, Owner::Placed(j));
+                self.commit_place(j, m, p, Some("backfill"));
+                return;
+            }
+            if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
+                return;
+            }
+            blocked.push(Blocked::Placement(req));
+        }
+        for &m in &job.models {
+            if !self.model_exists(m) {
+                continue;
+            }
+            let req = Request {
+                model: m,
+                replicas: job.spec.replicas,
+                per_replica: job.spec.gpus_per_replica,
+                required: job.required,
+                preferred: job.preferred,
+            };
+            if preemption::preempt_for(self, j, &req) {
+                return;
+            }
+        }
+        let reservation = self.reserve_if_first(j, &blocked);
+        let (mut reason, waiting) = reasons::blocked(self, &job, &blocked);
+        if let Some(r) = reservation {
+            reason.push_str(&r);
+        }
+        self.push_pending(j, reason, waiting);
+    }
+
+    fn model_exists(&self, m: ModelId) -> bool {
+        self.cluster
+            .healthy_total
+            .get(m as usize)
+            .copied()
+            .unwrap_or(0)
+            > 0
+            || self
+                .pools
+                .iter()
+                .any(|p| p.model == m && !p.virtual_nodes.is_empty())
+    }
+
+    /// The first blocked job that fits its quota reserves GPUs (backfill).
+    fn reserve_if_first(&mut self, j: JobId, blocked: &[Blocked]) -> Option<String> {
+        if self.reservation.is_some() {
+            return None;
+        }
+        let req = blocked.iter().find_map(|b| match b {
+            Blocked::Placement(r) => Some(*r),
+            _ => None,
+        })?;
+        let res = backfill::reserve(self, j, &req)?;
+        let text = reasons::reservation(self, &res);
+        self.reservation = Some(res);
+        Some(text)
+    }
+
+    /// Records a placement: usage, action, reason.
+    fn commit_place(&mut self, j: JobId, m: ModelId, p: Placement, how: Option<&str>) {
+        let job = &self.jobs[j as usize];
+        let Some(q) = job.queue else { return };
+        self.tree.charge(q, m, job.gpus, true);
+        self.pending_now[j as usize] = false;
+        self.placed_gpus += job.gpus;
+        let reason = reasons::placed(self, j, m, how);
+        let placement = self.node_gpus(&p);
+        self.placed.push((j, m, p));
+        self.actions.place.push(Action::Place {
+            job: self.jobs[j as usize].name.to_string(),
+            placement,
+            reason,
+        });
+    }
+
+    /// Placement in executor terms: node names and GPU indices.
+    fn node_gpus(&self, p: &Placement) -> Vec<NodeGpus> {
+        p.iter()
+            .map(|(id, positions)| {
+                let node = self.cluster.node(*id);
+                NodeGpus {
+                    node: node.name.clone(),
+                    gpus: positions.iter().map(|pos| node.gpus[*pos].index).collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `run`'s GPUs may go to job `j` once free: nobody else was promised them.
+    fn claimable(&self, run: RunId, j: JobId) -> bool {
+        match self.runs[run as usize].preempted_for {
+            None => true,
+            Some(name) => {
+                name == self.jobs[j as usize].name
+                    || self
+                        .job_by_name
+                        .get(name)
+                        .is_none_or(|other| !self.pending_now[*other as usize])
+            }
+        }
+    }
+
+    /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
+    fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
+        let mut nodes: Vec<NodeId> = Vec::new();
+        let mut any = false;
+        for id in self.cluster.real_nodes() {
+            let node = self.cluster.node(id);
+            if node.model != Some(req.model) || !node.schedulable {
+                continue;
+            }
+            let has_freeing = node
+                .gpus
+                .iter()
+                .any(|g| matches!(g.owner, Owner::Freeing(r) if self.claimable(r, j)));
+            if has_freeing || node.free > 0 {
+                any |= has_freeing;
+                nodes.push(id);
+            }
+        }
+        if !any {
+            return false;
+        }
+        let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
+            n.schedulable
+                && match g.owner {
+                    Owner::Free => true,
+                    Owner::Freeing(r) => self.claimable(r, j),
+                    _ => false,
+                }
+        };
+        let Some(p) = placement::place_scan(&self.cluster, &nodes, req, &usable) else {
+            return false;
+        };
+        let mut waiting_on: Vec<RunId> = Vec::new();
+        for (id, positions) in &p {
+            for &pos in positions {
+                let owner = self.cluster.node(*id).gpus[pos].owner;
+                let new = match owner {
+                    Owner::Freeing(r) => {
+                        if !waiting_on.contains(&r) {
+                            waiting_on.push(r);
+                        }
+                        Owner::Claimed(r, j)
+                    }
+                    _ => Owner::Promised(j),
+                };
+                self.cluster.set_owner(*id, pos, new);
+            }
+        }
+        let job = &self.jobs[j as usize];
+        if let Some(q) = job.queue {
+            self.tree.charge(q, req.model, job.gpus, true);
+        }
+        waiting_on.sort_by_key(|r| self.runs[*r as usize].name);
+        let reason = reasons::waiting_for_runs(self, &waiting_on);
+        let waiting = if waiting_on
+            .iter()
+            .any(|r| self.runs[*r as usize].stopping == Stopping::Preempted)
+        {
+            "preemption"
+        } else {
+            "freeing"
+        };
+        self.push_pending(j, reason, waiting);
+        true
+    }
+
+    fn push_pending(&mut self, j: JobId, reason: String, waiting_for: &str) {
+        let job = &self.jobs[j as usize];
+        self.pending.push(Pending {
+            job: job.name.to_string(),
+            reason,
+            queue: Some(job.spec.queue.clone()),
+            waiting_for: Some(waiting_for.to_string()),
+        });
+    }
+
+    fn into_plan(self, scale: Vec<Action>) -> Plan {
+        let gpus: u64 = self
+            .cluster
+            .real_nodes()
+            .map(|id| self.cluster.node(id).gpus.len() as u64)
+            .sum();
+        let held: u64 = self.runs.iter().map(|r| r.gpus).sum();
+        let unhealthy = self.unhealthy;
+        let summary = Summary {
+            gpus,
+            allocated: held + self.placed_gpus,
+            pending_jobs: self.pending.len() as u64,
+            running_jobs: self.runs.len() as u64,
+            placed_jobs: self.actions.place.len() as u64,
+            preempted_jobs: self.actions.preempt.len() as u64,
+            unhealthy_gpus: unhealthy,
+        };
+        let Actions {
+            place,
+            preempt,
+            drain,
+            terminate,
+            cancel,
+        } = self.actions;
+        let mut actions = place;
+        actions.extend(preempt);
+        actions.extend(scale);
+        actions.extend(drain);
+        actions.extend(terminate);
+        actions.extend(cancel);
+        Plan {
+            revision: self.revision.map(str::to_string),
+            time: reasons::timestamp(self.now),
+            actions,
+            pending: self.pending,
+            summary,
+        }
+    }
+}
+
+/// The engine's node for a (virtual) pool node.
+fn cluster_node_from(
+    node: &crate::observed::ObservedNode,
+    model: ModelId,
+    nvlink: NvLink,
+    pool: PoolId,
+) -> cluster::NodeState {
+    let gpus: Vec<cluster::Gpu> = node
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(pos, g)| cluster::Gpu {
+            index: g.index,
+            domain: cluster::domain_of(nvlink, pos),
+            owner: Owner::Free,
+        })
+        .collect();
+    cluster::NodeState {
+        name: node.name.clone(),
+        pool: Some(pool),
+        model: Some(model),
+        rack: node.labels.get("rack").cloned(),
+        zone: node.labels.get("zone").cloned(),
+        max_domain: cluster::max_domain_size(&gpus),
+        free: gpus.len() as u32,
+        gpus,
+        schedulable: true,
+        is_virtual: false,
+        idle_since: None,
+    }
+}

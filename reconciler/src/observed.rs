@@ -1,0 +1,346 @@
+//! The observed state of the live fleet (DESIGN.md §3): nodes with their GPUs,
+//! running jobs with placements, and when pending jobs were first seen.
+//!
+//! Read from a YAML or JSON file (`--observed`), printed by `gitfleet
+//! inventory`, written by executors; or derived from the pools when absent.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::diag::{Diagnostic, Origin, Pos, sort_diagnostics};
+use crate::load::yaml::{self, Node, PathSegment};
+use crate::spec::Fleet;
+
+/// A point in time (UTC).
+pub type Timestamp = chrono::DateTime<chrono::Utc>;
+
+/// The live fleet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedState {
+    /// When this state was observed; `--now` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Timestamp>,
+    /// Every node with its GPUs.
+    #[serde(default)]
+    pub nodes: Vec<ObservedNode>,
+    /// Jobs that hold GPUs now.
+    #[serde(default)]
+    pub running: Vec<RunningJob>,
+    /// When pending jobs were first seen (their age in fair-share order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<QueuedJob>,
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedNode {
+    /// Node name, unique.
+    pub name: String,
+    /// The NodePool the node belongs to; nodes of no declared pool get no jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Topology labels: `rack`, `zone`, and any others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Since when no job has run on the node (for scale-down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<Timestamp>,
+    /// The node's GPUs.
+    #[serde(default)]
+    pub gpus: Vec<ObservedGpu>,
+}
+
+/// One GPU of a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedGpu {
+    /// Index on the node (as `CUDA_VISIBLE_DEVICES` counts).
+    pub index: u32,
+    /// Model name, normalised to the names pools use.
+    pub model: String,
+    /// Total memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Unhealthy GPUs are never given out.
+    #[serde(default = "default_true")]
+    pub healthy: bool,
+    /// NVML UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A job holding GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningJob {
+    /// The Job's name.
+    pub job: String,
+    /// When it started (time limits count from here).
+    pub started: Timestamp,
+    /// GPUs held, per node.
+    pub placement: Vec<NodeGpus>,
+    /// Set while a preemption's grace period runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempting_since: Option<Timestamp>,
+    /// The job the preemption makes room for (its GPUs are kept for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_for: Option<String>,
+}
+
+/// GPU indices on one node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct NodeGpus {
+    /// Node name.
+    pub node: String,
+    /// GPU indices on that node.
+    pub gpus: Vec<u32>,
+}
+
+/// When a pending job was first seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct QueuedJob {
+    /// The Job's name.
+    pub job: String,
+    /// First seen by the reconciler.
+    pub since: Timestamp,
+}
+
+/// Parses and checks an observed-state file (YAML or JSON). Every problem is
+/// returned with `FILE:LINE:COL`.
+pub fn parse_observed(file: &str, text: &str) -> Result<ObservedState, Vec<Diagnostic>> {
+    let file: Arc<str> = Arc::from(file);
+    let at = |pos: Pos| Origin::new(file.clone(), pos);
+    let mut docs = yaml::parse_documents(text).map_err(|err| {
+        vec![Diagnostic::new(
+            at(err.pos),
+            format!("YAML syntax error: {}", err.message),
+        )]
+    })?;
+    let node = match docs.len() {
+        0 => return Ok(ObservedState::default()),
+        1 => docs.remove(0),
+        _ => {
+            return Err(vec![Diagnostic::new(
+                at(docs[1].pos),
+                "observed state must be a single document",
+            )]);
+        }
+    };
+    let state: ObservedState = serde_path_to_error::deserialize(node.to_json()).map_err(|err| {
+        let path = to_path(err.path());
+        let pos = node.locate(path.iter().cloned()).pos;
+        vec![Diagnostic::new(
+            at(pos),
+            format!(
+                "observed state: {}: {}",
+                crate::load::render_path(&path),
+                err.inner()
+            ),
+        )]
+    })?;
+    let mut problems = consistency(&state, &node, &file);
+    if problems.is_empty() {
+        Ok(state)
+    } else {
+        sort_diagnostics(&mut problems);
+        Err(problems)
+    }
+}
+
+fn to_path(path: &serde_path_to_error::Path) -> Vec<PathSegment<String>> {
+    path.iter()
+        .filter_map(|seg| match seg {
+            serde_path_to_error::Segment::Map { key } => Some(PathSegment::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => Some(PathSegment::Index(*index)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks that cannot be expressed in types: unique names, placements on
+/// existing GPUs, no GPU held twice.
+fn consistency(state: &ObservedState, node: &Node, file: &Arc<str>) -> Vec<Diagnostic> {
+    use PathSegment::{Index, Key};
+    let at = |path: &[PathSegment<&str>]| {
+        Origin::new(file.clone(), node.locate(path.iter().cloned()).pos)
+    };
+    let mut out = Vec::new();
+    let mut gpus: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for (i, n) in state.nodes.iter().enumerate() {
+        if gpus.contains_key(n.name.as_str()) {
+            out.push(Diagnostic::new(
+                at(&[Key("nodes"), Index(i), Key("name")]),
+                format!("observed state: node {:?} is listed twice", n.name),
+            ));
+            continue;
+        }
+        let mut indices = BTreeSet::new();
+        for (j, gpu) in n.gpus.iter().enumerate() {
+            if !indices.insert(gpu.index) {
+                out.push(Diagnostic::new(
+                    at(&[Key("nodes"), Index(i), Key("gpus"), Index(j), Key("index")]),
+                    format!(
+                        "observed state: node {}: GPU {} is listed twice",
+                        n.name, gpu.index
+                    ),
+                ));
+            }
+        }
+        gpus.insert(&n.name, indices);
+    }
+    let mut jobs = BTreeSet::new();
+    let mut held: BTreeMap<(&str, u32), &str> = BTreeMap::new();
+    for (i, run) in state.running.iter().enumerate() {
+        if !jobs.insert(run.job.as_str()) {
+            out.push(Diagnostic::new(
+                at(&[Key("running"), Index(i), Key("job")]),
+                format!("observed state: job {:?} is running twice", run.job),
+            ));
+        }
+        for (j, part) in run.placement.iter().enumerate() {
+            let Some(indices) = gpus.get(part.node.as_str()) else {
+                out.push(Diagnostic::new(
+                    at(&[
+                        Key("running"),
+                        Index(i),
+                        Key("placement"),
+                        Index(j),
+                        Key("node"),
+                    ]),
+                    format!(
+                        "observed state: job {} runs on unknown node {:?}",
+                        run.job, part.node
+                    ),
+                ));
+                continue;
+            };
+            for gpu in &part.gpus {
+                let origin = || {
+                    at(&[
+                        Key("running"),
+                        Index(i),
+                        Key("placement"),
+                        Index(j),
+                        Key("gpus"),
+                    ])
+                };
+                if !indices.contains(gpu) {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: job {} holds GPU {gpu} of node {}, which has no such GPU",
+                            run.job, part.node
+                        ),
+                    ));
+                } else if let Some(other) =
+                    held.insert((part.node.as_str(), *gpu), run.job.as_str())
+                {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: GPU {gpu} of node {} is held by both {other} and {}",
+                            part.node, run.job
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The inventory assumed when no observed state is given: pool `P` has nodes
+/// `P-0 … P-(min-1)`, all GPUs healthy, racks `P-r0, P-r1 …` of
+/// `nodesPerRack` nodes (no rack label when unset), the pool's labels, and
+/// nothing runs.
+pub fn derive_inventory(fleet: &Fleet) -> ObservedState {
+    let mut nodes = Vec::new();
+    for pool in &fleet.pools {
+        let spec = &pool.spec;
+        for i in 0..spec.size.min {
+            nodes.push(pool_node(pool.name(), spec, i));
+        }
+    }
+    ObservedState {
+        time: None,
+        nodes,
+        running: Vec::new(),
+        queued: Vec::new(),
+    }
+}
+
+/// Node number `i` of a pool as the derived inventory (and scale-up) names it.
+pub fn pool_node(pool: &str, spec: &crate::spec::NodePoolSpec, i: u32) -> ObservedNode {
+    let mut labels = spec.labels.clone();
+    if let Some(per_rack) = spec.nodes_per_rack.filter(|n| *n > 0) {
+        labels.insert("rack".to_string(), format!("{pool}-r{}", i / per_rack));
+    }
+    ObservedNode {
+        name: format!("{pool}-{i}"),
+        pool: Some(pool.to_string()),
+        labels,
+        idle_since: None,
+        gpus: (0..spec.gpu.count)
+            .map(|index| ObservedGpu {
+                index,
+                model: spec.gpu.model.clone(),
+                memory_mib: spec.gpu.memory_gib.map(|g| u64::from(g) * 1024),
+                healthy: true,
+                uuid: None,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_design_example() {
+        let text = "time: 2026-11-21T10:00:00Z\nnodes:\n  - name: n0\n    pool: p\n    labels: {rack: r0}\n    gpus:\n      - {index: 0, model: H100, healthy: true}\n      - {index: 1, model: H100, healthy: false}\nrunning:\n  - job: a\n    started: 2026-11-21T08:00:00Z\n    placement: [{node: n0, gpus: [0]}]\n    preemptingSince: null\nqueued:\n  - {job: b, since: 2026-11-21T09:30:00Z}\n";
+        let state = parse_observed("o.yaml", text).unwrap();
+        assert_eq!(state.nodes[0].gpus.len(), 2);
+        assert!(!state.nodes[0].gpus[1].healthy);
+        assert_eq!(state.running[0].placement[0].gpus, vec![0]);
+        assert_eq!(state.queued[0].job, "b");
+    }
+
+    #[test]
+    fn json_is_accepted() {
+        let text =
+            r#"{"nodes": [{"name": "n0", "gpus": [{"index": 0, "model": "A"}]}], "running": []}"#;
+        let state = parse_observed("o.json", text).unwrap();
+        assert!(state.nodes[0].gpus[0].healthy);
+    }
+
+    #[test]
+    fn type_errors_have_positions() {
+        let text = "nodes:\n  - name: n0\n    gpus:\n      - {index: zero, model: A}\n";
+        let errs = parse_observed("o.yaml", text).unwrap_err();
+        assert_eq!(errs[0].origin.pos.line, 4, "{errs:?}");
+        assert!(
+            errs[0].message.contains("nodes[0].gpus[0].index"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn double_booked_gpus_are_rejected() {
+        let text = "nodes:\n  - name: n0\n    gpus: [{index: 0, model: A}]\nrunning:\n  - {job: a, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}]}\n  - {job: b, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}]}\n  - {job: c, started: 2026-11-21T08:00:00Z, placement: [{node: n9, gpus: [0]}]}\n";
+        let errs = parse_observed("o.yaml", text).unwrap_err();
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errs.len(), 2, "{text:?}");
+        assert!(text[0].contains("held by both a and b"), "{text:?}");
+        assert!(text[1].contains("unknown node \"n9\""), "{text:?}");
+    }
+}

@@ -1,0 +1,141 @@
+//! The plan: what the engine decided (DESIGN.md §4). Its JSON is a contract:
+//! fields may be added, never renamed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::observed::NodeGpus;
+
+/// Everything one engine run decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The Git revision the specs came from, when known.
+    pub revision: Option<String>,
+    /// The engine's `now`, RFC 3339 UTC.
+    pub time: String,
+    /// Actions, in the order: place, preempt, scale, drain, terminate, cancel.
+    pub actions: Vec<Action>,
+    /// Jobs left pending, in fair-share order, each with its binding constraint.
+    pub pending: Vec<Pending>,
+    /// Totals after the plan.
+    pub summary: Summary,
+}
+
+/// One action for an executor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Action {
+    /// Start a job on these GPUs.
+    Place {
+        /// Job name.
+        job: String,
+        /// GPUs per node, one entry per replica.
+        placement: Vec<NodeGpus>,
+        /// Why here (queue, model, quota state).
+        reason: String,
+    },
+    /// Signal a job to stop so that another one fits.
+    Preempt {
+        /// The victim.
+        job: String,
+        /// The job that needs its GPUs.
+        #[serde(rename = "for")]
+        for_job: String,
+        /// Which rule allowed it.
+        reason: String,
+    },
+    /// Change a pool's node count.
+    Scale {
+        /// Pool name.
+        pool: String,
+        /// Nodes now.
+        from: u32,
+        /// Nodes wanted.
+        to: u32,
+        /// Why.
+        reason: String,
+        /// Nodes to remove, on scale-down.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nodes: Vec<String>,
+    },
+    /// Stop placing on a node.
+    Drain {
+        /// Node name.
+        node: String,
+        /// Why (unhealthy GPUs).
+        reason: String,
+    },
+    /// Stop a job that ran past its time limit.
+    Terminate {
+        /// Job name.
+        job: String,
+        /// Why.
+        reason: String,
+    },
+    /// Stop a job that is no longer in Git.
+    Cancel {
+        /// Job name.
+        job: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Action {
+    /// The action's `type` as written in JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Place { .. } => "place",
+            Action::Preempt { .. } => "preempt",
+            Action::Scale { .. } => "scale",
+            Action::Drain { .. } => "drain",
+            Action::Terminate { .. } => "terminate",
+            Action::Cancel { .. } => "cancel",
+        }
+    }
+
+    /// The job the action is about, if any.
+    pub fn job(&self) -> Option<&str> {
+        match self {
+            Action::Place { job, .. }
+            | Action::Preempt { job, .. }
+            | Action::Terminate { job, .. }
+            | Action::Cancel { job, .. } => Some(job),
+            Action::Scale { .. } | Action::Drain { .. } => None,
+        }
+    }
+}
+
+/// A job that stays pending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    /// Job name.
+    pub job: String,
+    /// The binding constraint, in words a user can act on.
+    pub reason: String,
+    /// Its leaf queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// What it waits for: `quota`, `resources`, `preemption`, `scale-up`,
+    /// `freeing`, `reservation`, `unschedulable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+}
+
+/// Totals after the plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// GPUs on all observed nodes.
+    pub gpus: u64,
+    /// GPUs held by running jobs plus GPUs placed by this plan.
+    pub allocated: u64,
+    /// Jobs left pending.
+    pub pending_jobs: u64,
+    /// Jobs running before the plan.
+    pub running_jobs: u64,
+    /// Jobs this plan places.
+    pub placed_jobs: u64,
+    /// Jobs this plan preempts.
+    pub preempted_jobs: u64,
+    /// GPUs that are unhealthy.
+    pub unhealthy_gpus: u64,
+}

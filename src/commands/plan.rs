@@ -1,0 +1,92 @@
+//! `gitfleet plan [PATH] [--observed F] [--now T] [-o text|markdown|json] [--detailed-exitcode]`
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use miette::{IntoDiagnostic, Result, WrapErr, miette};
+use reconciler::engine::{PlanInput, plan};
+use reconciler::observed::{ObservedState, Timestamp, derive_inventory, parse_observed};
+use reconciler::plan::Plan;
+use reconciler::report::{plan_markdown, plan_text};
+
+use super::{OutputFormat, load_valid_fleet};
+
+/// Options of `gitfleet plan`.
+pub struct PlanArgs<'a> {
+    pub path: &'a Path,
+    pub observed: Option<&'a Path>,
+    pub now: Option<&'a str>,
+    pub output: OutputFormat,
+    pub detailed_exitcode: bool,
+}
+
+pub fn run(args: &PlanArgs) -> Result<ExitCode> {
+    let Some(fleet) = load_valid_fleet(args.path)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let observed = match args.observed {
+        Some(file) => match read_observed(file)? {
+            Some(state) => state,
+            None => return Ok(ExitCode::FAILURE),
+        },
+        None => derive_inventory(&fleet),
+    };
+    let now = resolve_now(args.now, &observed)?;
+    let plan = plan(&PlanInput {
+        fleet: &fleet,
+        observed: &observed,
+        now,
+        revision: None,
+    });
+    print_plan(&plan, args.output, &args.path.display().to_string())?;
+    let code = if args.detailed_exitcode && !plan.actions.is_empty() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    };
+    Ok(code)
+}
+
+/// Reads an observed-state file; prints its problems and returns `None` when invalid.
+pub fn read_observed(file: &Path) -> Result<Option<ObservedState>> {
+    let text = std::fs::read_to_string(file)
+        .into_diagnostic()
+        .wrap_err_with(|| format!("cannot read {}", file.display()))?;
+    match parse_observed(&file.display().to_string(), &text) {
+        Ok(state) => Ok(Some(state)),
+        Err(diags) => {
+            for d in &diags {
+                eprintln!("{d}");
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// `--now`, else the observed state's time, else the clock (whole seconds).
+pub fn resolve_now(now: Option<&str>, observed: &ObservedState) -> Result<Timestamp> {
+    if let Some(text) = now {
+        return chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|e| {
+                miette!("--now {text:?}: not an RFC 3339 time like 2026-11-21T10:00:00Z ({e})")
+            });
+    }
+    if let Some(t) = observed.time {
+        return Ok(t);
+    }
+    let now = chrono::Utc::now();
+    Ok(chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now))
+}
+
+fn print_plan(plan: &Plan, output: OutputFormat, source: &str) -> Result<()> {
+    match output {
+        OutputFormat::Json => {
+            let text = serde_json::to_string_pretty(plan).into_diagnostic()?;
+            println!("{text}");
+        }
+        OutputFormat::Text => print!("{}", plan_text(plan, source)),
+        OutputFormat::Markdown => print!("{}", plan_markdown(plan, source)),
+    }
+    Ok(())
+}
