@@ -51,7 +51,7 @@ pub struct PoolGpu {
     #[schemars(range(min = 1))]
     pub count: u32,
     /// Memory per GPU in GiB (informational).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "memoryGiB", skip_serializing_if = "Option::is_none")]
     pub memory_gib: Option<u32>,
 }
 
