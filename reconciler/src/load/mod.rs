@@ -8,6 +8,7 @@ pub mod fs;
 mod schema_check;
 pub mod yaml;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -17,7 +18,7 @@ use crate::spec::{
     API_VERSION, Fleet, JobSpec, Kind, Manifest, NodePoolSpec, Object, PolicySpec,
     PriorityClassSpec, QueueSpec,
 };
-use crate::validate;
+use crate::validate::{self, closest};
 use yaml::{Node, PathSegment};
 
 pub use schema_check::render_path;
@@ -76,6 +77,15 @@ impl<S> Document<S> {
         Origin::new(self.object.origin.file.clone(), node.pos)
     }
 
+    /// The origin of the *key* of the field at `path` (or of its closest
+    /// existing parent): `spec:` rather than the first field inside it.
+    pub fn key_origin_of(&self, path: &[&str]) -> Origin {
+        let node = self
+            .node
+            .locate_key(path.iter().map(|k| PathSegment::Key(*k)));
+        Origin::new(self.object.origin.file.clone(), node.pos)
+    }
+
     /// The origin of a path with sequence indices.
     pub fn origin_at(&self, path: &[PathSegment<&str>]) -> Origin {
         let node = self.node.locate(path.iter().cloned());
@@ -101,6 +111,65 @@ pub struct Documents {
     pub jobs: Vec<Document<JobSpec>>,
     /// `kind: Policy`
     pub policies: Vec<Document<PolicySpec>>,
+    /// What is known of the documents that failed to load.
+    pub rejected: Rejected,
+}
+
+/// What is known of documents that could not be loaded (their errors are
+/// already reported), so that validation does not report references to them
+/// a second time as unknown, nor judge jobs against an incomplete set of pools.
+#[derive(Debug, Clone, Default)]
+pub struct Rejected {
+    /// `metadata.name` of rejected documents of a known kind.
+    pub names: BTreeMap<Kind, BTreeSet<String>>,
+    /// `metadata.name` of documents whose `kind` is missing or unknown.
+    pub names_of_unknown_kind: BTreeSet<String>,
+    /// `spec.gpu.model` of rejected NodePools.
+    pub models: BTreeSet<String>,
+    /// Whether a rejected NodePool has no readable `spec.gpu.model`.
+    pub pool_without_model: bool,
+    /// Whether a file could not be parsed at all: anything may be defined there.
+    pub unreadable_file: bool,
+}
+
+impl Rejected {
+    /// Whether a rejected document may be the `kind` named `name`.
+    pub fn may_define(&self, kind: Kind, name: &str) -> bool {
+        self.unreadable_file
+            || self.names_of_unknown_kind.contains(name)
+            || self
+                .names
+                .get(&kind)
+                .is_some_and(|names| names.contains(name))
+    }
+
+    /// Whether a rejected NodePool may provide GPU model `model`.
+    pub fn may_provide(&self, model: &str) -> bool {
+        self.may_provide_any(|m| m == model)
+    }
+
+    /// Whether a rejected NodePool may provide a model that `accepts` accepts.
+    pub fn may_provide_any(&self, accepts: impl Fn(&str) -> bool) -> bool {
+        self.unreadable_file || self.pool_without_model || self.models.iter().any(|m| accepts(m))
+    }
+
+    fn record(&mut self, kind: Option<Kind>, json: &serde_json::Value) {
+        let name = json.pointer("/metadata/name").and_then(|n| n.as_str());
+        if let Some(name) = name {
+            match kind {
+                Some(kind) => self.names.entry(kind).or_default().insert(name.to_string()),
+                None => self.names_of_unknown_kind.insert(name.to_string()),
+            };
+        }
+        if kind == Some(Kind::NodePool) {
+            match json.pointer("/spec/gpu/model").and_then(|m| m.as_str()) {
+                Some(model) => {
+                    self.models.insert(model.to_string());
+                }
+                None => self.pool_without_model = true,
+            }
+        }
+    }
 }
 
 impl Documents {
@@ -146,20 +215,15 @@ fn parse_file(file: &SourceFile, docs: &mut Documents, diagnostics: &mut Vec<Dia
     let text = match std::str::from_utf8(&file.bytes) {
         Ok(text) => text,
         Err(err) => {
-            let line = 1 + file.bytes[..err.valid_up_to()]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count();
-            diagnostics.push(Diagnostic::new(
-                at(Pos::new(line as u32, 1)),
-                "file is not valid UTF-8",
-            ));
+            docs.rejected.unreadable_file = true;
+            diagnostics.push(not_utf8(file, err));
             return;
         }
     };
     let nodes = match yaml::parse_documents(text) {
         Ok(nodes) => nodes,
         Err(err) => {
+            docs.rejected.unreadable_file = true;
             diagnostics.push(Diagnostic::new(
                 at(err.pos),
                 format!("YAML syntax error: {}", err.message),
@@ -171,34 +235,78 @@ fn parse_file(file: &SourceFile, docs: &mut Documents, diagnostics: &mut Vec<Dia
         if node.get("apiVersion").and_then(Node::as_str) != Some(API_VERSION) {
             continue; // another tool's document (Kubernetes, CI): not ours
         }
-        let Some((kind_key, kind_node)) = node.entry("kind") else {
+        let Some(kind_node) = node.get("kind") else {
+            docs.rejected.record(None, &node.to_json());
             diagnostics.push(Diagnostic::new(
                 at(node.pos),
                 "missing required field \"kind\"",
             ));
             continue;
         };
-        let _ = kind_key;
-        let kind_text = kind_node.as_str().unwrap_or_default();
-        let Some(kind) = Kind::parse(kind_text) else {
-            diagnostics.push(Diagnostic::new(
-                at(kind_node.pos),
-                format!(
-                    "kind: unknown kind {kind_text:?} (expected NodePool, Queue, PriorityClass, Job or Policy)"
-                ),
-            ));
+        let Some(kind) = kind_node.as_str().and_then(Kind::parse) else {
+            docs.rejected.record(None, &node.to_json());
+            diagnostics.push(Diagnostic::new(at(kind_node.pos), unknown_kind(kind_node)));
             continue;
         };
         let origin = at(node.pos);
+        let rejected = &mut docs.rejected;
         match kind {
-            Kind::NodePool => push_typed(kind, node, origin, &mut docs.pools, diagnostics),
-            Kind::Queue => push_typed(kind, node, origin, &mut docs.queues, diagnostics),
-            Kind::PriorityClass => {
-                push_typed(kind, node, origin, &mut docs.priority_classes, diagnostics)
+            Kind::NodePool => {
+                push_typed(kind, node, origin, &mut docs.pools, rejected, diagnostics)
             }
-            Kind::Job => push_typed(kind, node, origin, &mut docs.jobs, diagnostics),
-            Kind::Policy => push_typed(kind, node, origin, &mut docs.policies, diagnostics),
+            Kind::Queue => push_typed(kind, node, origin, &mut docs.queues, rejected, diagnostics),
+            Kind::PriorityClass => push_typed(
+                kind,
+                node,
+                origin,
+                &mut docs.priority_classes,
+                rejected,
+                diagnostics,
+            ),
+            Kind::Job => push_typed(kind, node, origin, &mut docs.jobs, rejected, diagnostics),
+            Kind::Policy => push_typed(
+                kind,
+                node,
+                origin,
+                &mut docs.policies,
+                rejected,
+                diagnostics,
+            ),
         }
+    }
+}
+
+/// Points at the first invalid byte, with the column counted in characters.
+fn not_utf8(file: &SourceFile, err: std::str::Utf8Error) -> Diagnostic {
+    let valid = &file.bytes[..err.valid_up_to()];
+    let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let line = 1 + valid.iter().filter(|b| **b == b'\n').count();
+    let column = 1 + String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count();
+    let byte = file
+        .bytes
+        .get(err.valid_up_to())
+        .copied()
+        .unwrap_or_default();
+    Diagnostic::new(
+        Origin::new(file.path.clone(), Pos::new(line as u32, column as u32)),
+        format!("file is not valid UTF-8 (byte 0x{byte:02X}); save it as UTF-8"),
+    )
+}
+
+fn unknown_kind(kind_node: &Node) -> String {
+    let Some(text) = kind_node.as_str() else {
+        return format!(
+            "kind: expected one of NodePool, Queue, PriorityClass, Job, Policy, found {}",
+            kind_node.to_json()
+        );
+    };
+    match closest(text, Kind::ALL.iter().map(|k| k.as_str())) {
+        Some(near) => format!("kind: unknown kind {text:?} (did you mean {near:?}?)"),
+        None => format!(
+            "kind: unknown kind {text:?} (expected NodePool, Queue, PriorityClass, Job or Policy)"
+        ),
     }
 }
 
@@ -207,6 +315,7 @@ fn push_typed<S: DeserializeOwned>(
     node: Node,
     origin: Origin,
     out: &mut Vec<Document<S>>,
+    rejected: &mut Rejected,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     let json = node.to_json();
@@ -229,9 +338,10 @@ fn push_typed<S: DeserializeOwned>(
             };
             diagnostics.push(Diagnostic::new(at(v.pos), message));
         }
+        rejected.record(Some(kind), &json);
         return;
     }
-    match serde_path_to_error::deserialize::<_, Manifest<S>>(json) {
+    match serde_path_to_error::deserialize::<_, Manifest<S>>(json.clone()) {
         Ok(manifest) => out.push(Document {
             object: Object {
                 metadata: manifest.metadata,
@@ -255,10 +365,100 @@ fn push_typed<S: DeserializeOwned>(
                 })
                 .collect();
             let pos = node.locate(path.iter().cloned()).pos;
+            rejected.record(Some(kind), &json);
+            let message = err
+                .inner()
+                .to_string()
+                .replace("expected u32", "expected an integer from 0 to 4294967295")
+                .replace(
+                    "expected i32",
+                    "expected an integer from -2147483648 to 2147483647",
+                );
             diagnostics.push(Diagnostic::new(
                 at(pos),
-                format!("{subject}: {}: {}", render_path(&path), err.inner()),
+                format!("{subject}: {}: {message}", render_path(&path)),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(files: &[(&str, &[u8])]) -> Vec<String> {
+        let files: Vec<SourceFile> = files
+            .iter()
+            .map(|(path, bytes)| SourceFile::new(*path, *bytes))
+            .collect();
+        load_fleet(&files)
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn invalid_utf8_is_located_by_line_and_character() {
+        let got = messages(&[("a.yaml", b"a: 1\nb: caf\xc3\xa9 \xe9\n")]);
+        assert_eq!(
+            got,
+            ["a.yaml:2:9: file is not valid UTF-8 (byte 0xE9); save it as UTF-8"]
+        );
+    }
+
+    #[test]
+    fn integers_beyond_32_bits_name_the_range() {
+        let got = messages(&[(
+            "a.yaml",
+            b"apiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: c}\nspec: {value: 3000000000}\n",
+        )]);
+        assert_eq!(
+            got,
+            [
+                "a.yaml:4:15: PriorityClass c: spec.value: invalid value: integer `3000000000`, expected an integer from -2147483648 to 2147483647"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_get_a_hint() {
+        let got = messages(&[(
+            "a.yaml",
+            b"apiVersion: gitfleet/v1\nkind: Queu\nmetadata: {name: q}\n---\napiVersion: gitfleet/v1\nkind: 3\n",
+        )]);
+        assert_eq!(
+            got,
+            [
+                "a.yaml:2:7: kind: unknown kind \"Queu\" (did you mean \"Queue\"?)",
+                "a.yaml:6:7: kind: expected one of NodePool, Queue, PriorityClass, Job, Policy, found 3",
+            ]
+        );
+    }
+
+    #[test]
+    fn references_to_rejected_documents_are_not_reported_again() {
+        let fleet = b"apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  gpu: {model: X, count: 8.5}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec: {weight: 0, quota: [{model: X, guaranteed: 8}]}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: leaf}\nspec: {parent: q, quota: [{model: X, guaranteed: 8}]}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: j}\nspec: {queue: q, gpusPerReplica: 16, gpu: {models: [X]}}\n";
+        let got = messages(&[("a.yaml", fleet)]);
+        // Only the two schema errors: no "unknown queue", no "no NodePool
+        // provides X", no "replica too large" judged without pool p.
+        assert_eq!(
+            got,
+            [
+                "a.yaml:5:26: NodePool p: spec.gpu.count: expected integer, found number 8.5",
+                "a.yaml:11:16: Queue q: spec.weight: must be at least 1, found 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_parsed_hides_unknown_references() {
+        let jobs = b"apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: j}\nspec: {queue: q, gpusPerReplica: 1, priorityClass: high}\n";
+        let got = messages(&[("jobs.yaml", jobs), ("queues.yaml", b"a: [\n")]);
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(
+            got[0].starts_with("queues.yaml:1:4: YAML syntax error"),
+            "{got:#?}"
+        );
     }
 }

@@ -50,21 +50,75 @@ pub struct SyntaxError {
 }
 
 /// Parses every document of a YAML stream. Empty documents are dropped.
+/// A key repeated in one mapping is an error that names both positions.
 pub fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
-    let docs: Vec<Node> = serde_saphyr::from_multiple(text).map_err(|err| {
-        let pos = err
-            .location()
-            .map(|loc| Pos::new(loc.line() as u32, loc.column() as u32))
-            .unwrap_or_else(|| Pos::new(1, 1));
-        SyntaxError {
-            pos,
-            message: plain_message(&err),
-        }
-    })?;
+    // Duplicate keys are passed through and found below, so that the message
+    // can say where the key was first written.
+    let options = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
+    };
+    let docs: Vec<Node> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
+            let pos = err
+                .location()
+                .map(|loc| Pos::new(loc.line() as u32, loc.column() as u32))
+                .unwrap_or_else(|| Pos::new(1, 1));
+            SyntaxError {
+                pos,
+                message: plain_message(&err),
+            }
+        })?;
+    if let Some(err) = docs
+        .iter()
+        .filter_map(first_duplicate_key)
+        .min_by_key(|e| e.pos)
+    {
+        return Err(err);
+    }
     Ok(docs
         .into_iter()
         .filter(|doc| doc.value != Value::Null)
         .collect())
+}
+
+/// The first (by position) scalar key that repeats an earlier key of the same mapping.
+fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
+    let mut found: Option<SyntaxError> = None;
+    let mut keep = |err: SyntaxError| {
+        if found.as_ref().is_none_or(|f| err.pos < f.pos) {
+            found = Some(err);
+        }
+    };
+    match &node.value {
+        Value::Seq(items) => items
+            .iter()
+            .filter_map(first_duplicate_key)
+            .for_each(&mut keep),
+        Value::Map(entries) => {
+            for (i, (key, value)) in entries.iter().enumerate() {
+                let scalar = !matches!(key.value, Value::Seq(_) | Value::Map(_));
+                if let Some((first, _)) = entries[..i]
+                    .iter()
+                    .find(|(earlier, _)| scalar && earlier.value == key.value)
+                {
+                    keep(SyntaxError {
+                        pos: key.pos,
+                        message: format!(
+                            "duplicate key {:?} (first at line {}, column {})",
+                            key.key_text(),
+                            first.pos.line,
+                            first.pos.column
+                        ),
+                    });
+                }
+                if let Some(err) = first_duplicate_key(value) {
+                    keep(err);
+                }
+            }
+        }
+        _ => {}
+    }
+    found
 }
 
 /// serde-saphyr renders errors with a location suffix and sometimes a source
@@ -113,10 +167,7 @@ impl Node {
     /// Follows a path of mapping keys and sequence indices; returns the
     /// deepest node reached, so a path into a missing field still yields the
     /// position of its closest existing parent.
-    pub fn locate<'a, S: AsRef<str>>(
-        &self,
-        path: impl IntoIterator<Item = PathSegment<S>>,
-    ) -> &Node {
+    pub fn locate<S: AsRef<str>>(&self, path: impl IntoIterator<Item = PathSegment<S>>) -> &Node {
         let mut node = self;
         for seg in path {
             let next = match (&node.value, seg) {
@@ -130,6 +181,33 @@ impl Node {
             }
         }
         node
+    }
+
+    /// Like [`Node::locate`], but returns the *key* node of the deepest mapping
+    /// entry reached (or the sequence item): a message about a whole mapping
+    /// reads best at `spec:`, not at the first field inside it. The node
+    /// itself when the path reaches nothing.
+    pub fn locate_key<S: AsRef<str>>(
+        &self,
+        path: impl IntoIterator<Item = PathSegment<S>>,
+    ) -> &Node {
+        let mut node = self;
+        let mut key = self;
+        for seg in path {
+            let next = match (&node.value, seg) {
+                (Value::Map(_), PathSegment::Key(k)) => node.entry(k.as_ref()),
+                (Value::Seq(items), PathSegment::Index(i)) => items.get(i).map(|item| (item, item)),
+                _ => None,
+            };
+            match next {
+                Some((k, v)) => {
+                    key = k;
+                    node = v;
+                }
+                None => break,
+            }
+        }
+        key
     }
 
     /// Converts to JSON, for schema validation, typed deserialization and CEL.
@@ -295,6 +373,20 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_keys_name_the_first_occurrence() {
+        let text =
+            "x: 1\n---\nspec:\n  gpu: {model: A, count: 8, model: B}\n  labels: {}\n  labels: {}\n";
+        let err = parse_documents(text).unwrap_err();
+        assert_eq!(err.pos, Pos::new(4, 29), "{err:?}");
+        assert_eq!(
+            err.message,
+            "duplicate key \"model\" (first at line 4, column 9)"
+        );
+        // Equal keys in different mappings are fine.
+        assert!(parse_documents("a: {k: 1}\nb: {k: 2}\n").is_ok());
+    }
+
+    #[test]
     fn locate_stops_at_deepest_existing_node() {
         let docs = parse_documents("spec:\n  items:\n    - {a: 1}\n").unwrap();
         let path = [
@@ -304,5 +396,26 @@ mod tests {
             PathSegment::Key("missing"),
         ];
         assert_eq!(docs[0].locate(path).pos, Pos::new(3, 7));
+    }
+
+    #[test]
+    fn locate_key_points_at_the_key_of_the_deepest_entry() {
+        let docs =
+            parse_documents("kind: Job\nspec:\n  queue: q\n  items:\n    - {a: 1}\n").unwrap();
+        let key = |path: &[PathSegment<&str>]| docs[0].locate_key(path.iter().cloned()).pos;
+        assert_eq!(key(&[PathSegment::Key("spec")]), Pos::new(2, 1));
+        assert_eq!(
+            key(&[PathSegment::Key("spec"), PathSegment::Key("missing")]),
+            Pos::new(2, 1)
+        );
+        assert_eq!(
+            key(&[
+                PathSegment::Key("spec"),
+                PathSegment::Key("items"),
+                PathSegment::Index(0)
+            ]),
+            Pos::new(5, 7)
+        );
+        assert_eq!(key(&[]), Pos::new(1, 1));
     }
 }

@@ -2,7 +2,11 @@
 //! ValidatingAdmissionPolicy does. The document is the variable `object`,
 //! with defaults filled in (`object.spec.replicas` is 1 when omitted).
 
-use cel_interpreter::{Context, Program, Value as Cel};
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+use cel_interpreter::{Context, ExecutionError, ParseErrors, Program, Value as Cel};
 use serde::Serialize;
 
 use crate::diag::{Diagnostic, Origin};
@@ -46,19 +50,73 @@ pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
 fn compile<'a>(doc: &'a Document<PolicySpec>, out: &mut Vec<Diagnostic>) -> CompiledPolicy<'a> {
     let mut rules = Vec::new();
     for (i, rule) in doc.object.spec.rules.iter().enumerate() {
-        match Program::compile(&rule.expression) {
+        match compile_expression(&rule.expression) {
             Ok(program) => rules.push((i, program)),
             Err(err) => out.push(Diagnostic::new(
-                doc.origin_at(&[Key("spec"), Key("rules"), Index(i), Key("expression")]),
-                format!(
-                    "Policy {}: spec.rules[{i}].expression: {}",
-                    doc.name(),
-                    PolicyError::Compile(one_line(&err.to_string()))
-                ),
+                rule_origin(doc, i),
+                format!("Policy {}: spec.rules[{i}].expression: {err}", doc.name()),
             )),
         }
     }
     CompiledPolicy { doc, rules }
+}
+
+fn rule_origin(doc: &Document<PolicySpec>, i: usize) -> Origin {
+    doc.origin_at(&[Key("spec"), Key("rules"), Index(i), Key("expression")])
+}
+
+thread_local! {
+    /// Set while the CEL parser runs, so that its panics are not printed.
+    static QUIET_PANICS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Compiles a CEL expression. The parser of cel-interpreter 0.10 panics on
+/// some invalid input (e.g. `a &&`, cel-rust/cel-rust#191) instead of
+/// returning an error: the panic is caught, kept off stderr, and reported as
+/// a syntax error. Other panics print as before.
+fn compile_expression(expression: &str) -> Result<Program, PolicyError> {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET_PANICS.with(|q| q.set(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| Program::compile(expression)));
+    QUIET_PANICS.with(|q| q.set(false));
+    match result {
+        Ok(Ok(program)) => Ok(program),
+        Ok(Err(errors)) => Err(PolicyError::Compile(describe_parse_errors(
+            &errors, expression,
+        ))),
+        Err(_) => Err(PolicyError::Compile(
+            "syntax error (incomplete expression?)".to_string(),
+        )),
+    }
+}
+
+/// The first syntax error, with its place in the expression and without the
+/// parser's snippet.
+fn describe_parse_errors(errors: &ParseErrors, expression: &str) -> String {
+    let first = errors
+        .errors
+        .iter()
+        .find(|e| e.msg.starts_with("Syntax error"))
+        .or_else(|| errors.errors.first());
+    let Some(err) = first else {
+        return "syntax error".to_string();
+    };
+    let msg = err.msg.trim_start_matches("Syntax error: ");
+    let msg = one_line(&msg.replace("'<EOF>'", "end of expression"));
+    let (line, column) = err.pos;
+    if expression.trim_end().contains('\n') {
+        format!("syntax error at line {line}, column {column}: {msg}")
+    } else {
+        format!("syntax error at column {column}: {msg}")
+    }
 }
 
 /// The document as CEL sees it.
@@ -113,21 +171,29 @@ fn evaluate_kind<S: Serialize>(
             }
             for (i, program) in &policy.rules {
                 let rule = &policy.doc.object.spec.rules[*i];
+                let expression = one_line(&rule.expression);
                 let problem = match program.execute(&ctx) {
                     Ok(Cel::Bool(true)) => continue,
                     Ok(Cel::Bool(false)) => rule
                         .message
                         .clone()
-                        .unwrap_or_else(|| format!("rule failed: {}", rule.expression)),
+                        .unwrap_or_else(|| format!("rule failed: {expression}")),
                     Ok(other) => format!(
-                        "rule {i} returned {other:?} instead of true or false: {}",
-                        rule.expression
+                        "rule returned {} instead of true or false: {expression}",
+                        show(&other)
                     ),
-                    Err(err) => format!(
-                        "rule {i} could not be evaluated ({}): {}",
-                        one_line(&err.to_string()),
-                        rule.expression
-                    ),
+                    Err(err) => {
+                        let hint = match err {
+                            ExecutionError::NoSuchKey(_) => {
+                                " (test optional fields with has() first)"
+                            }
+                            _ => "",
+                        };
+                        format!(
+                            "rule could not be evaluated: {}{hint}: {expression}",
+                            one_line(&err.to_string()),
+                        )
+                    }
                 };
                 out.push(Diagnostic::new(
                     violation_origin(doc),
@@ -135,7 +201,7 @@ fn evaluate_kind<S: Serialize>(
                         "{kind} {}: violates Policy {} ({}): {problem}",
                         doc.name(),
                         policy.doc.name(),
-                        policy.doc.object.origin
+                        rule_origin(policy.doc, *i)
                     ),
                 ));
             }
@@ -147,6 +213,66 @@ fn violation_origin<S>(doc: &Document<S>) -> Origin {
     doc.origin_of(&["metadata", "name"])
 }
 
+/// A CEL value as a user would write it, with its type.
+fn show(value: &Cel) -> String {
+    let kind = value.type_of();
+    match value {
+        Cel::Int(i) => format!("{kind} {i}"),
+        Cel::UInt(u) => format!("{kind} {u}"),
+        Cel::Float(f) => format!("{kind} {f}"),
+        Cel::String(s) => format!("{kind} {s:?}"),
+        Cel::Null => "null".to_string(),
+        _ => format!("a {kind}"),
+    }
+}
+
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{SourceFile, load_fleet};
+
+    #[test]
+    fn parser_panics_become_syntax_errors() {
+        for bad in ["object.spec.replicas &&", "1 +", "!", "\"abc"] {
+            let err = compile_expression(bad).err();
+            assert!(
+                matches!(&err, Some(PolicyError::Compile(m)) if m.starts_with("syntax error")),
+                "{bad}: {err:?}"
+            );
+        }
+        // Panics elsewhere still reach the previous hook and unwind as usual.
+        assert!(std::panic::catch_unwind(|| panic!("other")).is_err());
+    }
+
+    #[test]
+    fn syntax_errors_name_the_column_without_the_snippet() {
+        let err = compile_expression("object.spec.replicas <= (8").err();
+        assert_eq!(
+            err,
+            Some(PolicyError::Compile(
+                "syntax error at column 27: missing ')' at end of expression".to_string()
+            ))
+        );
+    }
+
+    #[test]
+    fn non_boolean_results_and_missing_fields_are_reported_per_rule() {
+        let text = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n---\napiVersion: gitfleet/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n  match: {kinds: [Queue]}\n  rules:\n    - expression: object.spec.weight\n    - expression: object.spec.parent == 'x'\n";
+        let got: Vec<String> = load_fleet(&[SourceFile::new("a.yaml", text)])
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "a.yaml:3:18: Queue q: violates Policy p (a.yaml:12:19): rule returned uint 1 instead of true or false: object.spec.weight",
+                "a.yaml:3:18: Queue q: violates Policy p (a.yaml:13:19): rule could not be evaluated: No such key: parent (test optional fields with has() first): object.spec.parent == 'x'",
+            ]
+        );
+    }
 }

@@ -6,7 +6,7 @@ use super::suggest::hint;
 use crate::diag::{Diagnostic, Origin};
 use crate::load::yaml::PathSegment::{Index, Key};
 use crate::load::{Document, Documents};
-use crate::spec::QueueSpec;
+use crate::spec::{Kind, QueueSpec};
 
 pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
     duplicates("NodePool", &docs.pools, out);
@@ -72,6 +72,7 @@ fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
         let spec = &queue.object.spec;
         if let Some(parent) = &spec.parent
             && !by_name.contains_key(parent.as_str())
+            && !docs.rejected.may_define(Kind::Queue, parent)
         {
             out.push(Diagnostic::new(
                 queue.origin_of(&["spec", "parent"]),
@@ -97,7 +98,7 @@ fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
                     ),
                 ));
             }
-            if !models.contains(quota.model.as_str()) {
+            if !models.contains(quota.model.as_str()) && !docs.rejected.may_provide(&quota.model) {
                 out.push(Diagnostic::new(
                     entry("model"),
                     format!(
@@ -176,13 +177,16 @@ fn guaranteed_sums(
             children.entry(parent).or_default().push(queue);
         }
     }
+    let provided = pool_models(docs);
     for (parent_name, kids) in &children {
         let Some(parent) = by_name.get(parent_name) else {
             continue;
         };
+        // A model no pool provides is already reported on each quota entry.
         let models: BTreeSet<&str> = kids
             .iter()
             .flat_map(|k| k.object.spec.quota.iter().map(|q| q.model.as_str()))
+            .filter(|m| provided.contains(m))
             .collect();
         for model in models {
             let sum: u64 = kids
@@ -206,7 +210,7 @@ fn guaranteed_sums(
                     Some(i) => {
                         parent.origin_at(&[Key("spec"), Key("quota"), Index(i), Key("guaranteed")])
                     }
-                    None => parent.origin_of(&["spec"]),
+                    None => parent.key_origin_of(&["spec", "quota"]),
                 };
                 out.push(Diagnostic::new(
                     origin,
@@ -267,13 +271,17 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
         let name = job.name();
         let queue = spec.queue.as_str();
         if !queues.contains_key(queue) {
-            out.push(Diagnostic::new(
-                job.origin_of(&["spec", "queue"]),
-                format!(
-                    "Job {name}: spec.queue: unknown queue {queue:?}{}",
-                    hint(queue, queues.keys().copied())
-                ),
-            ));
+            if docs.rejected.may_define(Kind::Queue, queue) {
+                // The queue's own errors are reported.
+            } else {
+                out.push(Diagnostic::new(
+                    job.origin_of(&["spec", "queue"]),
+                    format!(
+                        "Job {name}: spec.queue: unknown queue {queue:?}{}",
+                        hint(queue, queues.keys().copied())
+                    ),
+                ));
+            }
         } else if let Some(kids) = children.get(queue) {
             let mut kids = kids.clone();
             kids.sort_unstable();
@@ -287,6 +295,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
         }
         if let Some(class) = spec.priority_class.as_deref()
             && !classes.contains(class)
+            && !docs.rejected.may_define(Kind::PriorityClass, class)
         {
             out.push(Diagnostic::new(
                 job.origin_of(&["spec", "priorityClass"]),
@@ -301,6 +310,9 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
             for (i, model) in selector.models.iter().enumerate() {
                 if !models.contains(model.as_str()) {
                     unknown_model = true;
+                    if docs.rejected.may_provide(model) {
+                        continue;
+                    }
                     out.push(Diagnostic::new(
                         job.origin_at(&[Key("spec"), Key("gpu"), Key("models"), Index(i)]),
                         format!(
@@ -311,7 +323,8 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
                 }
             }
         }
-        if !unknown_model {
+        // A pool that failed to load may be the one the replica fits.
+        if !unknown_model && !docs.rejected.may_provide_any(|m| spec.accepts_model(m)) {
             replica_fits_a_node(docs, job, out);
         }
     }
@@ -354,7 +367,7 @@ fn replica_fits_a_node(
         Some(_) => {}
         None if !docs.pools.is_empty() => {
             out.push(Diagnostic::new(
-                job.origin_of(&["spec"]),
+                job.key_origin_of(&["spec", "gpu"]),
                 format!(
                     "Job {}: no NodePool provides an acceptable GPU model",
                     job.name()
@@ -362,5 +375,46 @@ fn replica_fits_a_node(
             ));
         }
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::load::{SourceFile, load_fleet};
+
+    fn messages(text: &str) -> Vec<String> {
+        load_fleet(&[SourceFile::new("a.yaml", text)])
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    const POOL: &str = "apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: p}\nspec: {gpu: {model: X, count: 8}, size: {min: 1, max: 1}}\n";
+
+    #[test]
+    fn a_model_no_pool_provides_is_reported_once_not_as_oversubscription() {
+        let text = format!(
+            "{POOL}---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: top}}\nspec:\n  quota: [{{model: X, guaranteed: 8}}]\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: kid}}\nspec: {{parent: top, quota: [{{model: Z, guaranteed: 8}}]}}\n"
+        );
+        let got = messages(&text);
+        assert_eq!(
+            got,
+            ["a.yaml:15:37: Queue kid: spec.quota[0].model: no NodePool provides GPU model \"Z\""]
+        );
+    }
+
+    #[test]
+    fn oversubscription_of_an_unlisted_model_points_at_the_quota_key() {
+        let text = format!(
+            "{POOL}---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: top}}\nspec:\n  weight: 2\n  quota: []\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: kid}}\nspec: {{parent: top, quota: [{{model: X, guaranteed: 8}}]}}\n"
+        );
+        let got = messages(&text);
+        assert_eq!(
+            got,
+            [
+                "a.yaml:11:3: Queue top: children's guaranteed X sum to 8 (kid 8), above this queue's guaranteed 0"
+            ]
+        );
     }
 }

@@ -4,8 +4,12 @@
 pub fn closest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (strsim::levenshtein(wrong, c), c))
-        .filter(|(d, c)| *d <= (c.len().max(wrong.len()) / 3).max(1))
+        // Optimal string alignment: a swap of two letters is one edit. Up to
+        // one edit per four characters: `A100-SXM-40GB` is no typo of `H200-SXM-141GB`.
+        .map(|c| (strsim::osa_distance(wrong, c), c))
+        .filter(|(d, c)| {
+            *d <= (c.len().max(wrong.len()) / 4).max(1) && *d < c.len().min(wrong.len())
+        })
         .min()
         .map(|(_, c)| c)
 }
@@ -28,5 +32,13 @@ mod tests {
             Some("research")
         );
         assert_eq!(closest("zzz", ["research", "production"]), None);
+        assert_eq!(closest("Z", ["X"]), None);
+        assert_eq!(closest("hihg", ["high", "low"]), Some("high"));
+        assert_eq!(closest("job", ["Job", "Queue"]), Some("Job"));
+        assert_eq!(closest("H200-SXM-141GB", ["A100-SXM-40GB"]), None);
+        assert_eq!(
+            closest("A100-SXM-80GB", ["A100-SXM-40GB", "H100-SXM-80GB"]),
+            Some("A100-SXM-40GB")
+        );
     }
 }
