@@ -59,6 +59,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Validate { path } => commands::validate::run(&path),
@@ -83,5 +84,16 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `gitfleet plan | head` would panic on a closed
+/// pipe; a command-line tool should just stop, as `cat` does.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; setting
+    // the default disposition of SIGPIPE has no other effect on the program.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

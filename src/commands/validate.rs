@@ -17,6 +17,15 @@ pub fn run(path: &Path) -> Result<ExitCode> {
             .map(|&k| format!("{} {k}", loaded.fleet.count(k)))
             .collect();
         let total: usize = Kind::ALL.iter().map(|&k| loaded.fleet.count(k)).sum();
+        if total == 0 {
+            println!(
+                "valid: no {} documents found ({} YAML file{} read)",
+                reconciler::spec::API_VERSION,
+                files.len(),
+                plural(files.len())
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         println!(
             "valid: {total} document{} in {} file{} ({})",
             plural(total),

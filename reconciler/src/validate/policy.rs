@@ -119,6 +119,55 @@ fn describe_parse_errors(errors: &ParseErrors, expression: &str) -> String {
     }
 }
 
+/// Fields that serialization leaves out when empty are present (and empty)
+/// in what CEL sees, as Kubernetes defaulting would have them: rules can say
+/// `object.metadata.labels.team == "nlp"` style checks after `has()` on the
+/// key alone, and `size(object.spec.command)` works without a guard.
+fn fill_empty_fields(kind: Kind, json: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let fields: &[(&str, &str, Value)] = &[
+        ("metadata", "labels", json!({})),
+        ("metadata", "annotations", json!({})),
+    ];
+    let spec_fields: Vec<(&str, Value)> = match kind {
+        Kind::NodePool => vec![("labels", json!({}))],
+        Kind::Queue => vec![("quota", json!([]))],
+        Kind::Job => vec![("command", json!([])), ("env", json!({}))],
+        Kind::PriorityClass | Kind::Policy => vec![],
+    };
+    for (parent, key, empty) in fields {
+        if let Some(obj) = json.get_mut(*parent).and_then(Value::as_object_mut) {
+            obj.entry(key.to_string()).or_insert_with(|| empty.clone());
+        }
+    }
+    if let Some(spec) = json.get_mut("spec").and_then(Value::as_object_mut) {
+        for (key, empty) in spec_fields {
+            spec.entry(key.to_string()).or_insert(empty);
+        }
+    }
+}
+
+/// JSON to CEL with every integer as a signed `int`, as Kubernetes CEL types
+/// integer fields, so `object.spec.replicas * 8` and `max - min` just work.
+fn to_cel(json: &serde_json::Value) -> Cel {
+    use serde_json::Value;
+    match json {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Cel::Int(i),
+            None => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Cel::String(std::sync::Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(std::sync::Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(map) => {
+            let entries: std::collections::HashMap<String, Cel> =
+                map.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            Cel::from(entries)
+        }
+    }
+}
+
 /// The document as CEL sees it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,12 +203,18 @@ fn evaluate_kind<S: Serialize>(
             spec: &doc.object.spec,
         };
         let mut ctx = root.new_inner_scope();
-        if let Err(err) = ctx.add_variable("object", &object) {
-            out.push(Diagnostic::new(
-                doc.object.origin.clone(),
-                format!("{kind} {}: cannot be given to policies: {err}", doc.name()),
-            ));
-            continue;
+        match serde_json::to_value(&object) {
+            Ok(mut json) => {
+                fill_empty_fields(kind, &mut json);
+                ctx.add_variable_from_value("object", to_cel(&json));
+            }
+            Err(err) => {
+                out.push(Diagnostic::new(
+                    doc.object.origin.clone(),
+                    format!("{kind} {}: cannot be given to policies: {err}", doc.name()),
+                ));
+                continue;
+            }
         }
         for policy in &relevant {
             let labels = &policy.doc.object.spec.matches.labels;
@@ -235,6 +290,34 @@ mod tests {
     use super::*;
     use crate::load::{SourceFile, load_fleet};
 
+    fn violations(yaml: &str) -> Vec<String> {
+        let loaded = load_fleet(&[SourceFile::new("f.yaml", yaml)]);
+        loaded
+            .diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect()
+    }
+
+    const FLEET: &str = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: j}\nspec: {queue: q, replicas: 9, gpusPerReplica: 1}\n---\n";
+
+    #[test]
+    fn integers_are_signed_as_in_kubernetes_cel() {
+        let policy = "apiVersion: gitfleet/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n  match: {kinds: [Job]}\n  rules:\n    - {expression: 'object.spec.replicas * 8 <= 64', message: too big}\n    - {expression: 'object.spec.gpusPerReplica - 2 < 0', message: negative works}\n";
+        let found = violations(&format!("{FLEET}{policy}"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].ends_with("too big"), "{found:?}");
+    }
+
+    #[test]
+    fn empty_maps_and_lists_are_present() {
+        let policy = "apiVersion: gitfleet/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n  match: {kinds: [Job]}\n  rules:\n    - {expression: '!has(object.metadata.labels.team)', message: no team}\n    - {expression: 'size(object.spec.command) == 0 && size(object.spec.env) == 0', message: empty}\n";
+        assert_eq!(
+            violations(&format!("{FLEET}{policy}")),
+            Vec::<String>::new()
+        );
+    }
+
     #[test]
     fn parser_panics_become_syntax_errors() {
         for bad in ["object.spec.replicas &&", "1 +", "!", "\"abc"] {
@@ -270,7 +353,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                "a.yaml:3:18: Queue q: violates Policy p (a.yaml:12:19): rule returned uint 1 instead of true or false: object.spec.weight",
+                "a.yaml:3:18: Queue q: violates Policy p (a.yaml:12:19): rule returned int 1 instead of true or false: object.spec.weight",
                 "a.yaml:3:18: Queue q: violates Policy p (a.yaml:13:19): rule could not be evaluated: No such key: parent (test optional fields with has() first): object.spec.parent == 'x'",
             ]
         );
