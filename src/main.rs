@@ -47,6 +47,26 @@ enum Command {
         #[arg(long)]
         detailed_exitcode: bool,
     },
+    /// Explain why a job is pending, placed where it is, or preempted.
+    ///
+    /// Shows the quota arithmetic along its queue path, the candidate nodes
+    /// and why each was rejected, and its position in fair-share order.
+    Explain {
+        /// The job's name.
+        job: String,
+        /// The fleet repository.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Observed state (YAML or JSON).
+        #[arg(long, value_name = "FILE")]
+        observed: Option<PathBuf>,
+        /// Decision time (RFC 3339).
+        #[arg(long, value_name = "TIME")]
+        now: Option<String>,
+        /// Output format (text or json).
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: commands::OutputFormat,
+    },
     /// Write the JSON Schemas of the document kinds.
     Schema {
         /// Directory to write `<kind>.schema.json` files into.
@@ -76,6 +96,13 @@ fn main() -> ExitCode {
             output,
             detailed_exitcode,
         }),
+        Command::Explain {
+            job,
+            path,
+            observed,
+            now,
+            output,
+        } => commands::explain::run(&job, &path, observed.as_deref(), now.as_deref(), output),
         Command::Schema { out, check } => commands::schema::run(&out, check),
     };
     match result {

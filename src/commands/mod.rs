@@ -1,5 +1,6 @@
 //! One module per subcommand: read arguments, call the library, print.
 
+pub mod explain;
 pub mod plan;
 pub mod schema;
 pub mod validate;

@@ -6,6 +6,7 @@
 
 mod backfill;
 mod cluster;
+mod explain;
 mod ids;
 mod jobs;
 mod order;
@@ -39,6 +40,8 @@ pub struct PlanInput<'a> {
     /// The Git revision of the specs, when known.
     pub revision: Option<&'a str>,
 }
+
+pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
 
 /// Computes the plan.
 pub fn plan(input: &PlanInput) -> Plan {
@@ -116,6 +119,8 @@ struct Engine<'a> {
     /// Jobs placed by this plan, in order.
     placed: Vec<(JobId, ModelId, Placement)>,
     unhealthy: u64,
+    /// Set by `explain`: what to record about one job.
+    explain: Option<explain::Capture>,
 }
 
 #[derive(Debug, Default)]
@@ -187,6 +192,7 @@ impl<'a> Engine<'a> {
             placed_gpus: 0,
             placed: Vec::new(),
             unhealthy: 0,
+            explain: None,
         };
         engine.load_runs(observed);
         engine.drain_unhealthy(observed);
@@ -341,7 +347,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn run(mut self) -> Plan {
+    fn run(self) -> Plan {
+        self.run_explained().0
+    }
+
+    fn run_explained(mut self) -> (Plan, Option<explain::Capture>) {
+        explain::describe_running(&mut self);
         let pending: Vec<JobId> = {
             let running: std::collections::HashSet<&str> =
                 self.runs.iter().map(|r| r.name).collect();
@@ -365,6 +376,7 @@ impl<'a> Engine<'a> {
         }
         let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+            explain::before_admit(&mut self, j, &order);
             self.admit(j);
         }
         let scale = scaling::scale_actions(&mut self);
@@ -578,7 +590,8 @@ impl<'a> Engine<'a> {
         });
     }
 
-    fn into_plan(self, scale: Vec<Action>) -> Plan {
+    fn into_plan(mut self, scale: Vec<Action>) -> (Plan, Option<explain::Capture>) {
+        let capture = self.explain.take();
         let gpus: u64 = self
             .cluster
             .real_nodes()
@@ -608,13 +621,14 @@ impl<'a> Engine<'a> {
         actions.extend(drain);
         actions.extend(terminate);
         actions.extend(cancel);
-        Plan {
+        let plan = Plan {
             revision: self.revision.map(str::to_string),
             time: reasons::timestamp(self.now),
             actions,
             pending: self.pending,
             summary,
-        }
+        };
+        (plan, capture)
     }
 }
 

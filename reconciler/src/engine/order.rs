@@ -61,6 +61,11 @@ impl FairShare {
         }
     }
 
+    /// Pending jobs not yet handed out in the subtree of `q`.
+    pub fn remaining(&self, q: QueueId) -> u64 {
+        self.remaining.get(q as usize).copied().unwrap_or(0)
+    }
+
     fn pick(&self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
         level
             .iter()

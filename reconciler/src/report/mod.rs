@@ -1,9 +1,11 @@
 //! Rendering plans for people: `text` (in the spirit of `terraform plan`)
 //! and `markdown` (a pull-request comment). JSON is the plan's serde form.
 
+mod explain;
 mod markdown;
 mod text;
 
+pub use explain::explanation_text;
 pub use markdown::plan_markdown;
 pub use text::plan_text;
 
