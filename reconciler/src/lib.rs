@@ -3,9 +3,11 @@
 
 pub mod diag;
 pub mod engine;
+pub mod generate;
 pub mod load;
 pub mod observed;
 pub mod plan;
 pub mod report;
+pub mod sim;
 pub mod spec;
 pub mod validate;

@@ -33,6 +33,10 @@ pub struct ObservedState {
     /// When pending jobs were first seen (their age in fair-share order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<QueuedJob>,
+    /// Jobs that ran to an end (success, failure, time limit); a Job in Git
+    /// that completed is not started again, as a Kubernetes Job is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completed: Vec<CompletedJob>,
 }
 
 /// One node.
@@ -112,6 +116,22 @@ pub struct QueuedJob {
     pub job: String,
     /// First seen by the reconciler.
     pub since: Timestamp,
+}
+
+/// A job that ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompletedJob {
+    /// The Job's name.
+    pub job: String,
+    /// When it ended.
+    pub finished: Timestamp,
+    /// Process exit code, when known (0: success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// How it ended, e.g. `succeeded`, `failed`, `time limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Parses and checks an observed-state file (YAML or JSON). Every problem is
@@ -275,6 +295,7 @@ pub fn derive_inventory(fleet: &Fleet) -> ObservedState {
         nodes,
         running: Vec::new(),
         queued: Vec::new(),
+        completed: Vec::new(),
     }
 }
 

@@ -62,6 +62,8 @@ pub struct NodeState {
     pub schedulable: bool,
     /// A node that scale-up would add; it does not exist yet.
     pub is_virtual: bool,
+    /// A virtual node the plan adds in any case (to reach the pool's `min`).
+    pub planned: bool,
     /// Free GPUs (owner `Free`).
     pub free: u32,
     /// Since when the node has run nothing (observed).
@@ -324,6 +326,7 @@ fn node_state(
         max_domain,
         schedulable: declared.is_some(),
         is_virtual: false,
+        planned: false,
         free,
         idle_since: node.idle_since,
     }
@@ -366,6 +369,7 @@ mod tests {
             gpus,
             schedulable: true,
             is_virtual: false,
+            planned: false,
             idle_since: None,
         }
     }

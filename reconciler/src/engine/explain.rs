@@ -350,7 +350,20 @@ fn finish(input: &PlanInput, job: &str, plan: &Plan, capture: Capture) -> Explan
                 .clone()
                 .unwrap_or_else(|| "running".to_string()),
         ),
-        _ => ("unknown", format!("no Job {job:?} in Git and none running")),
+        _ => match input.observed.completed.iter().find(|c| c.job == job) {
+            Some(c) => (
+                "completed",
+                format!(
+                    "completed at {}{}; not started again",
+                    super::reasons::timestamp(c.finished),
+                    c.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ),
+            ),
+            None => ("unknown", format!("no Job {job:?} in Git and none running")),
+        },
     };
     let (queue, priority, request) = match spec {
         Some(s) => {

@@ -7,6 +7,7 @@
 mod backfill;
 mod cluster;
 mod explain;
+mod freeing;
 mod ids;
 mod jobs;
 mod order;
@@ -58,8 +59,6 @@ struct PoolInfo<'a> {
     observed_nodes: u32,
     /// Virtual nodes that scale-up would add, in the order they are used.
     virtual_nodes: Vec<NodeId>,
-    /// How many of `virtual_nodes` this plan adds.
-    activated: u32,
     /// Jobs that wait for this pool's new nodes.
     waiting_jobs: Vec<JobId>,
 }
@@ -98,6 +97,8 @@ enum Blocked {
     NoNodes(ModelId),
     Quota(ModelId, quota::QuotaBlock),
     Placement(Request),
+    /// It would fit, but on GPUs reserved (backfill) past its time limit.
+    Reserved(Request),
 }
 
 struct Engine<'a> {
@@ -121,6 +122,17 @@ struct Engine<'a> {
     unhealthy: u64,
     /// Set by `explain`: what to record about one job.
     explain: Option<explain::Capture>,
+    /// Jobs that already ran to an end.
+    completed: Vec<&'a str>,
+    /// GPUs of stopping jobs.
+    freeing: freeing::Freeing,
+    /// Running jobs per leaf queue (preemption candidates).
+    runs_by_queue: Vec<Vec<RunId>>,
+    /// Bumped whenever a job is admitted or waits; memo entries of older
+    /// generations are stale.
+    generation: u64,
+    /// Failed preemption searches, by shape, at the generation they failed.
+    preempt_memo: HashMap<preemption::MemoKey, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -149,7 +161,6 @@ impl<'a> Engine<'a> {
                 model: models.intern(&p.spec.gpu.model),
                 observed_nodes: 0,
                 virtual_nodes: Vec::new(),
-                activated: 0,
                 waiting_jobs: Vec::new(),
             })
             .collect();
@@ -193,6 +204,11 @@ impl<'a> Engine<'a> {
             placed: Vec::new(),
             unhealthy: 0,
             explain: None,
+            completed: observed.completed.iter().map(|c| c.job.as_str()).collect(),
+            freeing: freeing::Freeing::default(),
+            runs_by_queue: Vec::new(),
+            generation: 0,
+            preempt_memo: HashMap::new(),
         };
         engine.load_runs(observed);
         engine.drain_unhealthy(observed);
@@ -247,6 +263,13 @@ impl<'a> Engine<'a> {
                 _ => Owner::Freeing(run_id),
             };
             placement::apply(&mut self.cluster, &placement, owner);
+            if let Some(q) = job.and_then(|j| self.jobs[j as usize].queue) {
+                if self.runs_by_queue.len() <= q as usize {
+                    self.runs_by_queue
+                        .resize_with(self.tree.queues.len(), Vec::new);
+                }
+                self.runs_by_queue[q as usize].push(run_id);
+            }
             if let (Stopping::No, Some(j), Some(m)) = (stopping, job, model)
                 && let Some(q) = self.jobs[j as usize].queue
             {
@@ -341,9 +364,12 @@ impl<'a> Engine<'a> {
                 state.is_virtual = true;
                 ids.push(self.cluster.push_node(state, model_count));
             }
+            let planned = spec.size.min.saturating_sub(observed).min(room);
+            for id in ids.iter().take(planned as usize) {
+                self.cluster.nodes[*id as usize].planned = true;
+            }
             let pool = &mut self.pools[p];
             pool.virtual_nodes = ids;
-            pool.activated = spec.size.min.saturating_sub(observed).min(room);
         }
     }
 
@@ -354,15 +380,20 @@ impl<'a> Engine<'a> {
     fn run_explained(mut self) -> (Plan, Option<explain::Capture>) {
         explain::describe_running(&mut self);
         let pending: Vec<JobId> = {
-            let running: std::collections::HashSet<&str> =
-                self.runs.iter().map(|r| r.name).collect();
+            let done: std::collections::HashSet<&str> = self
+                .runs
+                .iter()
+                .map(|r| r.name)
+                .chain(self.completed.iter().copied())
+                .collect();
             (0..self.jobs.len() as JobId)
-                .filter(|j| !running.contains(self.jobs[*j as usize].name))
+                .filter(|j| !done.contains(self.jobs[*j as usize].name))
                 .collect()
         };
         for &j in &pending {
             self.pending_now[j as usize] = true;
         }
+        self.index_freeing();
         // Jobs that cannot be ordered (no leaf queue, no model) are pending first, by name.
         for &j in &pending {
             let job = &self.jobs[j as usize];
@@ -417,7 +448,11 @@ impl<'a> Engine<'a> {
             if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
                 return;
             }
-            blocked.push(Blocked::Placement(req));
+            if backfill::blocked_by_reservation(self, &req) {
+                blocked.push(Blocked::Reserved(req));
+            } else {
+                blocked.push(Blocked::Placement(req));
+            }
         }
         for &m in &job.models {
             if !self.model_exists(m) {
@@ -434,9 +469,9 @@ impl<'a> Engine<'a> {
                 return;
             }
         }
-        let reservation = self.reserve_if_first(j, &blocked);
+        // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = reasons::blocked(self, &job, &blocked);
-        if let Some(r) = reservation {
+        if let Some(r) = self.reserve_if_first(j, &blocked) {
             reason.push_str(&r);
         }
         self.push_pending(j, reason, waiting);
@@ -475,6 +510,7 @@ impl<'a> Engine<'a> {
         let job = &self.jobs[j as usize];
         let Some(q) = job.queue else { return };
         self.tree.charge(q, m, job.gpus, true);
+        self.generation += 1;
         self.pending_now[j as usize] = false;
         self.placed_gpus += job.gpus;
         let reason = reasons::placed(self, j, m, how);
@@ -516,36 +552,10 @@ impl<'a> Engine<'a> {
 
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
-        let mut nodes: Vec<NodeId> = Vec::new();
-        let mut any = false;
-        for id in self.cluster.real_nodes() {
-            let node = self.cluster.node(id);
-            if node.model != Some(req.model) || !node.schedulable {
-                continue;
-            }
-            let has_freeing = node
-                .gpus
-                .iter()
-                .any(|g| matches!(g.owner, Owner::Freeing(r) if self.claimable(r, j)));
-            if has_freeing || node.free > 0 {
-                any |= has_freeing;
-                nodes.push(id);
-            }
-        }
-        if !any {
-            return false;
-        }
-        let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
-            n.schedulable
-                && match g.owner {
-                    Owner::Free => true,
-                    Owner::Freeing(r) => self.claimable(r, j),
-                    _ => false,
-                }
-        };
-        let Some(p) = placement::place_scan(&self.cluster, &nodes, req, &usable) else {
-            return false;
-        };
+        let mut freeing = std::mem::take(&mut self.freeing);
+        let p = freeing.place(&self.cluster, j, req, &|r| self.claimable(r, j));
+        self.freeing = freeing;
+        let Some(p) = p else { return false };
         let mut waiting_on: Vec<RunId> = Vec::new();
         for (id, positions) in &p {
             for &pos in positions {
@@ -555,6 +565,9 @@ impl<'a> Engine<'a> {
                         if !waiting_on.contains(&r) {
                             waiting_on.push(r);
                         }
+                        let dedicated =
+                            self.runs[r as usize].preempted_for == Some(self.jobs[j as usize].name);
+                        self.freeing.claimed(req.model, j, dedicated);
                         Owner::Claimed(r, j)
                     }
                     _ => Owner::Promised(j),
@@ -566,6 +579,7 @@ impl<'a> Engine<'a> {
         if let Some(q) = job.queue {
             self.tree.charge(q, req.model, job.gpus, true);
         }
+        self.generation += 1;
         waiting_on.sort_by_key(|r| self.runs[*r as usize].name);
         let reason = reasons::waiting_for_runs(self, &waiting_on);
         let waiting = if waiting_on
@@ -578,6 +592,22 @@ impl<'a> Engine<'a> {
         };
         self.push_pending(j, reason, waiting);
         true
+    }
+
+    /// Indexes the GPUs of stopping jobs, once pending jobs are known.
+    fn index_freeing(&mut self) {
+        for r in 0..self.runs.len() {
+            let run = &self.runs[r];
+            if run.stopping == Stopping::No {
+                continue;
+            }
+            let Some(m) = run.model else { continue };
+            let kept_for = run
+                .preempted_for
+                .and_then(|name| self.job_by_name.get(name).copied())
+                .filter(|j| self.pending_now[*j as usize]);
+            self.freeing.add(m, &run.placement, kept_for);
+        }
     }
 
     fn push_pending(&mut self, j: JobId, reason: String, waiting_for: &str) {
@@ -660,6 +690,7 @@ fn cluster_node_from(
         gpus,
         schedulable: true,
         is_virtual: false,
+        planned: false,
         idle_since: None,
     }
 }

@@ -49,7 +49,7 @@ pub fn place_free(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Pl
     if let Some(level) = req.required.or(req.preferred) {
         let nodes: Vec<NodeId> = cluster.candidates(req.model, 1).collect();
         let usable = |n: &NodeState, _: usize, g: &Gpu| n.schedulable && g.owner == Owner::Free;
-        let found = in_one_domain(cluster, &nodes, req, level, &usable);
+        let found = in_one_domain(cluster, &nodes, req, level, &usable, &|_| 0);
         match (found, req.required) {
             (Some(p), _) => {
                 apply(cluster, &p, Owner::Placed(job));
@@ -99,13 +99,26 @@ pub fn place_scan(
     req: &Request,
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
 ) -> Option<Placement> {
+    place_ranked(cluster, nodes, req, usable, &|_| 0)
+}
+
+/// Like [`place_scan`], but nodes of a lower `rank` are preferred over any
+/// of a higher rank before best fit applies (scale-up: existing nodes, then
+/// nodes already being added, then new ones).
+pub fn place_ranked(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+) -> Option<Placement> {
     if let Some(level) = req.required.or(req.preferred) {
-        let found = in_one_domain(cluster, nodes, req, level, usable);
+        let found = in_one_domain(cluster, nodes, req, level, usable, rank);
         if found.is_some() || req.required.is_some() {
             return found;
         }
     }
-    greedy(cluster, nodes, req, usable)
+    greedy(cluster, nodes, req, usable, rank)
 }
 
 /// Sets the owner of every GPU of a placement.
@@ -125,6 +138,7 @@ fn in_one_domain(
     req: &Request,
     level: TopologyLevel,
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
 ) -> Option<Placement> {
     let mut domains: BTreeMap<&str, (u64, Vec<NodeId>)> = BTreeMap::new();
     for &id in nodes {
@@ -143,17 +157,28 @@ fn in_one_domain(
         entry.0 += u64::from(count);
         entry.1.push(id);
     }
-    let mut best: Option<(u64, Placement)> = None;
+    // Best domain: lowest worst rank used, then least capacity left, then name.
+    let mut best: Option<((u8, u64), Placement)> = None;
     for (capacity, members) in domains.values() {
         if *capacity < req.total() {
             continue;
         }
         let left = capacity - req.total();
-        if best.as_ref().is_some_and(|(l, _)| *l <= left) {
+        if best
+            .as_ref()
+            .is_some_and(|((r, l), _)| *r == 0 && *l <= left)
+        {
             continue;
         }
-        if let Some(p) = greedy(cluster, members, req, usable) {
-            best = Some((left, p));
+        if let Some(p) = greedy(cluster, members, req, usable, rank) {
+            let worst = p
+                .iter()
+                .map(|(id, _)| rank(cluster.node(*id)))
+                .max()
+                .unwrap_or(0);
+            if best.as_ref().is_none_or(|(key, _)| (worst, left) < *key) {
+                best = Some(((worst, left), p));
+            }
         }
     }
     best.map(|(_, p)| p)
@@ -173,11 +198,12 @@ fn greedy(
     nodes: &[NodeId],
     req: &Request,
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
 ) -> Option<Placement> {
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
     for _ in 0..req.replicas {
-        let mut best: Option<(u32, &str, NodeId, Vec<usize>)> = None;
+        let mut best: Option<((u8, u32), &str, NodeId, Vec<usize>)> = None;
         for &id in nodes {
             let node = cluster.node(id);
             if node.model != Some(req.model) {
@@ -196,7 +222,7 @@ fn greedy(
             if avail < req.per_replica {
                 continue;
             }
-            let left = avail - req.per_replica;
+            let left = (rank(node), avail - req.per_replica);
             if best
                 .as_ref()
                 .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))

@@ -92,11 +92,9 @@ pub fn blocked(e: &Engine, job: &JobInfo, blocked: &[Blocked]) -> (String, &'sta
     }
     let parts: Vec<(String, &'static str)> = blocked.iter().map(|b| one(e, job, b)).collect();
     // Placement problems are more actionable than quota or missing nodes.
-    let waiting = parts
-        .iter()
-        .map(|(_, w)| *w)
-        .find(|w| *w == "resources")
-        .or_else(|| parts.iter().map(|(_, w)| *w).find(|w| *w == "quota"))
+    let waiting = ["reservation", "resources", "quota"]
+        .into_iter()
+        .find(|w| parts.iter().any(|(_, p)| p == w))
         .unwrap_or("unschedulable");
     let text: Vec<String> = parts.into_iter().map(|(t, _)| t).collect();
     (text.join("; "), waiting)
@@ -119,6 +117,48 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
             ),
             "quota",
         ),
+        Blocked::Reserved(req) => {
+            let (text, _) = one(e, job, &Blocked::Placement(*req));
+            let Some(res) = &e.reservation else {
+                return (text, "resources");
+            };
+            let reserved: usize = res
+                .nodes
+                .iter()
+                .map(|n| {
+                    e.cluster
+                        .node(*n)
+                        .gpus
+                        .iter()
+                        .filter(|g| g.owner == Owner::Reserved)
+                        .count()
+                })
+                .sum();
+            let names: Vec<&str> = res
+                .nodes
+                .iter()
+                .map(|n| e.cluster.node(*n).name.as_str())
+                .collect();
+            let limit = match job.spec.time_limit {
+                Some(l) => format!(
+                    "its time limit {l} would end at {}, after that",
+                    clock_near(
+                        e.now + chrono::Duration::milliseconds(l.as_millis() as i64),
+                        e.now
+                    )
+                ),
+                None => "a job without a time limit cannot use them".to_string(),
+            };
+            (
+                format!(
+                    "{text}; {reserved} free GPUs on {} are reserved for {} from {} (backfill) and {limit}",
+                    list(&names, 4),
+                    e.jobs[res.job as usize].name,
+                    clock_near(res.start, e.now)
+                ),
+                "reservation",
+            )
+        }
         Blocked::Placement(req) => {
             let model = e.models.name(req.model);
             let shape = format!("{}×{}", req.replicas, req.per_replica);
@@ -128,8 +168,9 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
                     placement::largest_block(&e.cluster, req.model, req.per_replica, Some(level));
                 (
                     format!(
-                        "needs {shape} {model} in one {level_name}; largest free {level_name} block is {best}×{}",
-                        req.per_replica
+                        "needs {shape} {model} in one {level_name}; largest free {level_name} block is {best}×{}{}",
+                        req.per_replica,
+                        pools_at_max(e, req.model)
                     ),
                     "resources",
                 )
@@ -141,17 +182,37 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
                     .copied()
                     .unwrap_or(0);
                 let fit = total_fitting(e, req);
-                let _ = job;
                 (
                     format!(
-                        "needs {shape} {model}; free GPUs fit {fit}×{} ({free} free on schedulable nodes)",
-                        req.per_replica
+                        "needs {shape} {model}; free GPUs fit {fit}×{} ({free} free on schedulable nodes){}",
+                        req.per_replica,
+                        pools_at_max(e, req.model)
                     ),
                     "resources",
                 )
             }
         }
     }
+}
+
+/// "; pool cloud is at its maximum size 2" for elastic pools of `model`
+/// that cannot grow any more.
+fn pools_at_max(e: &Engine, model: ModelId) -> String {
+    e.pools
+        .iter()
+        .filter(|p| p.model == model && p.spec.size.max > p.spec.size.min)
+        .filter(|p| {
+            p.virtual_nodes
+                .iter()
+                .all(|id| !e.cluster.node(*id).is_idle() || e.cluster.node(*id).planned)
+        })
+        .map(|p| {
+            format!(
+                "; pool {} is at its maximum size {}",
+                p.name, p.spec.size.max
+            )
+        })
+        .collect()
 }
 
 fn level_word(level: crate::spec::TopologyLevel) -> &'static str {

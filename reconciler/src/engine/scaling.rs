@@ -15,19 +15,37 @@ use super::{Engine, reasons};
 pub fn wait_for_scale_up(e: &mut Engine, j: JobId, req: &Request) -> bool {
     let mut nodes: Vec<NodeId> = Vec::new();
     for pool in e.pools.iter().filter(|p| p.model == req.model) {
-        nodes.extend(
-            pool.virtual_nodes
-                .iter()
-                .copied()
-                .filter(|id| e.cluster.node(*id).free > 0),
-        );
+        // Nodes already being added with room left, and enough fresh ones
+        // for the whole job (fresh nodes are all alike).
+        let mut fresh = 0u64;
+        let per_node = u64::from(pool.spec.gpu.count.max(1));
+        for &id in &pool.virtual_nodes {
+            let node = e.cluster.node(id);
+            if node.free == 0 {
+                continue;
+            }
+            if node.is_idle() && !node.planned {
+                if fresh * per_node >= req.total() + per_node * u64::from(req.replicas) {
+                    continue;
+                }
+                fresh += 1;
+            }
+            nodes.push(id);
+        }
     }
     if nodes.is_empty() {
         return false;
     }
     nodes.extend(e.cluster.candidates(req.model, 1));
     let usable = |n: &NodeState, _: usize, g: &Gpu| n.schedulable && g.owner == Owner::Free;
-    let Some(p) = placement::place_scan(&e.cluster, &nodes, req, &usable) else {
+    // Existing nodes first, then nodes this plan already adds, then new ones:
+    // the fewest new nodes.
+    let rank = |n: &NodeState| match (n.is_virtual, n.planned || !n.is_idle()) {
+        (false, _) => 0,
+        (true, true) => 1,
+        (true, false) => 2,
+    };
+    let Some(p) = placement::place_ranked(&e.cluster, &nodes, req, &usable, &rank) else {
         return false;
     };
     let new_nodes: Vec<NodeId> = {
@@ -51,6 +69,7 @@ pub fn wait_for_scale_up(e: &mut Engine, j: JobId, req: &Request) -> bool {
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
+    e.generation += 1;
     let mut pools: Vec<&str> = Vec::new();
     for id in &new_nodes {
         if let Some(pool) = e.cluster.node(*id).pool {
@@ -103,8 +122,10 @@ pub fn scale_actions(e: &mut Engine) -> Vec<Action> {
             }
             if deficit > 0 {
                 why.push(format!(
-                    "below minimum size {} ({} nodes observed)",
-                    pool.spec.size.min, pool.observed_nodes
+                    "below minimum size {} ({} node{} observed)",
+                    pool.spec.size.min,
+                    pool.observed_nodes,
+                    if pool.observed_nodes == 1 { "" } else { "s" }
                 ));
             }
             out.push(Action::Scale {

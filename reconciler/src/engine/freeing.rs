@@ -1,0 +1,94 @@
+//! GPUs held by stopping jobs (preempted, terminated, cancelled): they are
+//! not given out in this plan, but a job that fits on them waits for them.
+//! GPUs of a preemption are kept for the job it made room for.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::cluster::{Cluster, Gpu, NodeState, Owner};
+use super::ids::{JobId, ModelId, NodeId, RunId};
+use super::placement::{self, Placement, Request};
+
+/// Where stopping jobs' GPUs are and who may wait for them.
+#[derive(Debug, Clone, Default)]
+pub struct Freeing {
+    /// Per model: nodes with GPUs of stopping jobs (pruned lazily).
+    nodes: Vec<BTreeSet<NodeId>>,
+    /// Per model: such GPUs any job may wait for.
+    general: Vec<u64>,
+    /// Such GPUs kept for one pending preemptor.
+    dedicated: HashMap<JobId, u64>,
+}
+
+impl Freeing {
+    /// Records the GPUs of stopping run `run` on model `model`; `kept_for` is
+    /// the pending job a preemption made room for, if any.
+    pub fn add(&mut self, model: ModelId, placement: &Placement, kept_for: Option<JobId>) {
+        let m = model as usize;
+        if self.nodes.len() <= m {
+            self.nodes.resize_with(m + 1, BTreeSet::new);
+            self.general.resize(m + 1, 0);
+        }
+        let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
+        for (node, _) in placement {
+            self.nodes[m].insert(*node);
+        }
+        match kept_for {
+            Some(j) => *self.dedicated.entry(j).or_default() += gpus,
+            None => self.general[m] += gpus,
+        }
+    }
+
+    /// Places job `j` on free GPUs plus GPUs of stopping jobs it may wait
+    /// for, when that fits; `claimable(run)` says whether `j` may take a run's GPUs.
+    pub fn place(
+        &mut self,
+        cluster: &Cluster,
+        j: JobId,
+        req: &Request,
+        claimable: &dyn Fn(RunId) -> bool,
+    ) -> Option<Placement> {
+        let m = req.model as usize;
+        let waiting_room = self.general.get(m).copied().unwrap_or(0)
+            + self.dedicated.get(&j).copied().unwrap_or(0);
+        let free = cluster.free_total.get(m).copied().unwrap_or(0);
+        if waiting_room == 0 || free + waiting_room < req.total() {
+            return None;
+        }
+        let set = self.nodes.get_mut(m)?;
+        set.retain(|id| {
+            cluster
+                .node(*id)
+                .gpus
+                .iter()
+                .any(|g| matches!(g.owner, Owner::Freeing(_)))
+        });
+        let mut nodes: Vec<NodeId> = set
+            .iter()
+            .copied()
+            .filter(|id| cluster.node(*id).schedulable)
+            .collect();
+        nodes.extend(cluster.candidates(req.model, 1));
+        nodes.sort_unstable();
+        nodes.dedup();
+        let usable = |n: &NodeState, _: usize, g: &Gpu| {
+            n.schedulable
+                && match g.owner {
+                    Owner::Free => true,
+                    Owner::Freeing(r) => claimable(r),
+                    _ => false,
+                }
+        };
+        placement::place_scan(cluster, &nodes, req, &usable)
+    }
+
+    /// Books a claimed GPU of run `kept_for`'s kind against the counters.
+    pub fn claimed(&mut self, model: ModelId, j: JobId, dedicated: bool) {
+        if dedicated {
+            if let Some(n) = self.dedicated.get_mut(&j) {
+                *n = n.saturating_sub(1);
+            }
+        } else if let Some(n) = self.general.get_mut(model as usize) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
