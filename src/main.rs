@@ -67,6 +67,33 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "text")]
         output: commands::OutputFormat,
     },
+    /// Write a synthetic fleet (repo/ and observed.yaml) for benchmarks.
+    Generate {
+        /// Directory to write into.
+        #[arg(long, default_value = "fleet-gen")]
+        out: PathBuf,
+        /// Nodes in all.
+        #[arg(long, default_value_t = 100)]
+        nodes: u32,
+        /// GPUs per node.
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u32,
+        /// Jobs left pending.
+        #[arg(long, default_value_t = 1000)]
+        pending: u32,
+        /// Jobs started before the snapshot (those that fit).
+        #[arg(long, default_value_t = 500)]
+        running: u32,
+        /// Leaf queues.
+        #[arg(long, default_value_t = 60)]
+        leaves: u32,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The snapshot's time (RFC 3339).
+        #[arg(long)]
+        now: Option<String>,
+    },
     /// Write the JSON Schemas of the document kinds.
     Schema {
         /// Directory to write `<kind>.schema.json` files into.
@@ -103,6 +130,27 @@ fn main() -> ExitCode {
             now,
             output,
         } => commands::explain::run(&job, &path, observed.as_deref(), now.as_deref(), output),
+        Command::Generate {
+            out,
+            nodes,
+            gpus_per_node,
+            pending,
+            running,
+            leaves,
+            seed,
+            now,
+        } => commands::generate::run(
+            reconciler::generate::FleetSize {
+                nodes,
+                gpus_per_node,
+                pending,
+                running,
+                leaves,
+                seed,
+            },
+            &out,
+            now.as_deref(),
+        ),
         Command::Schema { out, check } => commands::schema::run(&out, check),
     };
     match result {

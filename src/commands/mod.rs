@@ -1,6 +1,7 @@
 //! One module per subcommand: read arguments, call the library, print.
 
 pub mod explain;
+pub mod generate;
 pub mod plan;
 pub mod schema;
 pub mod validate;

@@ -192,6 +192,9 @@ fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bo
         .count() as u32
 }
 
+/// A node chosen for one replica: (rank, GPUs left), name, node, positions.
+type Choice<'a> = ((u8, u32), &'a str, NodeId, Vec<usize>);
+
 /// Best fit per replica over `nodes`, tracking what earlier replicas took.
 fn greedy(
     cluster: &Cluster,
@@ -203,7 +206,7 @@ fn greedy(
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
     for _ in 0..req.replicas {
-        let mut best: Option<((u8, u32), &str, NodeId, Vec<usize>)> = None;
+        let mut best: Option<Choice> = None;
         for &id in nodes {
             let node = cluster.node(id);
             if node.model != Some(req.model) {
