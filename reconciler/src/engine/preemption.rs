@@ -29,16 +29,18 @@ struct Candidate {
     borrowed_from: Vec<QueueId>,
     borrowing: bool,
     priority: i32,
-    reason: String,
+    rule: Rule,
 }
 
-/// Whether the guarantee check applies while searching.
+/// Which rule allows a victim (the words are made only for chosen ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Headroom {
-    /// Checked on every victim added.
-    Enforce,
-    /// Checked on the final, minimal set only.
-    AtTheEnd,
+enum Rule {
+    /// (a) same leaf queue, lower priority.
+    Priority,
+    /// (b) reclaim: the preemptor's queue stays within its guarantee.
+    Reclaim { usage: u64, guaranteed: u64 },
+    /// (c) a lower-priority job of a borrowing queue.
+    LowerPriorityBorrower { usage: u64, guaranteed: u64 },
 }
 
 /// The memo key of a failed search: nothing about it changes until the
@@ -79,11 +81,7 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
             .then(rb.started.cmp(&ra.started))
             .then(ra.name.cmp(rb.name))
     });
-    // Searching with the guarantee check at the end first finds sets that
-    // skip victims which do not help; the strict search is the fallback.
-    let found = search(e, j, q, req, &cands, Headroom::AtTheEnd)
-        .filter(|(chosen, _)| within_headroom(e, &cands, chosen, m))
-        .or_else(|| search(e, j, q, req, &cands, Headroom::Enforce));
+    let found = search(e, j, q, req, &cands);
     match found {
         Some((chosen, p)) => {
             commit(e, j, req, &cands, &chosen, p);
@@ -100,7 +98,6 @@ fn candidates(e: &Engine, j: JobId, q: QueueId, req: &Request, reclaim: bool) ->
     let job = &e.jobs[j as usize];
     let m = req.model;
     let own_path: Vec<QueueId> = e.tree.path(q).collect();
-    let model = e.models.name(m);
     let mut out = Vec::new();
     for (vq, runs) in e.runs_by_queue.iter().enumerate() {
         let vq = vq as QueueId;
@@ -138,35 +135,15 @@ fn candidates(e: &Engine, j: JobId, q: QueueId, req: &Request, reclaim: bool) ->
             if !victim.preemptible {
                 continue;
             }
-            let reason = if same {
+            let rule = if same {
                 if victim.priority >= job.priority {
                     continue;
                 }
-                format!(
-                    "priority: {} ({}) outranks {} ({}) in queue {}",
-                    job.name,
-                    reasons::class(job),
-                    victim.name,
-                    reasons::class(victim),
-                    e.tree.get(q).name
-                )
+                Rule::Priority
             } else if reclaim {
-                format!(
-                    "reclaim: queue {} is borrowing {} {model} (uses {usage}, guaranteed {guaranteed}); queue {} stays within its guarantee",
-                    e.tree.get(vq).name,
-                    usage - guaranteed,
-                    e.tree.get(q).name
-                )
+                Rule::Reclaim { usage, guaranteed }
             } else if victim.priority < job.priority {
-                format!(
-                    "queue {} is borrowing {} {model} and {} ({}) has lower priority than {} ({})",
-                    e.tree.get(vq).name,
-                    usage - guaranteed,
-                    victim.name,
-                    reasons::class(victim),
-                    job.name,
-                    reasons::class(job)
-                )
+                Rule::LowerPriorityBorrower { usage, guaranteed }
             } else {
                 continue;
             };
@@ -177,7 +154,7 @@ fn candidates(e: &Engine, j: JobId, q: QueueId, req: &Request, reclaim: bool) ->
                 borrowed_from: borrowed_from.clone(),
                 borrowing,
                 priority: victim.priority,
-                reason,
+                rule,
             });
         }
     }
@@ -198,38 +175,81 @@ fn within_headroom(e: &Engine, cands: &[Candidate], chosen: &[usize], m: u16) ->
         .all(|(a, t)| e.tree.usage(*a, m).saturating_sub(*t) >= e.tree.guaranteed(*a, m))
 }
 
-/// Greedy victim search, then minimisation. Leaves the engine unchanged.
+/// Victim search, node by node: each replica goes where it needs the most
+/// preferred victims (or none); then victims are added in order until the
+/// quota fits; then any victim the job fits without is dropped. Every
+/// cross-queue victim respects the guarantee check. Leaves the engine unchanged.
 fn search(
     e: &mut Engine,
     j: JobId,
     q: QueueId,
     req: &Request,
     cands: &[Candidate],
-    headroom: Headroom,
 ) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
-    let mut chosen: Vec<usize> = Vec::new();
-    let mut fit: Option<Placement> = None;
+    let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     for (i, c) in cands.iter().enumerate() {
-        if headroom == Headroom::Enforce && !c.borrowed_from.is_empty() {
+        for (node, _) in &e.runs[c.run as usize].placement {
+            by_node.entry(*node).or_default().push(i);
+        }
+    }
+    let mut nodes: Vec<NodeId> = e.cluster.candidates(m, 1).collect();
+    nodes.extend(by_node.keys().copied());
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes.retain(|id| {
+        let n = e.cluster.node(*id);
+        n.schedulable && n.model == Some(m)
+    });
+
+    let mut chosen = match req.required.or(req.preferred) {
+        Some(level) => {
+            let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+            for &id in &nodes {
+                if let Some(key) = e.cluster.node(id).domain_key(level) {
+                    domains.entry(key).or_default().push(id);
+                }
+            }
+            let best = domains
+                .values()
+                .filter_map(|members| node_by_node(e, members, req, cands, &by_node))
+                .min_by(|a, b| a.0.cmp(&b.0));
+            match (best, req.required) {
+                (Some((_, chosen)), _) => chosen,
+                (None, Some(_)) => return None,
+                (None, None) => node_by_node(e, &nodes, req, cands, &by_node)?.1,
+            }
+        }
+        None => node_by_node(e, &nodes, req, cands, &by_node)?.1,
+    };
+
+    // Release the victims' usage; add more, in order, until the quota fits.
+    for &i in &chosen {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+    }
+    let job_gpus = e.jobs[j as usize].gpus;
+    if e.tree.fits(q, m, job_gpus).is_err() {
+        for (i, c) in cands.iter().enumerate() {
+            if chosen.contains(&i) || !frees_quota_for(e, q, c.queue) {
+                continue;
+            }
             let mut with = chosen.clone();
             with.push(i);
             if !within_headroom(e, cands, &with, m) {
                 continue;
             }
-        }
-        e.tree.charge(c.queue, m, c.gpus, false);
-        chosen.push(i);
-        if let Some(p) = fits(e, j, q, req, cands, &chosen) {
-            fit = Some(p);
-            break;
+            e.tree.charge(c.queue, m, c.gpus, false);
+            chosen.push(i);
+            if e.tree.fits(q, m, job_gpus).is_ok() {
+                break;
+            }
         }
     }
+    let mut fit = fits(e, j, q, req, cands, &chosen);
     if fit.is_some() {
-        // Minimal: drop any victim (latest added first) the job fits without.
-        let mut k = chosen.len().saturating_sub(1);
-        while k > 0 {
-            k -= 1;
+        // Minimal: drop any victim (least preferred first) the job fits without.
+        chosen.sort_unstable();
+        for k in (0..chosen.len()).rev() {
             let i = chosen[k];
             let c = &cands[i];
             e.tree.charge(c.queue, m, c.gpus, true);
@@ -248,6 +268,96 @@ fn search(
         e.tree.charge(c.queue, m, c.gpus, true);
     }
     fit.map(|p| (chosen, p))
+}
+
+/// Whether taking usage from queue `victim` can make room under the limits
+/// on the path of `q` (they share an ancestor with a limit, or are the same).
+fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
+    let theirs: Vec<QueueId> = e.tree.path(victim).collect();
+    e.tree.path(q).any(|a| theirs.contains(&a))
+}
+
+/// The cost of a node-by-node choice: the least preferred victim needed
+/// (lower is better; none is best), then how many victims.
+type Cost = (usize, usize);
+
+/// A node for one replica: (least preferred victim, victims, GPUs left,
+/// name), the node, the extra victims, the GPU positions.
+type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usize>);
+
+/// Places replica after replica on `nodes`, each on the node that needs the
+/// most preferred victims (fewest, then best fit, then name). Returns the
+/// cost and the chosen victims, or `None` when the replicas do not fit even
+/// with every allowed victim.
+fn node_by_node(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+) -> Option<(Cost, Vec<usize>)> {
+    let m = req.model;
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    let none: Vec<usize> = Vec::new();
+    for _ in 0..req.replicas {
+        let mut best: Option<NodeChoice> = None;
+        for &id in nodes {
+            let node = e.cluster.node(id);
+            let mine = taken.get(&id).unwrap_or(&none);
+            let local = by_node.get(&id).unwrap_or(&none);
+            let mut extra: Vec<usize> = Vec::new();
+            let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
+            loop {
+                let victims: Vec<RunId> = chosen
+                    .iter()
+                    .chain(extra.iter())
+                    .map(|i| cands[*i].run)
+                    .collect();
+                let usable = |pos: usize, g: &Gpu| {
+                    !mine.contains(&pos)
+                        && match g.owner {
+                            Owner::Free => true,
+                            Owner::Running(r) => victims.contains(&r),
+                            _ => false,
+                        }
+                };
+                if let Some(positions) = node.pick_gpus(req.per_replica, usable) {
+                    let worst = extra.iter().max().map_or(0, |i| i + 1);
+                    let avail = node
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .filter(|(p, g)| usable(*p, g))
+                        .count() as u32;
+                    let key = (
+                        worst,
+                        extra.len(),
+                        avail - req.per_replica,
+                        node.name.as_str(),
+                    );
+                    if best.as_ref().is_none_or(|(k, ..)| key < *k) {
+                        best = Some((key, id, extra.clone(), positions));
+                    }
+                    break;
+                }
+                // Next allowed victim on this node.
+                let Some(i) = next.by_ref().find(|i| {
+                    let mut with: Vec<usize> = chosen.iter().chain(extra.iter()).copied().collect();
+                    with.push(*i);
+                    within_headroom(e, cands, &with, m)
+                }) else {
+                    break;
+                };
+                extra.push(i);
+            }
+        }
+        let (_, id, extra, positions) = best?;
+        chosen.extend(extra);
+        taken.entry(id).or_default().extend(positions);
+    }
+    let worst = chosen.iter().max().map_or(0, |i| i + 1);
+    Some(((worst, chosen.len()), chosen))
 }
 
 /// Whether job `j` fits quota and placement with the `chosen` victims gone
@@ -305,21 +415,23 @@ fn commit(
     for &i in chosen {
         let c = &cands[i];
         e.tree.charge(c.queue, req.model, c.gpus, false);
-        let run = &mut e.runs[c.run as usize];
-        run.stopping = Stopping::Preempted;
-        run.preempted_for = Some(job_name);
-        let grace = run
+        let grace = e.runs[c.run as usize]
             .job
             .map(|vj| e.jobs[vj as usize].grace)
             .unwrap_or_default();
+        let run = &mut e.runs[c.run as usize];
+        run.stopping = Stopping::Preempted;
+        run.preempted_for = Some(job_name);
         run.ends_at = Some(e.now + chrono::Duration::milliseconds(grace.as_millis() as i64));
         // All of the victim's GPUs are kept for the preemptor in this plan.
         let placement = run.placement.clone();
         placement::apply(&mut e.cluster, &placement, Owner::Claimed(c.run, j));
+        let victim_name = run.name;
+        let reason = rule_words(e, j, c);
         e.actions.preempt.push(Action::Preempt {
-            job: run.name.to_string(),
+            job: victim_name.to_string(),
             for_job: job_name.to_string(),
-            reason: c.reason.clone(),
+            reason,
         });
     }
     for (id, positions) in &p {
@@ -336,4 +448,37 @@ fn commit(
     e.generation += 1;
     let reason = reasons::waiting_for_runs(e, &victims);
     e.push_pending(j, reason, "preemption");
+}
+
+/// The preempt action's reason.
+fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
+    let job = &e.jobs[j as usize];
+    let run = &e.runs[c.run as usize];
+    let Some(victim) = run.job.map(|vj| &e.jobs[vj as usize]) else {
+        return String::new();
+    };
+    let model = run.model.map_or("", |m| e.models.name(m));
+    let own = job.queue.map_or("", |q| e.tree.get(q).name.as_str());
+    let theirs = &e.tree.get(c.queue).name;
+    match c.rule {
+        Rule::Priority => format!(
+            "priority: {} ({}) outranks {} ({}) in queue {own}",
+            job.name,
+            reasons::class(job),
+            victim.name,
+            reasons::class(victim),
+        ),
+        Rule::Reclaim { usage, guaranteed } => format!(
+            "reclaim: queue {theirs} is borrowing {} {model} (uses {usage}, guaranteed {guaranteed}); queue {own} stays within its guarantee",
+            usage - guaranteed
+        ),
+        Rule::LowerPriorityBorrower { usage, guaranteed } => format!(
+            "queue {theirs} is borrowing {} {model} and {} ({}) has lower priority than {} ({})",
+            usage - guaranteed,
+            victim.name,
+            reasons::class(victim),
+            job.name,
+            reasons::class(job)
+        ),
+    }
 }

@@ -1,0 +1,155 @@
+//! `cargo bench --bench plan [-- SIZE…]`: the whole `gitfleet plan -o json`
+//! command and the engine alone on generated fleets, medians of several
+//! runs, plus the command's peak memory. Sizes: s (1k nodes, 10k pending,
+//! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
+//! 50k running, 60 leaf queues, 4 priority classes). Fleets are generated
+//! once into target/bench-fleets/.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use reconciler::engine::{PlanInput, plan};
+use reconciler::generate::{FleetSize, generate};
+use reconciler::load::{fs::read_fleet_dir, load_fleet};
+use reconciler::observed::{Timestamp, parse_observed};
+
+const RUNS: usize = 5;
+
+fn now() -> Timestamp {
+    chrono::DateTime::parse_from_rfc3339("2026-11-21T10:00:00Z")
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_default()
+}
+
+fn size(name: &str) -> Option<FleetSize> {
+    let (nodes, pending, running) = match name {
+        "xs" => (100, 1_000, 500),
+        "s" => (1_000, 10_000, 5_000),
+        "m" => (3_000, 30_000, 15_000),
+        "l" => (10_000, 100_000, 50_000),
+        _ => return None,
+    };
+    Some(FleetSize {
+        nodes,
+        gpus_per_node: 8,
+        pending,
+        running,
+        leaves: 60,
+        seed: 1,
+    })
+}
+
+fn fleet_dir(name: &str, size: FleetSize) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-fleets")
+        .join(name);
+    if !dir.join("observed.yaml").exists() {
+        let started = Instant::now();
+        let generated = generate(size, now());
+        for (path, text) in &generated.files {
+            let file = dir.join("repo").join(path);
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+            std::fs::write(file, text).expect("write");
+        }
+        let observed = serde_saphyr::to_string(&generated.observed).expect("yaml");
+        std::fs::write(dir.join("observed.yaml"), observed).expect("write observed");
+        eprintln!(
+            "generated {name}: {} running of {} started, in {:.1?}",
+            generated.running,
+            size.running,
+            started.elapsed()
+        );
+    }
+    dir
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+/// Peak resident memory of finished children, in MiB.
+fn children_peak_mib() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage.ru_maxrss as f64 / 1024.0
+    }
+}
+
+fn bench(name: &str, size: FleetSize) {
+    let dir = fleet_dir(name, size);
+    let repo = dir.join("repo");
+    let observed_path = dir.join("observed.yaml");
+
+    // Whole command, as a user runs it.
+    let mut wall = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(["plan", "-o", "json", "--observed"])
+            .arg(&observed_path)
+            .arg(&repo)
+            .output()
+            .expect("run gitfleet");
+        wall.push(started.elapsed());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let peak = children_peak_mib();
+
+    // In process: loading and the engine separately.
+    let mut load = Vec::new();
+    let mut engine = Vec::new();
+    let mut jobs = 0;
+    let mut actions = 0;
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let files = read_fleet_dir(&repo).expect("read");
+        let loaded = load_fleet(&files);
+        assert!(loaded.is_valid());
+        let text = std::fs::read_to_string(&observed_path).expect("observed");
+        let observed = parse_observed("observed.yaml", &text).expect("valid observed");
+        load.push(started.elapsed());
+        let started = Instant::now();
+        let p = plan(&PlanInput {
+            fleet: &loaded.fleet,
+            observed: &observed,
+            now: now(),
+            revision: None,
+        });
+        engine.push(started.elapsed());
+        jobs = loaded.fleet.jobs.len();
+        actions = p.actions.len();
+    }
+    println!(
+        "{name:>2}: {} nodes, {jobs} jobs | plan -o json {:>8.1?} (peak {peak:.0} MiB) | load+parse {:>8.1?} | engine {:>8.1?} | {actions} actions",
+        size.nodes,
+        median(wall),
+        median(load),
+        median(engine),
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let names: Vec<&str> = if args.is_empty() {
+        vec!["s", "m", "l"]
+    } else {
+        args.iter().map(String::as_str).collect()
+    };
+    for name in names {
+        match size(name) {
+            Some(s) => bench(name, s),
+            None => eprintln!("unknown size {name:?} (xs, s, m, l)"),
+        }
+    }
+}
