@@ -7,6 +7,7 @@
 pub mod fs;
 mod schema_check;
 pub mod yaml;
+mod yaml_parse;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -359,12 +359,13 @@ mod tests {
 
     #[test]
     fn scalars_typed_by_yaml_get_a_quoting_hint() {
-        let text = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: no}\nspec: {}\n";
+        // YAML 1.2: `no` is a string, `true` is a boolean.
+        let text = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: true}\nspec: {}\n";
         let v = violations(Kind::Queue, text);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(
             v[0].message,
-            "expected string, found boolean false (put the value in quotes to make it a string)"
+            "expected string, found boolean true (put the value in quotes to make it a string)"
         );
     }
 

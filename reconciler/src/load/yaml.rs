@@ -52,22 +52,7 @@ pub struct SyntaxError {
 /// Parses every document of a YAML stream. Empty documents are dropped.
 /// A key repeated in one mapping is an error that names both positions.
 pub fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
-    // Duplicate keys are passed through and found below, so that the message
-    // can say where the key was first written.
-    let options = serde_saphyr::options! {
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
-    };
-    let docs: Vec<Node> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
-            let pos = err
-                .location()
-                .map(|loc| Pos::new(loc.line() as u32, loc.column() as u32))
-                .unwrap_or_else(|| Pos::new(1, 1));
-            SyntaxError {
-                pos,
-                message: plain_message(&err),
-            }
-        })?;
+    let docs = super::yaml_parse::build_documents(text)?;
     if let Some(err) = docs
         .iter()
         .filter_map(first_duplicate_key)
@@ -119,24 +104,6 @@ fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
         _ => {}
     }
     found
-}
-
-/// serde-saphyr renders errors with a location suffix and sometimes a source
-/// snippet; we print positions ourselves, so keep only the first line and drop
-/// a trailing " at line X column Y".
-fn plain_message(err: &serde_saphyr::Error) -> String {
-    let rendered = err.without_snippet().to_string();
-    let first = rendered.lines().next().unwrap_or("invalid YAML").trim();
-    let trimmed = match first.rfind(" at line ") {
-        Some(i) => &first[..i],
-        None => first,
-    };
-    let trimmed = trimmed.trim_start_matches("error: ").trim();
-    if trimmed.is_empty() {
-        "invalid YAML".to_string()
-    } else {
-        trimmed.to_string()
-    }
 }
 
 impl Node {
