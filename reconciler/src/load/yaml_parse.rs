@@ -215,7 +215,7 @@ fn merge_keys(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
 }
 
 /// YAML 1.2 core schema resolution of a scalar.
-fn resolve(text: &Cow<str>, style: ScalarStyle, tag: Option<&str>) -> Value {
+fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Value {
     match tag {
         Some("str") => return Value::Str(text.to_string()),
         Some("null") => return Value::Null,
