@@ -6,7 +6,6 @@
 //! strings); anchors, aliases and `<<` merge keys are supported, with a cap
 //! on how many nodes aliases may expand to (no "billion laughs").
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
