@@ -128,6 +128,9 @@ struct Engine<'a> {
     freeing: freeing::Freeing,
     /// Running jobs per leaf queue (preemption candidates).
     runs_by_queue: Vec<Vec<RunId>>,
+    /// Per queue, per model: preemptible running jobs' (priority, GPUs so
+    /// far) sorted by priority, for a cheap bound on what preemption frees.
+    victim_index: Vec<Vec<(ModelId, Vec<(i32, u64)>)>>,
     /// Bumped whenever a job is admitted or waits; memo entries of older
     /// generations are stale.
     generation: u64,
@@ -207,10 +210,12 @@ impl<'a> Engine<'a> {
             completed: observed.completed.iter().map(|c| c.job.as_str()).collect(),
             freeing: freeing::Freeing::default(),
             runs_by_queue: Vec::new(),
+            victim_index: Vec::new(),
             generation: 0,
             preempt_memo: HashMap::new(),
         };
         engine.load_runs(observed);
+        engine.index_victims();
         engine.drain_unhealthy(observed);
         engine.add_virtual_nodes();
         engine
@@ -274,6 +279,7 @@ impl<'a> Engine<'a> {
                 && let Some(q) = self.jobs[j as usize].queue
             {
                 self.tree.charge(q, m, gpus, true);
+                self.tree.charge_running(q, m, gpus, true);
             }
             match stopping {
                 Stopping::Cancelled => self.actions.cancel.push(Action::Cancel {
@@ -306,6 +312,41 @@ impl<'a> Engine<'a> {
                 preempted_for: r.preempted_for.as_deref(),
             });
         }
+    }
+
+    /// Builds `victim_index` from the running jobs that may be preempted.
+    fn index_victims(&mut self) {
+        let mut index: Vec<Vec<(ModelId, Vec<(i32, u64)>)>> =
+            vec![Vec::new(); self.tree.queues.len()];
+        for run in &self.runs {
+            let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
+                continue;
+            };
+            let job = &self.jobs[j as usize];
+            let (true, Some(q)) = (job.preemptible, job.queue) else {
+                continue;
+            };
+            let per_model = &mut index[q as usize];
+            let pos = match per_model.iter().position(|(model, _)| *model == m) {
+                Some(p) => p,
+                None => {
+                    per_model.push((m, Vec::new()));
+                    per_model.len() - 1
+                }
+            };
+            per_model[pos].1.push((job.priority, run.gpus));
+        }
+        for per_model in &mut index {
+            for (_, entries) in per_model.iter_mut() {
+                entries.sort_unstable();
+                let mut total = 0;
+                for entry in entries.iter_mut() {
+                    total += entry.1;
+                    entry.1 = total;
+                }
+            }
+        }
+        self.victim_index = index;
     }
 
     /// Nodes with unhealthy GPUs get no new placements.

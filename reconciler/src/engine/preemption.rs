@@ -66,20 +66,27 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     }
     let m = req.model;
     let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
-    let mut cands = candidates(e, j, q, req, reclaim);
+    let own_path = on_path(e, q);
+    if upper_bound(e, &job, q, m, reclaim, &own_path) < job.gpus {
+        e.preempt_memo.insert(key, e.generation);
+        return false;
+    }
+    let mut cands = candidates(e, j, q, req, reclaim, &own_path);
     let possible: u64 = e.cluster.free_total.get(m as usize).copied().unwrap_or(0)
         + cands.iter().map(|c| c.gpus).sum::<u64>();
     if cands.is_empty() || possible < job.gpus {
         e.preempt_memo.insert(key, e.generation);
         return false;
     }
-    cands.sort_by(|a, b| {
-        let (ra, rb) = (&e.runs[a.run as usize], &e.runs[b.run as usize]);
-        b.borrowing
-            .cmp(&a.borrowing)
-            .then(a.priority.cmp(&b.priority))
-            .then(rb.started.cmp(&ra.started))
-            .then(ra.name.cmp(rb.name))
+    // Runs are numbered in name order, so the run id breaks ties by name.
+    cands.sort_by_key(|c| {
+        let run = &e.runs[c.run as usize];
+        (
+            !c.borrowing,
+            c.priority,
+            std::cmp::Reverse(run.started),
+            c.run,
+        )
     });
     let found = search(e, j, q, req, &cands);
     match found {
@@ -94,10 +101,74 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     }
 }
 
-fn candidates(e: &Engine, j: JobId, q: QueueId, req: &Request, reclaim: bool) -> Vec<Candidate> {
+/// `on_path[x]`: whether queue `x` is `q` or one of its ancestors.
+fn on_path(e: &Engine, q: QueueId) -> Vec<bool> {
+    let mut marks = vec![false; e.tree.queues.len()];
+    for a in e.tree.path(q) {
+        marks[a as usize] = true;
+    }
+    marks
+}
+
+/// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
+/// below the common ancestor with the preemptor), when all of them borrow.
+fn borrowing_chain(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> Option<Vec<QueueId>> {
+    let chain: Vec<QueueId> = e
+        .tree
+        .path(vq)
+        .take_while(|a| !own_path[*a as usize])
+        .collect();
+    chain
+        .iter()
+        .all(|a| e.tree.running(*a, m) > e.tree.guaranteed(*a, m))
+        .then_some(chain)
+}
+
+/// At most how many GPUs preemption could free for the job (plus free ones):
+/// a cheap bound from the per-queue victim index, without building candidates.
+fn upper_bound(
+    e: &Engine,
+    job: &super::jobs::JobInfo,
+    q: QueueId,
+    m: u16,
+    reclaim: bool,
+    own_path: &[bool],
+) -> u64 {
+    let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    for (vq, index) in e.victim_index.iter().enumerate() {
+        let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
+            continue;
+        };
+        let vq = vq as QueueId;
+        let below = |p: i32| {
+            let k = by_priority.partition_point(|(pr, _)| *pr < p);
+            if k == 0 { 0 } else { by_priority[k - 1].1 }
+        };
+        if vq == q {
+            bound += below(job.priority);
+        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
+            && borrowing_chain(e, vq, m, own_path).is_some()
+        {
+            bound += if reclaim {
+                by_priority.last().map_or(0, |(_, total)| *total)
+            } else {
+                below(job.priority)
+            };
+        }
+    }
+    bound
+}
+
+fn candidates(
+    e: &Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    reclaim: bool,
+    own_path: &[bool],
+) -> Vec<Candidate> {
     let job = &e.jobs[j as usize];
     let m = req.model;
-    let own_path: Vec<QueueId> = e.tree.path(q).collect();
     let mut out = Vec::new();
     for (vq, runs) in e.runs_by_queue.iter().enumerate() {
         let vq = vq as QueueId;
@@ -105,26 +176,23 @@ fn candidates(e: &Engine, j: JobId, q: QueueId, req: &Request, reclaim: bool) ->
             continue;
         }
         let same = vq == q;
-        let usage = e.tree.usage(vq, m);
+        // Borrowing is judged on what running jobs hold: jobs placed or
+        // waiting in this plan never make another queue's running job a victim.
+        let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
         // Cross-queue: the victim's queue and its ancestors below the common
         // ancestor must all be borrowing.
         let borrowed_from: Vec<QueueId> = if same {
             Vec::new()
-        } else {
-            e.tree
-                .path(vq)
-                .take_while(|a| !own_path.contains(a))
-                .collect()
-        };
-        if !same
-            && !borrowed_from
-                .iter()
-                .all(|a| e.tree.usage(*a, m) > e.tree.guaranteed(*a, m))
-        {
+        } else if !borrowing {
             continue;
-        }
+        } else {
+            match borrowing_chain(e, vq, m, own_path) {
+                Some(chain) => chain,
+                None => continue,
+            }
+        };
         for &r in runs {
             let run = &e.runs[r as usize];
             if run.stopping != Stopping::No || run.model != Some(m) {
@@ -172,7 +240,7 @@ fn within_headroom(e: &Engine, cands: &[Candidate], chosen: &[usize], m: u16) ->
     }
     taken
         .iter()
-        .all(|(a, t)| e.tree.usage(*a, m).saturating_sub(*t) >= e.tree.guaranteed(*a, m))
+        .all(|(a, t)| e.tree.running(*a, m).saturating_sub(*t) >= e.tree.guaranteed(*a, m))
 }
 
 /// Victim search, node by node: each replica goes where it needs the most
@@ -190,7 +258,11 @@ fn search(
     let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     for (i, c) in cands.iter().enumerate() {
         for (node, _) in &e.runs[c.run as usize].placement {
-            by_node.entry(*node).or_default().push(i);
+            let on_node = by_node.entry(*node).or_default();
+            // A run may have several replicas (entries) on one node.
+            if on_node.last() != Some(&i) {
+                on_node.push(i);
+            }
         }
     }
     let mut nodes: Vec<NodeId> = e.cluster.candidates(m, 1).collect();
@@ -415,6 +487,7 @@ fn commit(
     for &i in chosen {
         let c = &cands[i];
         e.tree.charge(c.queue, req.model, c.gpus, false);
+        e.tree.charge_running(c.queue, req.model, c.gpus, false);
         let grace = e.runs[c.run as usize]
             .job
             .map(|vj| e.jobs[vj as usize].grace)

@@ -21,8 +21,12 @@ pub struct QueueNode {
     pub guaranteed: Vec<u64>,
     /// Cap per model (`None`: no cap).
     pub limit: Vec<Option<u64>>,
-    /// GPUs charged now per model (this queue and its descendants).
+    /// GPUs charged now per model (this queue and its descendants): running
+    /// jobs plus jobs this plan places or lets wait.
     pub usage: Vec<u64>,
+    /// GPUs held by running jobs per model (this queue and its descendants):
+    /// what decides whether a queue is borrowing when choosing victims.
+    pub running: Vec<u64>,
 }
 
 /// The binding quota constraint for a request.
@@ -89,6 +93,7 @@ impl QueueTree {
                     guaranteed,
                     limit,
                     usage: vec![0; model_count],
+                    running: vec![0; model_count],
                 }
             })
             .collect();
@@ -181,6 +186,34 @@ impl QueueTree {
             }
             cur = node.parent;
         }
+    }
+
+    /// Charges (`add`) or releases GPUs held by running jobs along the path
+    /// of `leaf`; the caller charges `usage` separately.
+    pub fn charge_running(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
+        let m = model as usize;
+        let mut cur = Some(leaf);
+        while let Some(q) = cur {
+            let node = &mut self.queues[q as usize];
+            if node.running.len() <= m {
+                node.running.resize(m + 1, 0);
+            }
+            if add {
+                node.running[m] += gpus;
+            } else {
+                node.running[m] = node.running[m].saturating_sub(gpus);
+            }
+            cur = node.parent;
+        }
+    }
+
+    /// GPUs of `model` held by running jobs in queue `q`.
+    pub fn running(&self, q: QueueId, model: ModelId) -> u64 {
+        self.queues[q as usize]
+            .running
+            .get(model as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Usage of `model` in queue `q`.
