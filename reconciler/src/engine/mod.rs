@@ -63,6 +63,10 @@ struct PoolInfo<'a> {
     waiting_jobs: Vec<JobId>,
 }
 
+/// Per model of one queue: (priority, cumulative GPUs) of preemptible running
+/// jobs, sorted by priority.
+type VictimIndex = Vec<(ModelId, Vec<(i32, u64)>)>;
+
 /// Why a running job is stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stopping {
@@ -130,7 +134,7 @@ struct Engine<'a> {
     runs_by_queue: Vec<Vec<RunId>>,
     /// Per queue, per model: preemptible running jobs' (priority, GPUs so
     /// far) sorted by priority, for a cheap bound on what preemption frees.
-    victim_index: Vec<Vec<(ModelId, Vec<(i32, u64)>)>>,
+    victim_index: Vec<VictimIndex>,
     /// Bumped whenever a job is admitted or waits; memo entries of older
     /// generations are stale.
     generation: u64,
