@@ -320,8 +320,7 @@ impl<'a> Engine<'a> {
 
     /// Builds `victim_index` from the running jobs that may be preempted.
     fn index_victims(&mut self) {
-        let mut index: Vec<Vec<(ModelId, Vec<(i32, u64)>)>> =
-            vec![Vec::new(); self.tree.queues.len()];
+        let mut index: Vec<VictimIndex> = vec![Vec::new(); self.tree.queues.len()];
         for run in &self.runs {
             let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
                 continue;
