@@ -221,6 +221,7 @@ pub fn generate(size: FleetSize, now: Timestamp) -> Generated {
             observed.queued.push(QueuedJob {
                 job: name.clone(),
                 since: now - chrono::Duration::minutes(rng.below(600) as i64),
+                nominated: Vec::new(),
             });
         }
     }

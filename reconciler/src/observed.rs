@@ -116,6 +116,10 @@ pub struct QueuedJob {
     pub job: String,
     /// First seen by the reconciler.
     pub since: Timestamp,
+    /// GPUs that preemptions made free for this job (written by executors when
+    /// a victim with `preemptedFor` stops); kept for it while it is pending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nominated: Vec<NodeGpus>,
 }
 
 /// A job that ended.

@@ -78,6 +78,7 @@ pub fn apply_plan(
             next.queued.push(QueuedJob {
                 job: p.job.clone(),
                 since: now,
+                nominated: Vec::new(),
             });
         }
     }
@@ -132,12 +133,17 @@ pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> Observ
         class.map(|c| c.spec.grace_period).unwrap_or_default()
     };
     let mut finished = Vec::new();
+    let mut freed_for: Vec<(String, Vec<NodeGpus>)> = Vec::new();
     next.running.retain(|run| {
         if let Some(since) = run.preempting_since
             && since + span(grace_of(&run.job)) <= to
         {
             // Its grace period is over: it stops and is pending again (and
-            // gets a new first-seen time when the next plan lists it).
+            // gets a new first-seen time when the next plan lists it); its
+            // GPUs are kept for the job it was preempted for.
+            if let Some(for_job) = &run.preempted_for {
+                freed_for.push((for_job.clone(), run.placement.clone()));
+            }
             return false;
         }
         let duration = specs
@@ -152,6 +158,16 @@ pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> Observ
         }
         true
     });
+    for (job, gpus) in freed_for {
+        match next.queued.iter_mut().find(|q| q.job == job) {
+            Some(q) => q.nominated.extend(gpus),
+            None => next.queued.push(QueuedJob {
+                job,
+                since: to,
+                nominated: gpus,
+            }),
+        }
+    }
     for (job, at) in finished {
         next.completed.push(CompletedJob {
             job,

@@ -132,6 +132,10 @@ struct Engine<'a> {
     freeing: freeing::Freeing,
     /// Running jobs per leaf queue (preemption candidates).
     runs_by_queue: Vec<Vec<RunId>>,
+    /// GPUs kept for pending jobs that preemptions made room for.
+    nominated: HashMap<JobId, Vec<(NodeId, usize)>>,
+    /// The observed `queued` entries (first-seen times, nominations).
+    observed_queued: &'a [crate::observed::QueuedJob],
     /// Per queue, per model: preemptible running jobs' (priority, GPUs so
     /// far) sorted by priority, for a cheap bound on what preemption frees.
     victim_index: Vec<VictimIndex>,
@@ -215,6 +219,8 @@ impl<'a> Engine<'a> {
             freeing: freeing::Freeing::default(),
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
+            nominated: HashMap::new(),
+            observed_queued: &observed.queued,
             generation: 0,
             preempt_memo: HashMap::new(),
         };
@@ -438,6 +444,7 @@ impl<'a> Engine<'a> {
             self.pending_now[j as usize] = true;
         }
         self.index_freeing();
+        self.hold_nominations();
         // Jobs that cannot be ordered (no leaf queue, no model) are pending first, by name.
         for &j in &pending {
             let job = &self.jobs[j as usize];
@@ -450,9 +457,37 @@ impl<'a> Engine<'a> {
             }
         }
         let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
+        // As Kueue does: jobs that fit within their queue's guarantee go
+        // first, in fair-share order; jobs that would borrow come after, one
+        // priority band at a time from the highest, in fair-share order inside
+        // a band. So a low-priority borrower never takes GPUs that a
+        // higher-priority job would preempt it for in the next plan.
+        let mut borrowers: Vec<JobId> = Vec::new();
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+            if self.would_borrow(j) {
+                borrowers.push(j);
+                continue;
+            }
             explain::before_admit(&mut self, j, &order);
             self.admit(j);
+        }
+        let mut priorities: Vec<i32> = borrowers
+            .iter()
+            .map(|j| self.jobs[*j as usize].priority)
+            .collect();
+        priorities.sort_unstable_by(|a, b| b.cmp(a));
+        priorities.dedup();
+        for priority in priorities {
+            let band: Vec<JobId> = borrowers
+                .iter()
+                .copied()
+                .filter(|j| self.jobs[*j as usize].priority == priority)
+                .collect();
+            let mut order = order::FairShare::new(&self.tree, &self.jobs, &band);
+            while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+                explain::before_admit(&mut self, j, &order);
+                self.admit(j);
+            }
         }
         let scale = scaling::scale_actions(&mut self);
         self.into_plan(scale)
@@ -480,6 +515,13 @@ impl<'a> Engine<'a> {
                 blocked.push(Blocked::Quota(m, block));
                 continue;
             }
+            if let Some(p) = self.place_nominated(j, &req) {
+                placement::apply(&mut self.cluster, &p, Owner::Placed(j));
+                self.release_nominated(j);
+                self.commit_place(j, m, p, None);
+                return;
+            }
+            self.release_nominated(j);
             if let Some(p) = placement::place_free(&mut self.cluster, &req, j) {
                 self.commit_place(j, m, p, None);
                 return;
@@ -519,6 +561,16 @@ impl<'a> Engine<'a> {
             reason.push_str(&r);
         }
         self.push_pending(j, reason, waiting);
+    }
+
+    /// Whether job `j` would take its leaf queue above its guarantee on every
+    /// acceptable model.
+    fn would_borrow(&self, j: JobId) -> bool {
+        let job = &self.jobs[j as usize];
+        let Some(q) = job.queue else { return false };
+        job.models
+            .iter()
+            .all(|m| self.tree.usage(q, *m) + job.gpus > self.tree.guaranteed(q, *m))
     }
 
     fn model_exists(&self, m: ModelId) -> bool {
@@ -636,6 +688,60 @@ impl<'a> Engine<'a> {
         };
         self.push_pending(j, reason, waiting);
         true
+    }
+
+    /// Free GPUs that a preemption freed for a still-pending job are kept for
+    /// it (`queued[].nominated`), so the job it was made for gets them.
+    fn hold_nominations(&mut self) {
+        let queued = self.observed_queued;
+        for q in queued {
+            let Some(&j) = self.job_by_name.get(q.job.as_str()) else {
+                continue;
+            };
+            if !self.pending_now[j as usize] {
+                continue;
+            }
+            for part in &q.nominated {
+                let Some(node) = self.cluster.node_id(&part.node) else {
+                    continue;
+                };
+                for index in &part.gpus {
+                    let state = self.cluster.node(node);
+                    let Some(pos) = state.gpus.iter().position(|g| g.index == *index) else {
+                        continue;
+                    };
+                    if state.schedulable && state.gpus[pos].owner == Owner::Free {
+                        self.cluster.set_owner(node, pos, Owner::Promised(j));
+                        self.nominated.entry(j).or_default().push((node, pos));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Places job `j` on its nominated GPUs (plus free ones) when it fits;
+    /// otherwise gives them back to everyone.
+    fn place_nominated(&mut self, j: JobId, req: &Request) -> Option<Placement> {
+        let held = self.nominated.get(&j)?.clone();
+        let mut nodes: Vec<NodeId> = held.iter().map(|(n, _)| *n).collect();
+        nodes.extend(self.cluster.candidates(req.model, 1));
+        nodes.sort_unstable();
+        nodes.dedup();
+        let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
+            n.schedulable && (g.owner == Owner::Free || g.owner == Owner::Promised(j))
+        };
+        placement::place_scan(&self.cluster, &nodes, req, &usable)
+    }
+
+    /// Returns job `j`'s unused nominated GPUs to everyone.
+    fn release_nominated(&mut self, j: JobId) {
+        if let Some(held) = self.nominated.remove(&j) {
+            for (node, pos) in held {
+                if self.cluster.node(node).gpus[pos].owner == Owner::Promised(j) {
+                    self.cluster.set_owner(node, pos, Owner::Free);
+                }
+            }
+        }
     }
 
     /// Indexes the GPUs of stopping jobs, once pending jobs are known.

@@ -580,6 +580,7 @@ pub fn build(raw: &CaseRaw) -> Case {
             observed.queued.push(QueuedJob {
                 job: name.to_string(),
                 since: ago(minutes),
+                nominated: Vec::new(),
             });
         }
     }
