@@ -139,8 +139,9 @@ struct Engine<'a> {
     /// Per queue, per model: preemptible running jobs' (priority, GPUs so
     /// far) sorted by priority, for a cheap bound on what preemption frees.
     victim_index: Vec<VictimIndex>,
-    /// Bumped whenever a job is admitted or waits; memo entries of older
-    /// generations are stale.
+    /// Bumped whenever GPUs become free again during the plan. Within one
+    /// plan free GPUs, preemption candidates and borrowing headroom only
+    /// shrink otherwise, so a failed preemption search stays failed until then.
     generation: u64,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
@@ -606,7 +607,6 @@ impl<'a> Engine<'a> {
         let job = &self.jobs[j as usize];
         let Some(q) = job.queue else { return };
         self.tree.charge(q, m, job.gpus, true);
-        self.generation += 1;
         self.pending_now[j as usize] = false;
         self.placed_gpus += job.gpus;
         let reason = reasons::placed(self, j, m, how);
@@ -675,7 +675,6 @@ impl<'a> Engine<'a> {
         if let Some(q) = job.queue {
             self.tree.charge(q, req.model, job.gpus, true);
         }
-        self.generation += 1;
         waiting_on.sort_by_key(|r| self.runs[*r as usize].name);
         let reason = reasons::waiting_for_runs(self, &waiting_on);
         let waiting = if waiting_on
@@ -739,6 +738,7 @@ impl<'a> Engine<'a> {
             for (node, pos) in held {
                 if self.cluster.node(node).gpus[pos].owner == Owner::Promised(j) {
                     self.cluster.set_owner(node, pos, Owner::Free);
+                    self.generation += 1;
                 }
             }
         }

@@ -518,7 +518,6 @@ fn commit(
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
-    e.generation += 1;
     let reason = reasons::waiting_for_runs(e, &victims);
     e.push_pending(j, reason, "preemption");
 }

@@ -69,7 +69,6 @@ pub fn wait_for_scale_up(e: &mut Engine, j: JobId, req: &Request) -> bool {
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
-    e.generation += 1;
     let mut pools: Vec<&str> = Vec::new();
     for id in &new_nodes {
         if let Some(pool) = e.cluster.node(*id).pool {
