@@ -139,6 +139,9 @@ struct Engine<'a> {
     /// Per queue, per model: preemptible running jobs' (priority, GPUs so
     /// far) sorted by priority, for a cheap bound on what preemption frees.
     victim_index: Vec<VictimIndex>,
+    /// Per queue, per model: preemptible running jobs in victim order
+    /// (lower priority, then most recently started, then name).
+    victim_lists: Vec<Vec<(ModelId, Vec<RunId>)>>,
     /// Bumped whenever GPUs become free again during the plan. Within one
     /// plan free GPUs, preemption candidates and borrowing headroom only
     /// shrink otherwise, so a failed preemption search stays failed until then.
@@ -220,6 +223,7 @@ impl<'a> Engine<'a> {
             freeing: freeing::Freeing::default(),
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
+            victim_lists: Vec::new(),
             nominated: HashMap::new(),
             observed_queued: &observed.queued,
             generation: 0,
@@ -325,8 +329,33 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Builds `victim_index` from the running jobs that may be preempted.
+    /// Builds `victim_index` and `victim_lists` from the running jobs that may be preempted.
     fn index_victims(&mut self) {
+        let mut lists: Vec<Vec<(ModelId, Vec<RunId>)>> = vec![Vec::new(); self.tree.queues.len()];
+        for (r, run) in self.runs.iter().enumerate() {
+            let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
+                continue;
+            };
+            let job = &self.jobs[j as usize];
+            let (true, Some(q)) = (job.preemptible, job.queue) else {
+                continue;
+            };
+            let per_model = &mut lists[q as usize];
+            match per_model.iter_mut().find(|(model, _)| *model == m) {
+                Some((_, l)) => l.push(r as RunId),
+                None => per_model.push((m, vec![r as RunId])),
+            }
+        }
+        for per_model in &mut lists {
+            for (_, l) in per_model.iter_mut() {
+                l.sort_by_key(|r| {
+                    let run = &self.runs[*r as usize];
+                    let priority = run.job.map_or(0, |j| self.jobs[j as usize].priority);
+                    (priority, std::cmp::Reverse(run.started), *r)
+                });
+            }
+        }
+        self.victim_lists = lists;
         let mut index: Vec<VictimIndex> = vec![Vec::new(); self.tree.queues.len()];
         for run in &self.runs {
             let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {

@@ -9,7 +9,7 @@
 //! borrowing first, lower priority first, most recently started first; no
 //! more are taken than needed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::plan::Action;
 
@@ -26,9 +26,7 @@ struct Candidate {
     gpus: u64,
     /// Queues whose borrowed usage the victim is taken from (empty for the
     /// preemptor's own queue): its leaf up to below the common ancestor.
-    borrowed_from: Vec<QueueId>,
-    borrowing: bool,
-    priority: i32,
+    borrowed_from: std::rc::Rc<[QueueId]>,
     rule: Rule,
 }
 
@@ -71,33 +69,25 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         e.preempt_memo.insert(key, e.generation);
         return false;
     }
-    let mut cands = candidates(e, j, q, req, reclaim, &own_path);
-    let possible: u64 = e.cluster.free_total.get(m as usize).copied().unwrap_or(0)
-        + cands.iter().map(|c| c.gpus).sum::<u64>();
-    if cands.is_empty() || possible < job.gpus {
-        e.preempt_memo.insert(key, e.generation);
-        return false;
-    }
-    // Runs are numbered in name order, so the run id breaks ties by name.
-    cands.sort_by_key(|c| {
-        let run = &e.runs[c.run as usize];
-        (
-            !c.borrowing,
-            c.priority,
-            std::cmp::Reverse(run.started),
-            c.run,
-        )
-    });
-    let found = search(e, j, q, req, &cands);
-    match found {
-        Some((chosen, p)) => {
+    // The most preferred victims first: search with a prefix of the
+    // candidates in victim order and widen it only when that fails.
+    let mut limit = 32usize.max(4 * job.gpus as usize);
+    loop {
+        let (cands, more) = candidates(e, j, q, req, reclaim, &own_path, limit);
+        let possible: u64 = e.cluster.free_total.get(m as usize).copied().unwrap_or(0)
+            + cands.iter().map(|c| c.gpus).sum::<u64>();
+        if !cands.is_empty()
+            && possible >= job.gpus
+            && let Some((chosen, p)) = search(e, j, q, req, &cands)
+        {
             commit(e, j, req, &cands, &chosen, p);
-            true
+            return true;
         }
-        None => {
+        if !more {
             e.preempt_memo.insert(key, e.generation);
-            false
+            return false;
         }
+        limit *= 4;
     }
 }
 
@@ -159,6 +149,9 @@ fn upper_bound(
     bound
 }
 
+/// The first `limit` candidates in victim order — borrowing queues first,
+/// then lower priority, most recently started, name — and whether there are
+/// more. Merges the per-queue victim lists, which are already in that order.
 fn candidates(
     e: &Engine,
     j: JobId,
@@ -166,67 +159,185 @@ fn candidates(
     req: &Request,
     reclaim: bool,
     own_path: &[bool],
-) -> Vec<Candidate> {
+    limit: usize,
+) -> (Vec<Candidate>, bool) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
     let job = &e.jobs[j as usize];
     let m = req.model;
-    let mut out = Vec::new();
-    for (vq, runs) in e.runs_by_queue.iter().enumerate() {
-        let vq = vq as QueueId;
-        if runs.is_empty() {
+    // Eligible queues: (queue, chain, borrowing, rule, priority bound, list).
+    struct Source<'l> {
+        queue: QueueId,
+        chain: std::rc::Rc<[QueueId]>,
+        borrowing: bool,
+        rule: Rule,
+        below: Option<i32>,
+        list: &'l [RunId],
+    }
+    let mut sources: Vec<Source> = Vec::new();
+    for (vq, lists) in e.victim_lists.iter().enumerate() {
+        let Some(list) = lists.iter().find(|(model, _)| *model == m).map(|(_, l)| l) else {
             continue;
-        }
-        let same = vq == q;
-        // Borrowing is judged on what running jobs hold: jobs placed or
-        // waiting in this plan never make another queue's running job a victim.
+        };
+        let vq = vq as QueueId;
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
-        // Cross-queue: the victim's queue and its ancestors below the common
-        // ancestor must all be borrowing.
-        let borrowed_from: Vec<QueueId> = if same {
-            Vec::new()
+        let (chain, rule, below) = if vq == q {
+            (Vec::new(), Rule::Priority, Some(job.priority))
         } else if !borrowing {
             continue;
         } else {
-            match borrowing_chain(e, vq, m, own_path) {
-                Some(chain) => chain,
-                None => continue,
-            }
-        };
-        for &r in runs {
-            let run = &e.runs[r as usize];
-            if run.stopping != Stopping::No || run.model != Some(m) {
-                continue;
-            }
-            let Some(vj) = run.job else { continue };
-            let victim = &e.jobs[vj as usize];
-            if !victim.preemptible {
-                continue;
-            }
-            let rule = if same {
-                if victim.priority >= job.priority {
-                    continue;
-                }
-                Rule::Priority
-            } else if reclaim {
-                Rule::Reclaim { usage, guaranteed }
-            } else if victim.priority < job.priority {
-                Rule::LowerPriorityBorrower { usage, guaranteed }
-            } else {
+            let Some(chain) = borrowing_chain(e, vq, m, own_path) else {
                 continue;
             };
-            out.push(Candidate {
-                run: r,
-                queue: vq,
-                gpus: run.gpus,
-                borrowed_from: borrowed_from.clone(),
-                borrowing,
-                priority: victim.priority,
-                rule,
-            });
+            if reclaim {
+                (chain, Rule::Reclaim { usage, guaranteed }, None)
+            } else {
+                (
+                    chain,
+                    Rule::LowerPriorityBorrower { usage, guaranteed },
+                    Some(job.priority),
+                )
+            }
+        };
+        sources.push(Source {
+            queue: vq,
+            chain: chain.into(),
+            borrowing,
+            rule,
+            below,
+            list,
+        });
+    }
+    type Key = (
+        bool,
+        i32,
+        Reverse<crate::observed::Timestamp>,
+        RunId,
+        usize,
+        usize,
+    );
+    let key = |src: usize, pos: usize| -> Key {
+        let r = sources[src].list[pos];
+        let run = &e.runs[r as usize];
+        let priority = run.job.map_or(0, |vj| e.jobs[vj as usize].priority);
+        (
+            !sources[src].borrowing,
+            priority,
+            Reverse(run.started),
+            r,
+            src,
+            pos,
+        )
+    };
+    let eligible = |src: usize, pos: usize| -> bool {
+        let r = sources[src].list[pos];
+        let run = &e.runs[r as usize];
+        let priority = run.job.map_or(0, |vj| e.jobs[vj as usize].priority);
+        sources[src].below.is_none_or(|b| priority < b)
+    };
+    let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
+    for src in 0..sources.len() {
+        if !sources[src].list.is_empty() && eligible(src, 0) {
+            heap.push(Reverse(key(src, 0)));
         }
     }
-    out
+    let mut out = Vec::new();
+    while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
+        if pos + 1 < sources[src].list.len() && eligible(src, pos + 1) {
+            heap.push(Reverse(key(src, pos + 1)));
+        }
+        let run = &e.runs[r as usize];
+        if run.stopping != Stopping::No {
+            continue; // preempted earlier in this plan
+        }
+        if out.len() == limit {
+            return (out, true);
+        }
+        let s = &sources[src];
+        out.push(Candidate {
+            run: r,
+            queue: s.queue,
+            gpus: run.gpus,
+            borrowed_from: s.chain.clone(),
+            rule: s.rule,
+        });
+    }
+    (out, false)
+}
+
+/// Drops victims from `extra` (first added first) while one replica of
+/// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
+fn trim_on_node(
+    node: &NodeState,
+    mine: &[usize],
+    chosen: &[usize],
+    mut extra: Vec<usize>,
+    cands: &[Candidate],
+    per_replica: u32,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let pick = |extra: &[usize]| {
+        let victims: Vec<RunId> = chosen
+            .iter()
+            .chain(extra.iter())
+            .map(|i| cands[*i].run)
+            .collect();
+        node.pick_gpus(per_replica, |pos, g| {
+            !mine.contains(&pos)
+                && match g.owner {
+                    Owner::Free => true,
+                    Owner::Running(r) => victims.contains(&r),
+                    _ => false,
+                }
+        })
+    };
+    let mut k = 0;
+    while k < extra.len() && extra.len() > 1 {
+        let mut without = extra.clone();
+        without.remove(k);
+        if pick(&without).is_some() {
+            extra = without;
+        } else {
+            k += 1;
+        }
+    }
+    let positions = pick(&extra)?;
+    Some((extra, positions))
+}
+
+/// GPUs taken from each queue's borrowed usage by `chosen`.
+fn taken_from(cands: &[Candidate], chosen: &[usize]) -> HashMap<QueueId, u64> {
+    let mut taken: HashMap<QueueId, u64> = HashMap::new();
+    for &i in chosen {
+        for &a in cands[i].borrowed_from.iter() {
+            *taken.entry(a).or_default() += cands[i].gpus;
+        }
+    }
+    taken
+}
+
+/// Whether candidate `i` may be taken on top of `base` (already chosen) and
+/// `extra` (tentative) without cutting into any queue's guarantee.
+fn headroom_allows(
+    e: &Engine,
+    cands: &[Candidate],
+    base: &HashMap<QueueId, u64>,
+    extra: &[usize],
+    i: usize,
+    m: u16,
+) -> bool {
+    cands[i].borrowed_from.iter().all(|a| {
+        let more: u64 = extra
+            .iter()
+            .filter(|x| cands[**x].borrowed_from.contains(a))
+            .map(|x| cands[*x].gpus)
+            .sum();
+        let taken = base.get(a).copied().unwrap_or(0) + more + cands[i].gpus;
+        e.tree.running(*a, m).saturating_sub(taken) >= e.tree.guaranteed(*a, m)
+            && e.tree.running(*a, m) >= taken
+    })
 }
 
 /// Whether taking `chosen` leaves every queue a victim is taken from at or
@@ -234,7 +345,7 @@ fn candidates(
 fn within_headroom(e: &Engine, cands: &[Candidate], chosen: &[usize], m: u16) -> bool {
     let mut taken: BTreeMap<QueueId, u64> = BTreeMap::new();
     for &i in chosen {
-        for &a in &cands[i].borrowed_from {
+        for &a in cands[i].borrowed_from.iter() {
             *taken.entry(a).or_default() += cands[i].gpus;
         }
     }
@@ -319,11 +430,17 @@ fn search(
     }
     let mut fit = fits(e, j, q, req, cands, &chosen);
     if fit.is_some() {
-        // Minimal: drop any victim (least preferred first) the job fits without.
+        // Minimal: drop any victim (least preferred first) the job fits
+        // without. Victims whose GPUs the placement uses were chosen node by
+        // node as the fewest needed there; the others (added for quota, or
+        // left over from an earlier replica) are the ones worth trying.
         chosen.sort_unstable();
         for k in (0..chosen.len()).rev() {
             let i = chosen[k];
             let c = &cands[i];
+            if chosen.len() == 1 || fit.as_ref().is_some_and(|p| uses_run(e, p, c.run)) {
+                continue;
+            }
             e.tree.charge(c.queue, m, c.gpus, true);
             let without: Vec<usize> = chosen.iter().copied().filter(|x| *x != i).collect();
             match fits(e, j, q, req, cands, &without) {
@@ -340,6 +457,15 @@ fn search(
         e.tree.charge(c.queue, m, c.gpus, true);
     }
     fit.map(|p| (chosen, p))
+}
+
+/// Whether placement `p` uses any GPU of run `run`.
+fn uses_run(e: &Engine, p: &Placement, run: RunId) -> bool {
+    p.iter().any(|(node, positions)| {
+        positions
+            .iter()
+            .any(|pos| e.cluster.node(*node).gpus[*pos].owner == Owner::Running(run))
+    })
 }
 
 /// Whether taking usage from queue `victim` can make room under the limits
@@ -373,6 +499,7 @@ fn node_by_node(
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let none: Vec<usize> = Vec::new();
     for _ in 0..req.replicas {
+        let taken_base = taken_from(cands, &chosen);
         let mut best: Option<NodeChoice> = None;
         for &id in nodes {
             let node = e.cluster.node(id);
@@ -395,6 +522,26 @@ fn node_by_node(
                         }
                 };
                 if let Some(positions) = node.pick_gpus(req.per_replica, usable) {
+                    // Fewest victims on this node: drop any the replica fits without.
+                    let (extra, positions) = if extra.len() > 1 {
+                        trim_on_node(node, mine, &chosen, extra.clone(), cands, req.per_replica)
+                            .unwrap_or((extra.clone(), positions))
+                    } else {
+                        (extra.clone(), positions)
+                    };
+                    let victims: Vec<RunId> = chosen
+                        .iter()
+                        .chain(extra.iter())
+                        .map(|i| cands[*i].run)
+                        .collect();
+                    let usable = |pos: usize, g: &Gpu| {
+                        !mine.contains(&pos)
+                            && match g.owner {
+                                Owner::Free => true,
+                                Owner::Running(r) => victims.contains(&r),
+                                _ => false,
+                            }
+                    };
                     let worst = extra.iter().max().map_or(0, |i| i + 1);
                     let avail = node
                         .gpus
@@ -409,16 +556,15 @@ fn node_by_node(
                         node.name.as_str(),
                     );
                     if best.as_ref().is_none_or(|(k, ..)| key < *k) {
-                        best = Some((key, id, extra.clone(), positions));
+                        best = Some((key, id, extra, positions));
                     }
                     break;
                 }
                 // Next allowed victim on this node.
-                let Some(i) = next.by_ref().find(|i| {
-                    let mut with: Vec<usize> = chosen.iter().chain(extra.iter()).copied().collect();
-                    with.push(*i);
-                    within_headroom(e, cands, &with, m)
-                }) else {
+                let Some(i) = next
+                    .by_ref()
+                    .find(|i| headroom_allows(e, cands, &taken_base, &extra, *i, m))
+                else {
                     break;
                 };
                 extra.push(i);
