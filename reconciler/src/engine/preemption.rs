@@ -239,8 +239,8 @@ fn candidates(
         sources[src].below.is_none_or(|b| priority < b)
     };
     let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
-    for src in 0..sources.len() {
-        if !sources[src].list.is_empty() && eligible(src, 0) {
+    for (src, source) in sources.iter().enumerate() {
+        if !source.list.is_empty() && eligible(src, 0) {
             heap.push(Reverse(key(src, 0)));
         }
     }
