@@ -140,8 +140,9 @@ struct Engine<'a> {
     /// far) sorted by priority, for a cheap bound on what preemption frees.
     victim_index: Vec<VictimIndex>,
     /// Per queue, per model: preemptible running jobs in victim order
-    /// (lower priority, then most recently started, then name).
-    victim_lists: Vec<Vec<(ModelId, Vec<RunId>)>>,
+    /// (lower priority, then most recently started, then name), and how many
+    /// at the front have been preempted since.
+    victim_lists: Vec<Vec<(ModelId, Vec<RunId>, usize)>>,
     /// Bumped whenever GPUs become free again during the plan. Within one
     /// plan free GPUs, preemption candidates and borrowing headroom only
     /// shrink otherwise, so a failed preemption search stays failed until then.
@@ -331,7 +332,8 @@ impl<'a> Engine<'a> {
 
     /// Builds `victim_index` and `victim_lists` from the running jobs that may be preempted.
     fn index_victims(&mut self) {
-        let mut lists: Vec<Vec<(ModelId, Vec<RunId>)>> = vec![Vec::new(); self.tree.queues.len()];
+        let mut lists: Vec<Vec<(ModelId, Vec<RunId>, usize)>> =
+            vec![Vec::new(); self.tree.queues.len()];
         for (r, run) in self.runs.iter().enumerate() {
             let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
                 continue;
@@ -341,13 +343,13 @@ impl<'a> Engine<'a> {
                 continue;
             };
             let per_model = &mut lists[q as usize];
-            match per_model.iter_mut().find(|(model, _)| *model == m) {
-                Some((_, l)) => l.push(r as RunId),
-                None => per_model.push((m, vec![r as RunId])),
+            match per_model.iter_mut().find(|(model, _, _)| *model == m) {
+                Some((_, l, _)) => l.push(r as RunId),
+                None => per_model.push((m, vec![r as RunId], 0)),
             }
         }
         for per_model in &mut lists {
-            for (_, l) in per_model.iter_mut() {
+            for (_, l, _) in per_model.iter_mut() {
                 l.sort_by_key(|r| {
                     let run = &self.runs[*r as usize];
                     let priority = run.job.map_or(0, |j| self.jobs[j as usize].priority);

@@ -177,9 +177,10 @@ fn candidates(
     }
     let mut sources: Vec<Source> = Vec::new();
     for (vq, lists) in e.victim_lists.iter().enumerate() {
-        let Some(list) = lists.iter().find(|(model, _)| *model == m).map(|(_, l)| l) else {
+        let Some((_, list, head)) = lists.iter().find(|(model, _, _)| *model == m) else {
             continue;
         };
+        let list = &list[*head..];
         let vq = vq as QueueId;
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
@@ -657,6 +658,18 @@ fn commit(
         for &pos in positions {
             if e.cluster.node(*id).gpus[pos].owner == Owner::Free {
                 e.cluster.set_owner(*id, pos, Owner::Promised(j));
+            }
+        }
+    }
+    // Victim lists skip stopping runs at their front from now on.
+    let runs = &e.runs;
+    for &i in chosen {
+        for (model, list, head) in e.victim_lists[cands[i].queue as usize].iter_mut() {
+            if *model != req.model {
+                continue;
+            }
+            while *head < list.len() && runs[list[*head] as usize].stopping != Stopping::No {
+                *head += 1;
             }
         }
     }
