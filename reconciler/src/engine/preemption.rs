@@ -341,20 +341,6 @@ fn headroom_allows(
     })
 }
 
-/// Whether taking `chosen` leaves every queue a victim is taken from at or
-/// above its guarantee.
-fn within_headroom(e: &Engine, cands: &[Candidate], chosen: &[usize], m: u16) -> bool {
-    let mut taken: BTreeMap<QueueId, u64> = BTreeMap::new();
-    for &i in chosen {
-        for &a in cands[i].borrowed_from.iter() {
-            *taken.entry(a).or_default() += cands[i].gpus;
-        }
-    }
-    taken
-        .iter()
-        .all(|(a, t)| e.tree.running(*a, m).saturating_sub(*t) >= e.tree.guaranteed(*a, m))
-}
-
 /// Victim search, node by node: each replica goes where it needs the most
 /// preferred victims (or none); then victims are added in order until the
 /// quota fits; then any victim the job fits without is dropped. Every
@@ -386,7 +372,7 @@ fn search(
         n.schedulable && n.model == Some(m)
     });
 
-    let mut chosen = match req.required.or(req.preferred) {
+    let (mut chosen, placement) = match req.required.or(req.preferred) {
         Some(level) => {
             let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
             for &id in &nodes {
@@ -399,28 +385,37 @@ fn search(
                 .filter_map(|members| node_by_node(e, members, req, cands, &by_node))
                 .min_by(|a, b| a.0.cmp(&b.0));
             match (best, req.required) {
-                (Some((_, chosen)), _) => chosen,
+                (Some((_, chosen, p)), _) => (chosen, p),
                 (None, Some(_)) => return None,
-                (None, None) => node_by_node(e, &nodes, req, cands, &by_node)?.1,
+                (None, None) => {
+                    let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
+                    (chosen, p)
+                }
             }
         }
-        None => node_by_node(e, &nodes, req, cands, &by_node)?.1,
+        None => {
+            let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
+            (chosen, p)
+        }
     };
 
-    // Release the victims' usage; add more, in order, until the quota fits.
+    // The placement stands; what is left is the quota. Release the victims'
+    // usage and add more victims, in order, until the quota fits.
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
     let job_gpus = e.jobs[j as usize].gpus;
     if e.tree.fits(q, m, job_gpus).is_err() {
+        let mut taken = taken_from(cands, &chosen);
         for (i, c) in cands.iter().enumerate() {
-            if chosen.contains(&i) || !frees_quota_for(e, q, c.queue) {
+            if chosen.contains(&i)
+                || !frees_quota_for(e, q, c.queue)
+                || !headroom_allows(e, cands, &taken, &[], i, m)
+            {
                 continue;
             }
-            let mut with = chosen.clone();
-            with.push(i);
-            if !within_headroom(e, cands, &with, m) {
-                continue;
+            for &a in c.borrowed_from.iter() {
+                *taken.entry(a).or_default() += c.gpus;
             }
             e.tree.charge(c.queue, m, c.gpus, false);
             chosen.push(i);
@@ -429,27 +424,22 @@ fn search(
             }
         }
     }
-    let mut fit = fits(e, j, q, req, cands, &chosen);
-    if fit.is_some() {
-        // Minimal: drop any victim (least preferred first) the job fits
-        // without. Victims whose GPUs the placement uses were chosen node by
-        // node as the fewest needed there; the others (added for quota, or
-        // left over from an earlier replica) are the ones worth trying.
+    let fit = e.tree.fits(q, m, job_gpus).is_ok();
+    if fit {
+        // Minimal: victims the placement does not use were added for quota;
+        // drop any (least preferred first) the quota fits without.
         chosen.sort_unstable();
         for k in (0..chosen.len()).rev() {
             let i = chosen[k];
             let c = &cands[i];
-            if chosen.len() == 1 || fit.as_ref().is_some_and(|p| uses_run(e, p, c.run)) {
+            if uses_run(e, &placement, c.run) {
                 continue;
             }
             e.tree.charge(c.queue, m, c.gpus, true);
-            let without: Vec<usize> = chosen.iter().copied().filter(|x| *x != i).collect();
-            match fits(e, j, q, req, cands, &without) {
-                Some(p) => {
-                    chosen = without;
-                    fit = Some(p);
-                }
-                None => e.tree.charge(c.queue, m, c.gpus, false),
+            if e.tree.fits(q, m, job_gpus).is_ok() {
+                chosen.remove(k);
+            } else {
+                e.tree.charge(c.queue, m, c.gpus, false);
             }
         }
     }
@@ -457,7 +447,7 @@ fn search(
         let c = &cands[i];
         e.tree.charge(c.queue, m, c.gpus, true);
     }
-    fit.map(|p| (chosen, p))
+    fit.then_some((chosen, placement))
 }
 
 /// Whether placement `p` uses any GPU of run `run`.
@@ -486,18 +476,19 @@ type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usi
 
 /// Places replica after replica on `nodes`, each on the node that needs the
 /// most preferred victims (fewest, then best fit, then name). Returns the
-/// cost and the chosen victims, or `None` when the replicas do not fit even
-/// with every allowed victim.
+/// cost, the chosen victims and the placement, or `None` when the replicas
+/// do not fit even with every allowed victim.
 fn node_by_node(
     e: &Engine,
     nodes: &[NodeId],
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
-) -> Option<(Cost, Vec<usize>)> {
+) -> Option<(Cost, Vec<usize>, Placement)> {
     let m = req.model;
     let mut chosen: Vec<usize> = Vec::new();
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
     let none: Vec<usize> = Vec::new();
     for _ in 0..req.replicas {
         let taken_base = taken_from(cands, &chosen);
@@ -573,51 +564,14 @@ fn node_by_node(
         }
         let (_, id, extra, positions) = best?;
         chosen.extend(extra);
-        taken.entry(id).or_default().extend(positions);
+        taken
+            .entry(id)
+            .or_default()
+            .extend(positions.iter().copied());
+        placement.push((id, positions));
     }
     let worst = chosen.iter().max().map_or(0, |i| i + 1);
-    Some(((worst, chosen.len()), chosen))
-}
-
-/// Whether job `j` fits quota and placement with the `chosen` victims gone
-/// (their usage already released by the caller).
-fn fits(
-    e: &Engine,
-    j: JobId,
-    q: QueueId,
-    req: &Request,
-    cands: &[Candidate],
-    chosen: &[usize],
-) -> Option<Placement> {
-    let job = &e.jobs[j as usize];
-    e.tree.fits(q, req.model, job.gpus).ok()?;
-    let mut victims: Vec<RunId> = chosen.iter().map(|i| cands[*i].run).collect();
-    victims.sort_unstable();
-    let freed: u64 = chosen.iter().map(|i| cands[*i].gpus).sum();
-    let free = e
-        .cluster
-        .free_total
-        .get(req.model as usize)
-        .copied()
-        .unwrap_or(0);
-    if free + freed < job.gpus {
-        return None;
-    }
-    let mut nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
-    for r in &victims {
-        nodes.extend(e.runs[*r as usize].placement.iter().map(|(n, _)| *n));
-    }
-    nodes.sort_unstable();
-    nodes.dedup();
-    let usable = |n: &NodeState, _: usize, g: &Gpu| {
-        n.schedulable
-            && match g.owner {
-                Owner::Free => true,
-                Owner::Running(r) => victims.binary_search(&r).is_ok(),
-                _ => false,
-            }
-    };
-    placement::place_scan(&e.cluster, &nodes, req, &usable)
+    Some(((worst, chosen.len()), chosen, placement))
 }
 
 fn commit(
