@@ -3,7 +3,8 @@
 //! runs, plus the command's peak memory. Sizes: s (1k nodes, 10k pending,
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
 //! 50k running, 60 leaf queues, 4 priority classes). Fleets are generated
-//! once into target/bench-fleets/.
+//! once into target/bench-fleets/ (the observed state as YAML and JSON; the
+//! bench reads the JSON, as a machine-written snapshot would be).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,7 +45,7 @@ fn fleet_dir(name: &str, size: FleetSize) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-fleets")
         .join(name);
-    if !dir.join("observed.yaml").exists() {
+    if !dir.join("observed.json").exists() {
         let started = Instant::now();
         let generated = generate(size, now());
         for (path, text) in &generated.files {
@@ -54,6 +55,8 @@ fn fleet_dir(name: &str, size: FleetSize) -> PathBuf {
         }
         let observed = serde_saphyr::to_string(&generated.observed).expect("yaml");
         std::fs::write(dir.join("observed.yaml"), observed).expect("write observed");
+        let json = serde_json::to_string(&generated.observed).expect("json");
+        std::fs::write(dir.join("observed.json"), json).expect("write observed");
         eprintln!(
             "generated {name}: {} running of {} started, in {:.1?}",
             generated.running,
@@ -82,7 +85,8 @@ fn children_peak_mib() -> f64 {
 fn bench(name: &str, size: FleetSize) {
     let dir = fleet_dir(name, size);
     let repo = dir.join("repo");
-    let observed_path = dir.join("observed.yaml");
+    // The observed state as a machine would upload it: JSON.
+    let observed_path = dir.join("observed.json");
 
     // Whole command, as a user runs it.
     let mut wall = Vec::new();
@@ -114,7 +118,7 @@ fn bench(name: &str, size: FleetSize) {
         let loaded = load_fleet(&files);
         assert!(loaded.is_valid());
         let text = std::fs::read_to_string(&observed_path).expect("observed");
-        let observed = parse_observed("observed.yaml", &text).expect("valid observed");
+        let observed = parse_observed("observed.json", &text).expect("valid observed");
         load.push(started.elapsed());
         let started = Instant::now();
         let p = plan(&PlanInput {

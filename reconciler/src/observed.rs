@@ -141,6 +141,29 @@ pub struct CompletedJob {
 /// Parses and checks an observed-state file (YAML or JSON). Every problem is
 /// returned with `FILE:LINE:COL`.
 pub fn parse_observed(file: &str, text: &str) -> Result<ObservedState, Vec<Diagnostic>> {
+    // Fast path: straight to the types (JSON with serde_json, YAML with
+    // serde-saphyr), no position tree. Any problem, and the positioned path
+    // below runs again to say where.
+    let fast: Option<ObservedState> = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).ok()
+    } else {
+        serde_saphyr::from_str(text).ok()
+    };
+    if let Some(state) = fast {
+        let none = Node {
+            pos: Pos::default(),
+            value: yaml::Value::Null,
+        };
+        if consistency(&state, &none, &Arc::from(file)).is_empty() {
+            return Ok(state);
+        }
+    }
+    parse_observed_with_positions(file, text)
+}
+
+/// The slow path of [`parse_observed`]: a position tree, then the types, so
+/// that every problem names its line and column.
+fn parse_observed_with_positions(file: &str, text: &str) -> Result<ObservedState, Vec<Diagnostic>> {
     let file: Arc<str> = Arc::from(file);
     let at = |pos: Pos| Origin::new(file.clone(), pos);
     let mut docs = yaml::parse_documents(text).map_err(|err| {
@@ -338,6 +361,16 @@ mod tests {
         assert!(!state.nodes[0].gpus[1].healthy);
         assert_eq!(state.running[0].placement[0].gpus, vec![0]);
         assert_eq!(state.queued[0].job, "b");
+    }
+
+    #[test]
+    fn fast_and_positioned_paths_agree() {
+        let text = "time: 2026-11-21T10:00:00Z\nnodes:\n  - name: n0\n    pool: p\n    gpus: [{index: 0, model: A}, {index: 1, model: A, healthy: false}]\nrunning:\n  - {job: a, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}], preemptedFor: b}\nqueued:\n  - {job: b, since: 2026-11-21T09:00:00Z, nominated: [{node: n0, gpus: [0]}]}\ncompleted:\n  - {job: c, finished: 2026-11-21T09:10:00Z, exitCode: 0}\n";
+        let fast = parse_observed("o.yaml", text).unwrap();
+        let slow = parse_observed_with_positions("o.yaml", text).unwrap();
+        assert_eq!(fast, slow);
+        let json = serde_json::to_string(&fast).unwrap();
+        assert_eq!(parse_observed("o.json", &json).unwrap(), fast);
     }
 
     #[test]

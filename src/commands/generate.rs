@@ -29,8 +29,13 @@ pub fn run(size: FleetSize, out: &Path, now: Option<&str>) -> Result<ExitCode> {
     std::fs::write(&observed, text)
         .into_diagnostic()
         .wrap_err_with(|| format!("cannot write {}", observed.display()))?;
+    let json = out.join("observed.json");
+    let text = serde_json::to_string(&generated.observed).into_diagnostic()?;
+    std::fs::write(&json, text)
+        .into_diagnostic()
+        .wrap_err_with(|| format!("cannot write {}", json.display()))?;
     println!(
-        "wrote {} ({} files: {} nodes, {} jobs, {} running) and {}",
+        "wrote {} ({} files: {} nodes, {} jobs, {} running) and {} (also as JSON)",
         repo.display(),
         generated.files.len(),
         size.nodes,
