@@ -2,7 +2,9 @@
 //! command and the engine alone on generated fleets, medians of several
 //! runs, plus the command's peak memory. Sizes: s (1k nodes, 10k pending,
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
-//! 50k running, 60 leaf queues, 4 priority classes). Fleets are generated
+//! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
+//! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
+//! where every pending job that outranks a running one preempts at once. Fleets are generated
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
@@ -11,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reconciler::engine::{PlanInput, plan};
-use reconciler::generate::{FleetSize, generate};
+use reconciler::generate::{FleetSize, generate, settle};
 use reconciler::load::{fs::read_fleet_dir, load_fleet};
 use reconciler::observed::{Timestamp, parse_observed};
 
@@ -23,31 +25,39 @@ fn now() -> Timestamp {
         .unwrap_or_default()
 }
 
-fn size(name: &str) -> Option<FleetSize> {
-    let (nodes, pending, running) = match name {
-        "xs" => (100, 1_000, 500),
-        "s" => (1_000, 10_000, 5_000),
-        "m" => (3_000, 30_000, 15_000),
-        "l" => (10_000, 100_000, 50_000),
+/// A size and whether its snapshot is settled (see `generate::settle`).
+fn size(name: &str) -> Option<(FleetSize, bool)> {
+    let (nodes, pending, running, settled) = match name {
+        "xs" => (100, 1_000, 500, true),
+        "s" => (1_000, 10_000, 5_000, true),
+        "m" => (3_000, 30_000, 15_000, true),
+        "l" => (10_000, 100_000, 50_000, true),
+        "l-storm" => (10_000, 100_000, 50_000, false),
         _ => return None,
     };
-    Some(FleetSize {
-        nodes,
-        gpus_per_node: 8,
-        pending,
-        running,
-        leaves: 60,
-        seed: 1,
-    })
+    Some((
+        FleetSize {
+            nodes,
+            gpus_per_node: 8,
+            pending,
+            running,
+            leaves: 60,
+            seed: 1,
+        },
+        settled,
+    ))
 }
 
-fn fleet_dir(name: &str, size: FleetSize) -> PathBuf {
+fn fleet_dir(name: &str, size: FleetSize, settled: bool) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-fleets")
         .join(name);
-    if !dir.join("observed.json").exists() {
+    if !dir.join("observed.json").exists() || !dir.join(".settled-v1").exists() {
         let started = Instant::now();
-        let generated = generate(size, now());
+        let mut generated = generate(size, now());
+        if settled {
+            settle(&mut generated, 2, now());
+        }
         for (path, text) in &generated.files {
             let file = dir.join("repo").join(path);
             std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
@@ -57,6 +67,11 @@ fn fleet_dir(name: &str, size: FleetSize) -> PathBuf {
         std::fs::write(dir.join("observed.yaml"), observed).expect("write observed");
         let json = serde_json::to_string(&generated.observed).expect("json");
         std::fs::write(dir.join("observed.json"), json).expect("write observed");
+        std::fs::write(
+            dir.join(".settled-v1"),
+            if settled { "settled" } else { "storm" },
+        )
+        .expect("write marker");
         eprintln!(
             "generated {name}: {} running of {} started, in {:.1?}",
             generated.running,
@@ -82,8 +97,8 @@ fn children_peak_mib() -> f64 {
     }
 }
 
-fn bench(name: &str, size: FleetSize) {
-    let dir = fleet_dir(name, size);
+fn bench(name: &str, size: FleetSize, settled: bool) {
+    let dir = fleet_dir(name, size, settled);
     let repo = dir.join("repo");
     // The observed state as a machine would upload it: JSON.
     let observed_path = dir.join("observed.json");
@@ -152,8 +167,8 @@ fn main() {
     };
     for name in names {
         match size(name) {
-            Some(s) => bench(name, s),
-            None => eprintln!("unknown size {name:?} (xs, s, m, l)"),
+            Some((s, settled)) => bench(name, s, settled),
+            None => eprintln!("unknown size {name:?} (xs, s, m, l, l-storm)"),
         }
     }
 }

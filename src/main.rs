@@ -93,6 +93,10 @@ enum Command {
         /// The snapshot's time (RFC 3339).
         #[arg(long)]
         now: Option<String>,
+        /// Skip settling: every pending job that outranks a running one
+        /// preempts in the first plan (a worst case).
+        #[arg(long)]
+        storm: bool,
     },
     /// Write the JSON Schemas of the document kinds.
     Schema {
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             leaves,
             seed,
             now,
+            storm,
         } => commands::generate::run(
             reconciler::generate::FleetSize {
                 nodes,
@@ -150,6 +155,7 @@ fn main() -> ExitCode {
             },
             &out,
             now.as_deref(),
+            !storm,
         ),
         Command::Schema { out, check } => commands::schema::run(&out, check),
     };

@@ -233,6 +233,47 @@ pub fn generate(size: FleetSize, now: Timestamp) -> Generated {
     }
 }
 
+/// Brings a generated snapshot to what a live fleet would look like: all but
+/// the newest `fresh_percent` % of the jobs go through a few reconcile rounds
+/// (plan, carry it out, let grace periods pass) so that the preemptions
+/// they call for have happened; the newest jobs arrive as a fresh commit.
+/// Without this, the snapshot is a "preemption storm": every pending job that
+/// outranks a running one preempts in the same plan.
+pub fn settle(generated: &mut Generated, fresh_percent: u64, now: Timestamp) {
+    let sources: Vec<SourceFile> = generated
+        .files
+        .iter()
+        .map(|(p, t)| SourceFile::new(p.as_str(), t.as_bytes().to_vec()))
+        .collect();
+    let mut fleet = load_fleet(&sources).fleet;
+    let keep = fleet.jobs.len() - fleet.jobs.len() * fresh_percent.min(100) as usize / 100;
+    fleet.jobs.truncate(keep);
+    const ROUNDS: i64 = 6;
+    let mut observed = generated.observed.clone();
+    for k in 0..ROUNDS {
+        let t = now - chrono::Duration::minutes((ROUNDS - k) * 6);
+        observed = crate::sim::advance(&fleet, &observed, t);
+        let p = plan(&PlanInput {
+            fleet: &fleet,
+            observed: &observed,
+            now: t,
+            revision: None,
+        });
+        let preempting = p
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Preempt { .. }));
+        observed = crate::sim::apply_plan(&fleet, &observed, &p, t);
+        if !preempting && k > 0 {
+            break;
+        }
+    }
+    observed = crate::sim::advance(&fleet, &observed, now);
+    observed.time = Some(now);
+    generated.running = observed.running.len();
+    generated.observed = observed;
+}
+
 /// Replicas × GPUs per replica, shaped like public traces: most jobs take
 /// one GPU; running jobs are a little smaller so that many fit.
 fn job_shape(rng: &mut Rng, starting: bool, per_node: u32) -> (u32, u32) {
@@ -295,5 +336,40 @@ mod tests {
         let b = generate(size, now());
         assert_eq!(a.files, b.files);
         assert_eq!(a.observed, b.observed);
+    }
+
+    #[test]
+    fn settled_snapshots_leave_few_preemptions() {
+        let size = FleetSize {
+            nodes: 40,
+            gpus_per_node: 8,
+            pending: 300,
+            running: 200,
+            leaves: 12,
+            seed: 3,
+        };
+        let count = |g: &Generated| {
+            let sources: Vec<SourceFile> = g
+                .files
+                .iter()
+                .map(|(p, t)| SourceFile::new(p.as_str(), t.as_bytes().to_vec()))
+                .collect();
+            let fleet = load_fleet(&sources).fleet;
+            let p = plan(&PlanInput {
+                fleet: &fleet,
+                observed: &g.observed,
+                now: now(),
+                revision: None,
+            });
+            p.actions
+                .iter()
+                .filter(|a| matches!(a, Action::Preempt { .. }))
+                .count()
+        };
+        let mut g = generate(size, now());
+        let storm = count(&g);
+        settle(&mut g, 2, now());
+        let settled = count(&g);
+        assert!(settled < storm, "settled {settled}, storm {storm}");
     }
 }

@@ -5,13 +5,16 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr};
-use reconciler::generate::{FleetSize, generate};
+use reconciler::generate::{FleetSize, generate, settle};
 
 use super::plan::resolve_now;
 
-pub fn run(size: FleetSize, out: &Path, now: Option<&str>) -> Result<ExitCode> {
+pub fn run(size: FleetSize, out: &Path, now: Option<&str>, settled: bool) -> Result<ExitCode> {
     let now = resolve_now(now, &Default::default())?;
-    let generated = generate(size, now);
+    let mut generated = generate(size, now);
+    if settled {
+        settle(&mut generated, 2, now);
+    }
     let repo = out.join("repo");
     for (path, text) in &generated.files {
         let file = repo.join(path);
