@@ -123,31 +123,27 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
 /// Whether a request would fit on free plus reserved GPUs of the reservation's
 /// model: then the reservation is what keeps the job out.
 pub fn blocked_by_reservation(e: &Engine, req: &Request) -> bool {
-    let Some(res) = e.reservation.as_ref().filter(|r| r.model == req.model) else {
-        return false;
-    };
-    let mut nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
-    nodes.extend(res.nodes.iter().copied());
-    nodes.sort_unstable();
-    nodes.dedup();
-    let usable = |n: &NodeState, _: usize, g: &Gpu| {
-        n.schedulable && matches!(g.owner, Owner::Free | Owner::Reserved)
-    };
-    placement::place_scan(&e.cluster, &nodes, req, &usable).is_some()
+    e.reservation
+        .as_ref()
+        .filter(|r| r.model == req.model)
+        .and_then(|res| place_with_reserved(e, res, req))
+        .is_some()
 }
 
 /// Places a job with a time limit that ends before the reservation starts on
 /// free or reserved GPUs.
 pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Placement> {
-    let res = e.reservation.as_ref()?;
-    if res.model != req.model {
-        return None;
-    }
+    let res = e.reservation.as_ref().filter(|r| r.model == req.model)?;
     let limit = job.spec.time_limit?;
     let ends = e.now + chrono::Duration::milliseconds(limit.as_millis() as i64);
     if ends > res.start {
         return None;
     }
+    place_with_reserved(e, res, req)
+}
+
+/// A placement on free GPUs and the reservation's GPUs.
+fn place_with_reserved(e: &Engine, res: &Reservation, req: &Request) -> Option<Placement> {
     let mut nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
     nodes.extend(res.nodes.iter().copied());
     nodes.sort_unstable();

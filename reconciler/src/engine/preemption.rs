@@ -269,6 +269,27 @@ fn candidates(
     (out, false)
 }
 
+/// The runs of the candidates in `chosen` and `extra`.
+fn runs_of(cands: &[Candidate], chosen: &[usize], extra: &[usize]) -> Vec<RunId> {
+    chosen.iter().chain(extra).map(|i| cands[*i].run).collect()
+}
+
+/// GPUs a replica may use on a node: free ones and those of `victims`, but
+/// not `mine` (taken by an earlier replica of the same job).
+fn free_or_victim<'a>(
+    mine: &'a [usize],
+    victims: &'a [RunId],
+) -> impl Fn(usize, &Gpu) -> bool + 'a {
+    move |pos, g| {
+        !mine.contains(&pos)
+            && match g.owner {
+                Owner::Free => true,
+                Owner::Running(r) => victims.contains(&r),
+                _ => false,
+            }
+    }
+}
+
 /// Drops victims from `extra` (first added first) while one replica of
 /// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
 fn trim_on_node(
@@ -280,19 +301,8 @@ fn trim_on_node(
     per_replica: u32,
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let pick = |extra: &[usize]| {
-        let victims: Vec<RunId> = chosen
-            .iter()
-            .chain(extra.iter())
-            .map(|i| cands[*i].run)
-            .collect();
-        node.pick_gpus(per_replica, |pos, g| {
-            !mine.contains(&pos)
-                && match g.owner {
-                    Owner::Free => true,
-                    Owner::Running(r) => victims.contains(&r),
-                    _ => false,
-                }
-        })
+        let victims = runs_of(cands, chosen, extra);
+        node.pick_gpus(per_replica, free_or_victim(mine, &victims))
     };
     let mut k = 0;
     while k < extra.len() && extra.len() > 1 {
@@ -500,20 +510,9 @@ fn node_by_node(
             let mut extra: Vec<usize> = Vec::new();
             let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
             loop {
-                let victims: Vec<RunId> = chosen
-                    .iter()
-                    .chain(extra.iter())
-                    .map(|i| cands[*i].run)
-                    .collect();
-                let usable = |pos: usize, g: &Gpu| {
-                    !mine.contains(&pos)
-                        && match g.owner {
-                            Owner::Free => true,
-                            Owner::Running(r) => victims.contains(&r),
-                            _ => false,
-                        }
-                };
-                if let Some(positions) = node.pick_gpus(req.per_replica, usable) {
+                let victims = runs_of(cands, &chosen, &extra);
+                let usable = free_or_victim(mine, &victims);
+                if let Some(positions) = node.pick_gpus(req.per_replica, &usable) {
                     // Fewest victims on this node: drop any the replica fits without.
                     let (extra, positions) = if extra.len() > 1 {
                         trim_on_node(node, mine, &chosen, extra.clone(), cands, req.per_replica)
@@ -521,19 +520,8 @@ fn node_by_node(
                     } else {
                         (extra.clone(), positions)
                     };
-                    let victims: Vec<RunId> = chosen
-                        .iter()
-                        .chain(extra.iter())
-                        .map(|i| cands[*i].run)
-                        .collect();
-                    let usable = |pos: usize, g: &Gpu| {
-                        !mine.contains(&pos)
-                            && match g.owner {
-                                Owner::Free => true,
-                                Owner::Running(r) => victims.contains(&r),
-                                _ => false,
-                            }
-                    };
+                    let victims = runs_of(cands, &chosen, &extra);
+                    let usable = free_or_victim(mine, &victims);
                     let worst = extra.iter().max().map_or(0, |i| i + 1);
                     let avail = node
                         .gpus
