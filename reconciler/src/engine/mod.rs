@@ -330,7 +330,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Builds `victim_index` and `victim_lists` from the running jobs that may be preempted.
+    /// Builds `victim_lists` and `victim_index` from the running jobs that may be preempted.
     fn index_victims(&mut self) {
         let mut lists: Vec<Vec<(ModelId, Vec<RunId>, usize)>> =
             vec![Vec::new(); self.tree.queues.len()];
@@ -348,46 +348,43 @@ impl<'a> Engine<'a> {
                 None => per_model.push((m, vec![r as RunId], 0)),
             }
         }
+        let priority = |r: RunId| {
+            self.runs[r as usize]
+                .job
+                .map_or(0, |j| self.jobs[j as usize].priority)
+        };
         for per_model in &mut lists {
             for (_, l, _) in per_model.iter_mut() {
                 l.sort_by_key(|r| {
-                    let run = &self.runs[*r as usize];
-                    let priority = run.job.map_or(0, |j| self.jobs[j as usize].priority);
-                    (priority, std::cmp::Reverse(run.started), *r)
+                    (
+                        priority(*r),
+                        std::cmp::Reverse(self.runs[*r as usize].started),
+                        *r,
+                    )
                 });
             }
         }
+        // The lists are sorted by priority: cumulative GPUs give the bound.
+        self.victim_index = lists
+            .iter()
+            .map(|per_model| {
+                per_model
+                    .iter()
+                    .map(|(m, l, _)| {
+                        let mut total = 0;
+                        let sums = l
+                            .iter()
+                            .map(|r| {
+                                total += self.runs[*r as usize].gpus;
+                                (priority(*r), total)
+                            })
+                            .collect();
+                        (*m, sums)
+                    })
+                    .collect()
+            })
+            .collect();
         self.victim_lists = lists;
-        let mut index: Vec<VictimIndex> = vec![Vec::new(); self.tree.queues.len()];
-        for run in &self.runs {
-            let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
-                continue;
-            };
-            let job = &self.jobs[j as usize];
-            let (true, Some(q)) = (job.preemptible, job.queue) else {
-                continue;
-            };
-            let per_model = &mut index[q as usize];
-            let pos = match per_model.iter().position(|(model, _)| *model == m) {
-                Some(p) => p,
-                None => {
-                    per_model.push((m, Vec::new()));
-                    per_model.len() - 1
-                }
-            };
-            per_model[pos].1.push((job.priority, run.gpus));
-        }
-        for per_model in &mut index {
-            for (_, entries) in per_model.iter_mut() {
-                entries.sort_unstable();
-                let mut total = 0;
-                for entry in entries.iter_mut() {
-                    total += entry.1;
-                    entry.1 = total;
-                }
-            }
-        }
-        self.victim_index = index;
     }
 
     /// Nodes with unhealthy GPUs get no new placements.

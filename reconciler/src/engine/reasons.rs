@@ -122,23 +122,7 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
             let Some(res) = &e.reservation else {
                 return (text, "resources");
             };
-            let reserved: usize = res
-                .nodes
-                .iter()
-                .map(|n| {
-                    e.cluster
-                        .node(*n)
-                        .gpus
-                        .iter()
-                        .filter(|g| g.owner == Owner::Reserved)
-                        .count()
-                })
-                .sum();
-            let names: Vec<&str> = res
-                .nodes
-                .iter()
-                .map(|n| e.cluster.node(*n).name.as_str())
-                .collect();
+            let (reserved, names) = reserved_gpus(e, res);
             let limit = match job.spec.time_limit {
                 Some(l) => format!(
                     "its time limit {l} would end at {}, after that",
@@ -287,12 +271,17 @@ pub fn waiting_for_runs(e: &Engine, runs: &[RunId]) -> String {
 
 /// "; backfill reservation from 12:30 on n1, n2 …"
 pub fn reservation(e: &Engine, res: &Reservation) -> String {
-    let names: Vec<&str> = res
-        .nodes
-        .iter()
-        .map(|n| e.cluster.node(*n).name.as_str())
-        .collect();
-    let reserved = res
+    let (reserved, names) = reserved_gpus(e, res);
+    format!(
+        "; backfill reservation: expected to start by {} on {} ({reserved} free GPUs held; jobs whose time limit ends sooner may use them)",
+        clock_near(res.start, e.now),
+        list(&names, 4)
+    )
+}
+
+/// How many free GPUs a reservation holds, and on which nodes.
+fn reserved_gpus<'e>(e: &'e Engine, res: &Reservation) -> (usize, Vec<&'e str>) {
+    let held = res
         .nodes
         .iter()
         .map(|n| {
@@ -303,10 +292,11 @@ pub fn reservation(e: &Engine, res: &Reservation) -> String {
                 .filter(|g| g.owner == Owner::Reserved)
                 .count()
         })
-        .sum::<usize>();
-    format!(
-        "; backfill reservation: expected to start by {} on {} ({reserved} free GPUs held; jobs whose time limit ends sooner may use them)",
-        clock_near(res.start, e.now),
-        list(&names, 4)
-    )
+        .sum();
+    let names = res
+        .nodes
+        .iter()
+        .map(|n| e.cluster.node(*n).name.as_str())
+        .collect();
+    (held, names)
 }
