@@ -1,7 +1,9 @@
 //! The engine's view of the nodes: who holds each GPU, NVLink domains,
 //! topology labels, and an index of free capacity per GPU model.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::observed::ObservedNode;
 use crate::spec::NvLink;
@@ -149,6 +151,9 @@ pub struct Cluster {
     pub free_total: Vec<u64>,
     /// Per model: healthy GPUs on real nodes (fair-share denominators).
     pub healthy_total: Vec<u64>,
+    /// Bumped on every change of a GPU's owner or a node's schedulability:
+    /// answers computed at the same epoch still hold.
+    pub epoch: u64,
 }
 
 /// How the NVLink domain of each GPU is derived from the pool's layout.
@@ -219,6 +224,7 @@ impl Cluster {
 
     /// Changes the owner of one GPU, keeping free counts and indexes right.
     pub fn set_owner(&mut self, node: NodeId, position: usize, owner: Owner) {
+        self.epoch += 1;
         let old_free = self.nodes[node as usize].free;
         let gpu = &mut self.nodes[node as usize].gpus[position];
         let was_free = gpu.owner == Owner::Free;
@@ -235,6 +241,7 @@ impl Cluster {
 
     /// Marks a node unschedulable (drain) and drops it from the index.
     pub fn cordon(&mut self, node: NodeId) {
+        self.epoch += 1;
         let old = self.nodes[node as usize].free;
         self.nodes[node as usize].schedulable = false;
         self.reindex(node, Some(old));

@@ -2,7 +2,9 @@
 //! not given out in this plan, but a job that fits on them waits for them.
 //! GPUs of a preemption are kept for the job it made room for.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::cluster::{Cluster, Gpu, NodeState, Owner};
 use super::ids::{JobId, ModelId, NodeId, RunId};

@@ -1,6 +1,6 @@
 //! Dense ids for the engine's tables, and GPU model interning.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Index into the cluster's nodes.
 pub type NodeId = u32;

@@ -1,7 +1,7 @@
 //! The job table: every Job in Git with its resolved queue, priority class
 //! and acceptable models.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::observed::Timestamp;
 use crate::spec::{Duration, Fleet, JobSpec, TopologyLevel};

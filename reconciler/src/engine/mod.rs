@@ -17,7 +17,7 @@ mod quota;
 mod reasons;
 mod scaling;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::observed::{NodeGpus, ObservedState, Timestamp};
 use crate::plan::{Action, Pending, Plan, Summary};
@@ -66,6 +66,19 @@ struct PoolInfo<'a> {
 /// Per model of one queue: (priority, cumulative GPUs) of preemptible running
 /// jobs, sorted by priority.
 type VictimIndex = Vec<(ModelId, Vec<(i32, u64)>)>;
+
+/// A request's shape: model, replicas, GPUs per replica, topology.
+type ShapeKey = (ModelId, u32, u32, u8, u8);
+
+fn shape_key(req: &Request) -> ShapeKey {
+    (
+        req.model,
+        req.replicas,
+        req.per_replica,
+        req.required.map_or(0, |l| l as u8 + 1),
+        req.preferred.map_or(0, |l| l as u8 + 1),
+    )
+}
 
 /// Why a running job is stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +160,10 @@ struct Engine<'a> {
     /// plan free GPUs, preemption candidates and borrowing headroom only
     /// shrink otherwise, so a failed preemption search stays failed until then.
     generation: u64,
+    /// Placement reasons and reservation checks by request shape, valid while
+    /// the cluster's epoch is unchanged.
+    reason_memo: HashMap<ShapeKey, (u64, String)>,
+    reservation_memo: HashMap<ShapeKey, (u64, bool)>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
 }
@@ -225,10 +242,12 @@ impl<'a> Engine<'a> {
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
             victim_lists: Vec::new(),
-            nominated: HashMap::new(),
+            nominated: HashMap::default(),
             observed_queued: &observed.queued,
             generation: 0,
-            preempt_memo: HashMap::new(),
+            preempt_memo: HashMap::default(),
+            reason_memo: HashMap::default(),
+            reservation_memo: HashMap::default(),
         };
         engine.load_runs(observed);
         engine.index_victims();
@@ -459,7 +478,7 @@ impl<'a> Engine<'a> {
     fn run_explained(mut self) -> (Plan, Option<explain::Capture>) {
         explain::describe_running(&mut self);
         let pending: Vec<JobId> = {
-            let done: std::collections::HashSet<&str> = self
+            let done: rustc_hash::FxHashSet<&str> = self
                 .runs
                 .iter()
                 .map(|r| r.name)
@@ -563,7 +582,7 @@ impl<'a> Engine<'a> {
             if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
                 return;
             }
-            if backfill::blocked_by_reservation(self, &req) {
+            if self.blocked_by_reservation(&req) {
                 blocked.push(Blocked::Reserved(req));
             } else {
                 blocked.push(Blocked::Placement(req));
@@ -585,11 +604,45 @@ impl<'a> Engine<'a> {
             }
         }
         // Words first: the reservation takes free GPUs the reason counts.
-        let (mut reason, waiting) = reasons::blocked(self, &job, &blocked);
+        let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
         if let Some(r) = self.reserve_if_first(j, &blocked) {
             reason.push_str(&r);
         }
         self.push_pending(j, reason, waiting);
+    }
+
+    /// The pending reason; a lone placement failure is remembered by shape
+    /// while the cluster is unchanged.
+    fn blocked_reason(&mut self, job: &JobInfo, blocked: &[Blocked]) -> (String, &'static str) {
+        let [Blocked::Placement(req)] = blocked else {
+            return reasons::blocked(self, job, blocked);
+        };
+        let key = shape_key(req);
+        if let Some((epoch, text)) = self.reason_memo.get(&key)
+            && *epoch == self.cluster.epoch
+        {
+            return (text.clone(), "resources");
+        }
+        let (text, waiting) = reasons::blocked(self, job, blocked);
+        self.reason_memo.insert(key, (self.cluster.epoch, text.clone()));
+        (text, waiting)
+    }
+
+    /// [`backfill::blocked_by_reservation`], remembered while the cluster is
+    /// unchanged (most pending jobs of a full fleet fail alike).
+    fn blocked_by_reservation(&mut self, req: &Request) -> bool {
+        if self.reservation.is_none() {
+            return false;
+        }
+        let key = shape_key(req);
+        if let Some((epoch, answer)) = self.reservation_memo.get(&key)
+            && *epoch == self.cluster.epoch
+        {
+            return *answer;
+        }
+        let answer = backfill::blocked_by_reservation(self, req);
+        self.reservation_memo.insert(key, (self.cluster.epoch, answer));
+        answer
     }
 
     /// Whether job `j` would take its leaf queue above its guarantee on every

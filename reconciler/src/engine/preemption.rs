@@ -9,7 +9,9 @@
 //! borrowing first, lower priority first, most recently started first; no
 //! more are taken than needed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::plan::Action;
 
@@ -320,7 +322,7 @@ fn trim_on_node(
 
 /// GPUs taken from each queue's borrowed usage by `chosen`.
 fn taken_from(cands: &[Candidate], chosen: &[usize]) -> HashMap<QueueId, u64> {
-    let mut taken: HashMap<QueueId, u64> = HashMap::new();
+    let mut taken: HashMap<QueueId, u64> = HashMap::default();
     for &i in chosen {
         for &a in cands[i].borrowed_from.iter() {
             *taken.entry(a).or_default() += cands[i].gpus;

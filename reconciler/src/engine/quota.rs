@@ -1,6 +1,6 @@
 //! The queue tree: guarantees, limits, usage per model, and fair shares.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::spec::{Object, QueueSpec};
 
