@@ -83,6 +83,11 @@ impl Freeing {
         placement::place_scan(cluster, &nodes, req, &usable)
     }
 
+    /// Whether some stopping job's GPUs are kept for job `j`.
+    pub fn has_dedicated(&self, j: JobId) -> bool {
+        self.dedicated.get(&j).is_some_and(|n| *n > 0)
+    }
+
     /// Books a claimed GPU of run `kept_for`'s kind against the counters.
     pub fn claimed(&mut self, model: ModelId, j: JobId, dedicated: bool) {
         if dedicated {

@@ -24,6 +24,7 @@ use crate::plan::{Action, Pending, Plan, Summary};
 use crate::spec::{Fleet, NodePoolSpec, NvLink};
 
 use cluster::{Cluster, Owner};
+use ids::QueueId;
 use ids::{JobId, ModelId, Models, NodeId, PoolId, RunId};
 use jobs::JobInfo;
 use placement::{Placement, Request};
@@ -66,6 +67,20 @@ struct PoolInfo<'a> {
 /// Per model of one queue: (priority, cumulative GPUs) of preemptible running
 /// jobs, sorted by priority.
 type VictimIndex = Vec<(ModelId, Vec<(i32, u64)>)>;
+
+/// Everything about a job that its admission depends on, besides the
+/// fleet's state: jobs with equal keys fare alike.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct OutcomeKey {
+    queue: QueueId,
+    priority: i32,
+    models: Vec<ModelId>,
+    replicas: u32,
+    per_replica: u32,
+    required: Option<crate::spec::TopologyLevel>,
+    preferred: Option<crate::spec::TopologyLevel>,
+    time_limit: Option<crate::spec::Duration>,
+}
 
 /// A request's shape: model, replicas, GPUs per replica, topology.
 type ShapeKey = (ModelId, u32, u32, u8, u8);
@@ -164,6 +179,8 @@ struct Engine<'a> {
     /// the cluster's epoch is unchanged.
     reason_memo: HashMap<ShapeKey, (u64, String)>,
     reservation_memo: HashMap<ShapeKey, (u64, bool)>,
+    /// Pending outcomes by job key, with the cluster and quota epochs.
+    outcome_memo: HashMap<OutcomeKey, (u64, u64, String, &'static str)>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
 }
@@ -248,6 +265,7 @@ impl<'a> Engine<'a> {
             preempt_memo: HashMap::default(),
             reason_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
+            outcome_memo: HashMap::default(),
         };
         engine.load_runs(observed);
         engine.index_victims();
@@ -546,6 +564,19 @@ impl<'a> Engine<'a> {
     fn admit(&mut self, j: JobId) {
         let job = self.jobs[j as usize].clone();
         let Some(q) = job.queue else { return };
+        // A job just like one that stayed pending, with nothing changed
+        // since (no GPU changed hands, no usage moved), stays pending for the
+        // same reason: the common case of a full fleet's long queue.
+        let memo_key = self.outcome_key(j);
+        if let Some(key) = &memo_key
+            && let Some((cluster_epoch, tree_epoch, reason, waiting)) = self.outcome_memo.get(key)
+            && *cluster_epoch == self.cluster.epoch
+            && *tree_epoch == self.tree.epoch
+        {
+            let (reason, waiting) = (reason.clone(), *waiting);
+            self.push_pending(j, reason, waiting);
+            return;
+        }
         let mut blocked = Vec::new();
         for &m in &job.models {
             let req = Request {
@@ -605,10 +636,37 @@ impl<'a> Engine<'a> {
         }
         // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
-        if let Some(r) = self.reserve_if_first(j, &blocked) {
-            reason.push_str(&r);
+        match self.reserve_if_first(j, &blocked) {
+            Some(r) => reason.push_str(&r),
+            None => {
+                if let Some(key) = memo_key {
+                    self.outcome_memo.insert(
+                        key,
+                        (self.cluster.epoch, self.tree.epoch, reason.clone(), waiting),
+                    );
+                }
+            }
         }
         self.push_pending(j, reason, waiting);
+    }
+
+    /// What decides a pending job's outcome besides the fleet's state; `None`
+    /// for jobs with GPUs kept for them (nominated or freed by preemption).
+    fn outcome_key(&self, j: JobId) -> Option<OutcomeKey> {
+        let job = &self.jobs[j as usize];
+        if self.nominated.contains_key(&j) || self.freeing.has_dedicated(j) {
+            return None;
+        }
+        Some(OutcomeKey {
+            queue: job.queue?,
+            priority: job.priority,
+            models: job.models.clone(),
+            replicas: job.spec.replicas,
+            per_replica: job.spec.gpus_per_replica,
+            required: job.required,
+            preferred: job.preferred,
+            time_limit: job.spec.time_limit,
+        })
     }
 
     /// The pending reason; a lone placement failure is remembered by shape
@@ -624,7 +682,8 @@ impl<'a> Engine<'a> {
             return (text.clone(), "resources");
         }
         let (text, waiting) = reasons::blocked(self, job, blocked);
-        self.reason_memo.insert(key, (self.cluster.epoch, text.clone()));
+        self.reason_memo
+            .insert(key, (self.cluster.epoch, text.clone()));
         (text, waiting)
     }
 
@@ -641,7 +700,8 @@ impl<'a> Engine<'a> {
             return *answer;
         }
         let answer = backfill::blocked_by_reservation(self, req);
-        self.reservation_memo.insert(key, (self.cluster.epoch, answer));
+        self.reservation_memo
+            .insert(key, (self.cluster.epoch, answer));
         answer
     }
 

@@ -65,6 +65,7 @@ pub fn place_free(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Pl
 /// Best fit per replica through the free index, allocating as it goes so each
 /// replica sees the previous ones; rolled back on failure.
 fn best_fit_through_index(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Placement> {
+    let epoch = cluster.epoch;
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
     for _ in 0..req.replicas {
         let found = cluster
@@ -83,7 +84,9 @@ fn best_fit_through_index(cluster: &mut Cluster, req: &Request, job: JobId) -> O
                 placed.push((id, positions));
             }
             None => {
+                // Rolled back: nothing changed, the epoch neither.
                 apply(cluster, &placed, Owner::Free);
+                cluster.epoch = epoch;
                 return None;
             }
         }

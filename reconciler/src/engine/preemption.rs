@@ -364,6 +364,21 @@ fn search(
     req: &Request,
     cands: &[Candidate],
 ) -> Option<(Vec<usize>, Placement)> {
+    // The search charges and releases usage tentatively and leaves the tree
+    // as it found it: its epoch too.
+    let epoch = e.tree.epoch;
+    let found = search_inner(e, j, q, req, cands);
+    e.tree.epoch = epoch;
+    found
+}
+
+fn search_inner(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    cands: &[Candidate],
+) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
     let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     for (i, c) in cands.iter().enumerate() {

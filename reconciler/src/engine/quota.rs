@@ -50,6 +50,9 @@ pub struct QueueTree {
     /// Top-level queues, by name.
     pub roots: Vec<QueueId>,
     by_name: HashMap<String, QueueId>,
+    /// Bumped on every change of usage: answers computed at the same epoch
+    /// still hold.
+    pub epoch: u64,
 }
 
 impl QueueTree {
@@ -121,6 +124,7 @@ impl QueueTree {
             queues,
             roots,
             by_name,
+            epoch: 0,
         }
     }
 
@@ -172,6 +176,7 @@ impl QueueTree {
 
     /// Charges (`delta > 0`) or releases usage along the path of `leaf`.
     pub fn charge(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
+        self.epoch += 1;
         let m = model as usize;
         let mut cur = Some(leaf);
         while let Some(q) = cur {
@@ -191,6 +196,7 @@ impl QueueTree {
     /// Charges (`add`) or releases GPUs held by running jobs along the path
     /// of `leaf`; the caller charges `usage` separately.
     pub fn charge_running(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
+        self.epoch += 1;
         let m = model as usize;
         let mut cur = Some(leaf);
         while let Some(q) = cur {
