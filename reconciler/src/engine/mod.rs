@@ -665,7 +665,8 @@ impl<'a> Engine<'a> {
             per_replica: job.spec.gpus_per_replica,
             required: job.required,
             preferred: job.preferred,
-            time_limit: job.spec.time_limit,
+            // Only backfill looks at time limits.
+            time_limit: job.spec.time_limit.filter(|_| self.reservation.is_some()),
         })
     }
 
