@@ -215,7 +215,7 @@ fn quota_lines(e: &Engine, j: JobId) -> Vec<QuotaLine> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for &m in &job.models {
+    for &m in job.models.iter() {
         for q in e.tree.path(leaf) {
             let usage = e.tree.usage(q, m);
             let limit = e.tree.limit(q, m);

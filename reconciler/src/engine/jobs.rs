@@ -26,8 +26,8 @@ pub struct JobInfo<'a> {
     pub preemptible: bool,
     /// Grace period when preempted.
     pub grace: Duration,
-    /// Acceptable models in order of preference.
-    pub models: Vec<ModelId>,
+    /// Acceptable models in order of preference (shared: most jobs accept any).
+    pub models: std::rc::Rc<[ModelId]>,
     /// First seen pending (age).
     pub first_seen: Option<Timestamp>,
     /// Total GPUs of the gang.
@@ -38,7 +38,7 @@ pub struct JobInfo<'a> {
     pub preferred: Option<TopologyLevel>,
 }
 
-/// Builds the job table (sorted by name) and a name index.
+/// Builds the job table (in document order) and a name index.
 pub fn job_table<'a>(
     fleet: &'a Fleet,
     tree: &QueueTree,
@@ -54,12 +54,18 @@ pub fn job_table<'a>(
     // Models without a selector: every pool model, by name.
     let mut any_models: Vec<&str> = fleet.pool_models();
     any_models.sort_unstable();
-    let any: Vec<ModelId> = any_models.iter().map(|m| models.intern(m)).collect();
+    let any: std::rc::Rc<[ModelId]> = any_models.iter().map(|m| models.intern(m)).collect();
 
-    let mut sorted: Vec<&crate::spec::Object<JobSpec>> = fleet.jobs.iter().collect();
-    sorted.sort_by(|a, b| a.name().cmp(b.name()));
-    sorted.dedup_by(|a, b| a.name() == b.name());
-    let jobs: Vec<JobInfo> = sorted
+    // Document order: nothing downstream depends on the table's order (fair
+    // share sorts by priority, age and name), and a duplicate name — which
+    // validation rejects — keeps its first document.
+    let mut seen_names: rustc_hash::FxHashSet<&str> = rustc_hash::FxHashSet::default();
+    let unique: Vec<&crate::spec::Object<JobSpec>> = fleet
+        .jobs
+        .iter()
+        .filter(|j| seen_names.insert(j.name()))
+        .collect();
+    let jobs: Vec<JobInfo> = unique
         .into_iter()
         .map(|job| {
             let spec = &job.spec;
@@ -69,7 +75,7 @@ pub fn job_table<'a>(
                 .or(default_class.map(|c| c.name()));
             let class = class_name.and_then(|c| classes.get(c));
             let queue = tree.id(&spec.queue).filter(|q| tree.is_leaf(*q));
-            let models_ok: Vec<ModelId> = match &spec.gpu {
+            let models_ok: std::rc::Rc<[ModelId]> = match &spec.gpu {
                 Some(sel) if !sel.models.is_empty() => {
                     let mut seen = Vec::new();
                     for m in &sel.models {
@@ -78,7 +84,7 @@ pub fn job_table<'a>(
                             seen.push(id);
                         }
                     }
-                    seen
+                    seen.into()
                 }
                 _ => any.clone(),
             };

@@ -74,7 +74,7 @@ type VictimIndex = Vec<(ModelId, Vec<(i32, u64)>)>;
 struct OutcomeKey {
     queue: QueueId,
     priority: i32,
-    models: Vec<ModelId>,
+    models: std::rc::Rc<[ModelId]>,
     replicas: u32,
     per_replica: u32,
     required: Option<crate::spec::TopologyLevel>,
@@ -578,7 +578,7 @@ impl<'a> Engine<'a> {
             return;
         }
         let mut blocked = Vec::new();
-        for &m in &job.models {
+        for &m in job.models.iter() {
             let req = Request {
                 model: m,
                 replicas: job.spec.replicas,
@@ -619,7 +619,7 @@ impl<'a> Engine<'a> {
                 blocked.push(Blocked::Placement(req));
             }
         }
-        for &m in &job.models {
+        for &m in job.models.iter() {
             if !self.model_exists(m) {
                 continue;
             }
