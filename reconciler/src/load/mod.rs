@@ -66,31 +66,45 @@ impl Loaded {
 pub struct Document<S> {
     /// The typed object.
     pub object: Object<S>,
-    /// The document's YAML tree.
-    pub node: Node,
+    /// The document's YAML tree, kept only when positions may be needed
+    /// (see [`load_fleet`]).
+    pub node: Option<Node>,
 }
 
 impl<S> Document<S> {
     /// The origin of the field at `path` (e.g. `["spec", "queue"]`), or of its
     /// closest existing parent.
     pub fn origin_of(&self, path: &[&str]) -> Origin {
-        let node = self.node.locate(path.iter().map(|k| PathSegment::Key(*k)));
-        Origin::new(self.object.origin.file.clone(), node.pos)
+        match &self.node {
+            Some(tree) => {
+                let node = tree.locate(path.iter().map(|k| PathSegment::Key(*k)));
+                Origin::new(self.object.origin.file.clone(), node.pos)
+            }
+            None => self.object.origin.clone(),
+        }
     }
 
     /// The origin of the *key* of the field at `path` (or of its closest
     /// existing parent): `spec:` rather than the first field inside it.
     pub fn key_origin_of(&self, path: &[&str]) -> Origin {
-        let node = self
-            .node
-            .locate_key(path.iter().map(|k| PathSegment::Key(*k)));
-        Origin::new(self.object.origin.file.clone(), node.pos)
+        match &self.node {
+            Some(tree) => {
+                let node = tree.locate_key(path.iter().map(|k| PathSegment::Key(*k)));
+                Origin::new(self.object.origin.file.clone(), node.pos)
+            }
+            None => self.object.origin.clone(),
+        }
     }
 
     /// The origin of a path with sequence indices.
     pub fn origin_at(&self, path: &[PathSegment<&str>]) -> Origin {
-        let node = self.node.locate(path.iter().cloned());
-        Origin::new(self.object.origin.file.clone(), node.pos)
+        match &self.node {
+            Some(tree) => {
+                let node = tree.locate(path.iter().cloned());
+                Origin::new(self.object.origin.file.clone(), node.pos)
+            }
+            None => self.object.origin.clone(),
+        }
     }
 
     /// `metadata.name`.
@@ -213,8 +227,20 @@ impl Documents {
 
 /// Loads and validates a fleet: syntax, schema, references, quota arithmetic, policies.
 pub fn load_fleet(files: &[SourceFile]) -> Loaded {
+    // A valid repository needs no positions: load it without keeping the
+    // YAML trees (less memory, trees dropped on the parsing threads). Any
+    // problem, and it is loaded again with trees so every message has its
+    // line and column.
+    let fast = load_with(files, false);
+    if fast.is_valid() {
+        return fast;
+    }
+    load_with(files, true)
+}
+
+fn load_with(files: &[SourceFile], keep_trees: bool) -> Loaded {
     let mut diagnostics = Vec::new();
-    let docs = parse_files(files, &mut diagnostics);
+    let docs = parse_files_with(files, &mut diagnostics, keep_trees);
     validate::check_documents(&docs, &mut diagnostics);
     sort_diagnostics(&mut diagnostics);
     Loaded {
@@ -226,6 +252,14 @@ pub fn load_fleet(files: &[SourceFile]) -> Loaded {
 /// Parses and type-checks every file; documents that fail are left out and
 /// reported. No cross-document checks happen here.
 pub fn parse_files(files: &[SourceFile], diagnostics: &mut Vec<Diagnostic>) -> Documents {
+    parse_files_with(files, diagnostics, true)
+}
+
+fn parse_files_with(
+    files: &[SourceFile],
+    diagnostics: &mut Vec<Diagnostic>,
+    keep_trees: bool,
+) -> Documents {
     // Files parse independently: split them into contiguous chunks, one per
     // core, and merge the results in file order (the output does not depend
     // on the number of threads).
@@ -236,7 +270,7 @@ pub fn parse_files(files: &[SourceFile], diagnostics: &mut Vec<Diagnostic>) -> D
     if threads < 2 || files.len() < 2 || bytes < 256 * 1024 {
         let mut docs = Documents::default();
         for file in files {
-            parse_file(file, &mut docs, diagnostics);
+            parse_file(file, &mut docs, diagnostics, keep_trees);
         }
         return docs;
     }
@@ -249,7 +283,7 @@ pub fn parse_files(files: &[SourceFile], diagnostics: &mut Vec<Diagnostic>) -> D
                     let mut docs = Documents::default();
                     let mut diags = Vec::new();
                     for file in chunk {
-                        parse_file(file, &mut docs, &mut diags);
+                        parse_file(file, &mut docs, &mut diags, keep_trees);
                     }
                     (docs, diags)
                 })
@@ -288,7 +322,12 @@ fn chunk_by_size(files: &[SourceFile], chunks: usize) -> Vec<&[SourceFile]> {
     out
 }
 
-fn parse_file(file: &SourceFile, docs: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+fn parse_file(
+    file: &SourceFile,
+    docs: &mut Documents,
+    diagnostics: &mut Vec<Diagnostic>,
+    keep_trees: bool,
+) {
     let at = |pos: Pos| Origin::new(file.path.clone(), pos);
     let text = match std::str::from_utf8(&file.bytes) {
         Ok(text) => text,
@@ -329,22 +368,46 @@ fn parse_file(file: &SourceFile, docs: &mut Documents, diagnostics: &mut Vec<Dia
         let origin = at(node.pos);
         let rejected = &mut docs.rejected;
         match kind {
-            Kind::NodePool => {
-                push_typed(kind, node, origin, &mut docs.pools, rejected, diagnostics)
-            }
-            Kind::Queue => push_typed(kind, node, origin, &mut docs.queues, rejected, diagnostics),
+            Kind::NodePool => push_typed(
+                kind,
+                node,
+                keep_trees,
+                origin,
+                &mut docs.pools,
+                rejected,
+                diagnostics,
+            ),
+            Kind::Queue => push_typed(
+                kind,
+                node,
+                keep_trees,
+                origin,
+                &mut docs.queues,
+                rejected,
+                diagnostics,
+            ),
             Kind::PriorityClass => push_typed(
                 kind,
                 node,
+                keep_trees,
                 origin,
                 &mut docs.priority_classes,
                 rejected,
                 diagnostics,
             ),
-            Kind::Job => push_typed(kind, node, origin, &mut docs.jobs, rejected, diagnostics),
+            Kind::Job => push_typed(
+                kind,
+                node,
+                keep_trees,
+                origin,
+                &mut docs.jobs,
+                rejected,
+                diagnostics,
+            ),
             Kind::Policy => push_typed(
                 kind,
                 node,
+                keep_trees,
                 origin,
                 &mut docs.policies,
                 rejected,
@@ -391,6 +454,7 @@ fn unknown_kind(kind_node: &Node) -> String {
 fn push_typed<S: DeserializeOwned>(
     kind: Kind,
     node: Node,
+    keep_tree: bool,
     origin: Origin,
     out: &mut Vec<Document<S>>,
     rejected: &mut Rejected,
@@ -419,14 +483,14 @@ fn push_typed<S: DeserializeOwned>(
         rejected.record(Some(kind), &json);
         return;
     }
-    match serde_path_to_error::deserialize::<_, Manifest<S>>(json.clone()) {
+    match serde_path_to_error::deserialize::<_, Manifest<S>>(&json) {
         Ok(manifest) => out.push(Document {
             object: Object {
                 metadata: manifest.metadata,
                 spec: manifest.spec,
                 origin,
             },
-            node,
+            node: keep_tree.then_some(node),
         }),
         Err(err) => {
             // The schema accepted the document but the types did not (e.g. an
