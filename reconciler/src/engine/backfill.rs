@@ -2,8 +2,6 @@
 //! that jobs with time limits free first; a later job may use reserved GPUs
 //! only if its own time limit ends before the reservation starts.
 
-use std::collections::BTreeSet;
-
 use crate::observed::Timestamp;
 
 use super::Engine;
@@ -66,22 +64,41 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
         return None;
     }
     events.sort();
-    let nodes: Vec<NodeId> = e
-        .cluster
-        .real_nodes()
-        .filter(|id| {
-            let n = e.cluster.node(*id);
-            n.model == Some(req.model) && n.schedulable
-        })
-        .collect();
+    // Rank of each holder in end order: a GPU is usable for a prefix of the
+    // events when its holder's rank is below the prefix.
+    let mut run_rank: Vec<usize> = vec![usize::MAX; e.runs.len()];
+    let mut placed_rank: Vec<usize> = vec![usize::MAX; e.jobs.len()];
+    let mut event_nodes: Vec<Vec<NodeId>> = Vec::with_capacity(events.len());
+    for (rank, (_, _, holder)) in events.iter().enumerate() {
+        let placement: &[(NodeId, Vec<usize>)] = match holder {
+            Holder::Run(r) => {
+                run_rank[*r as usize] = rank;
+                &e.runs[*r as usize].placement
+            }
+            Holder::Placed(k) => {
+                placed_rank[*k as usize] = rank;
+                e.placed
+                    .iter()
+                    .find(|(j, _, _)| j == k)
+                    .map_or(&[], |(_, _, p)| p.as_slice())
+            }
+        };
+        event_nodes.push(placement.iter().map(|(n, _)| *n).collect());
+    }
+    let free_nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
     let feasible = |prefix: usize| -> Option<Placement> {
-        let ending: BTreeSet<Holder> = events[..prefix].iter().map(|(_, _, h)| *h).collect();
+        let mut nodes = free_nodes.clone();
+        for list in event_nodes.iter().take(prefix) {
+            nodes.extend(list.iter().copied());
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
         let usable = |n: &NodeState, _: usize, g: &Gpu| {
             n.schedulable
                 && match g.owner {
                     Owner::Free => true,
-                    Owner::Running(r) | Owner::Freeing(r) => ending.contains(&Holder::Run(r)),
-                    Owner::Placed(k) => ending.contains(&Holder::Placed(k)),
+                    Owner::Running(r) | Owner::Freeing(r) => run_rank[r as usize] < prefix,
+                    Owner::Placed(k) => placed_rank[k as usize] < prefix,
                     _ => false,
                 }
         };

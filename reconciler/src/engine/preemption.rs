@@ -85,12 +85,20 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
             commit(e, j, req, &cands, &chosen, p);
             return true;
         }
-        if !more {
+        // Bounded: victims come in preference order, and a job that cannot
+        // fit with the most preferred thousand or so is left pending rather
+        // than searched against every running job of the fleet.
+        if !more || limit >= max_candidates(job.gpus) {
             e.preempt_memo.insert(key, e.generation);
             return false;
         }
         limit *= 4;
     }
+}
+
+/// How many candidates a search may look at, at most.
+fn max_candidates(gpus: u64) -> usize {
+    (1024usize).max(16 * gpus as usize)
 }
 
 /// `on_path[x]`: whether queue `x` is `q` or one of its ancestors.
