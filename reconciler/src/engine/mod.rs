@@ -579,13 +579,7 @@ impl<'a> Engine<'a> {
         }
         let mut blocked = Vec::new();
         for &m in job.models.iter() {
-            let req = Request {
-                model: m,
-                replicas: job.spec.replicas,
-                per_replica: job.spec.gpus_per_replica,
-                required: job.required,
-                preferred: job.preferred,
-            };
+            let req = Request::for_job(&job, m);
             if !self.model_exists(m) {
                 blocked.push(Blocked::NoNodes(m));
                 continue;
@@ -623,13 +617,7 @@ impl<'a> Engine<'a> {
             if !self.model_exists(m) {
                 continue;
             }
-            let req = Request {
-                model: m,
-                replicas: job.spec.replicas,
-                per_replica: job.spec.gpus_per_replica,
-                required: job.required,
-                preferred: job.preferred,
-            };
+            let req = Request::for_job(&job, m);
             if preemption::preempt_for(self, j, &req) {
                 return;
             }

@@ -28,6 +28,17 @@ pub struct Request {
 }
 
 impl Request {
+    /// What job `job` asks for on model `model`.
+    pub fn for_job(job: &super::jobs::JobInfo, model: ModelId) -> Self {
+        Request {
+            model,
+            replicas: job.spec.replicas,
+            per_replica: job.spec.gpus_per_replica,
+            required: job.required,
+            preferred: job.preferred,
+        }
+    }
+
     /// Total GPUs.
     pub fn total(&self) -> u64 {
         u64::from(self.replicas) * u64::from(self.per_replica)

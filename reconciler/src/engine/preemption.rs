@@ -230,10 +230,15 @@ fn candidates(
         usize,
         usize,
     );
+    let priority_of = |r: RunId| {
+        e.runs[r as usize]
+            .job
+            .map_or(0, |vj| e.jobs[vj as usize].priority)
+    };
     let key = |src: usize, pos: usize| -> Key {
         let r = sources[src].list[pos];
         let run = &e.runs[r as usize];
-        let priority = run.job.map_or(0, |vj| e.jobs[vj as usize].priority);
+        let priority = priority_of(r);
         (
             !sources[src].borrowing,
             priority,
@@ -244,9 +249,7 @@ fn candidates(
         )
     };
     let eligible = |src: usize, pos: usize| -> bool {
-        let r = sources[src].list[pos];
-        let run = &e.runs[r as usize];
-        let priority = run.job.map_or(0, |vj| e.jobs[vj as usize].priority);
+        let priority = priority_of(sources[src].list[pos]);
         sources[src].below.is_none_or(|b| priority < b)
     };
     let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
