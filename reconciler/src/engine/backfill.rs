@@ -161,10 +161,9 @@ pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Pla
 
 /// A placement on free GPUs and the reservation's GPUs.
 fn place_with_reserved(e: &Engine, res: &Reservation, req: &Request) -> Option<Placement> {
-    let mut nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
-    nodes.extend(res.nodes.iter().copied());
-    nodes.sort_unstable();
-    nodes.dedup();
+    let nodes = e
+        .cluster
+        .free_nodes_and(req.model, res.nodes.iter().copied());
     let usable = |n: &NodeState, _: usize, g: &Gpu| {
         n.schedulable && matches!(g.owner, Owner::Free | Owner::Reserved)
     };

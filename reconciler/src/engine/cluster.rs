@@ -279,6 +279,20 @@ impl Cluster {
             .flat_map(move |set| set.range((min_free, 0)..).map(|(_, id)| *id))
     }
 
+    /// Schedulable real nodes of `model` with free GPUs, plus `extra` nodes:
+    /// sorted, without duplicates. The node set of most placement scans.
+    pub fn free_nodes_and(
+        &self,
+        model: ModelId,
+        extra: impl IntoIterator<Item = NodeId>,
+    ) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self.candidates(model, 1).collect();
+        nodes.extend(extra);
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
     /// Real node ids in name order.
     pub fn real_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         (0..self.nodes.len() as NodeId).filter(|id| !self.nodes[*id as usize].is_virtual)

@@ -64,14 +64,12 @@ impl Freeing {
                 .iter()
                 .any(|g| matches!(g.owner, Owner::Freeing(_)))
         });
-        let mut nodes: Vec<NodeId> = set
-            .iter()
-            .copied()
-            .filter(|id| cluster.node(*id).schedulable)
-            .collect();
-        nodes.extend(cluster.candidates(req.model, 1));
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = cluster.free_nodes_and(
+            req.model,
+            set.iter()
+                .copied()
+                .filter(|id| cluster.node(*id).schedulable),
+        );
         let usable = |n: &NodeState, _: usize, g: &Gpu| {
             n.schedulable
                 && match g.owner {

@@ -852,10 +852,9 @@ impl<'a> Engine<'a> {
     /// otherwise gives them back to everyone.
     fn place_nominated(&mut self, j: JobId, req: &Request) -> Option<Placement> {
         let held = self.nominated.get(&j)?.clone();
-        let mut nodes: Vec<NodeId> = held.iter().map(|(n, _)| *n).collect();
-        nodes.extend(self.cluster.candidates(req.model, 1));
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = self
+            .cluster
+            .free_nodes_and(req.model, held.iter().map(|(n, _)| *n));
         let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
             n.schedulable && (g.owner == Owner::Free || g.owner == Owner::Promised(j))
         };

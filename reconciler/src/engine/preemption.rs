@@ -401,10 +401,7 @@ fn search_inner(
             }
         }
     }
-    let mut nodes: Vec<NodeId> = e.cluster.candidates(m, 1).collect();
-    nodes.extend(by_node.keys().copied());
-    nodes.sort_unstable();
-    nodes.dedup();
+    let mut nodes = e.cluster.free_nodes_and(m, by_node.keys().copied());
     nodes.retain(|id| {
         let n = e.cluster.node(*id);
         n.schedulable && n.model == Some(m)
