@@ -174,42 +174,42 @@ impl QueueTree {
         worst.map_or(Ok(()), Err)
     }
 
-    /// Charges (`delta > 0`) or releases usage along the path of `leaf`.
+    /// Charges (`add`) or releases usage along the path of `leaf`.
     pub fn charge(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
-        self.epoch += 1;
-        let m = model as usize;
-        let mut cur = Some(leaf);
-        while let Some(q) = cur {
-            let node = &mut self.queues[q as usize];
-            if node.usage.len() <= m {
-                node.usage.resize(m + 1, 0);
-            }
-            if add {
-                node.usage[m] += gpus;
-            } else {
-                node.usage[m] = node.usage[m].saturating_sub(gpus);
-            }
-            cur = node.parent;
-        }
+        self.along_path(leaf, model, gpus, add, |node| &mut node.usage);
     }
 
     /// Charges (`add`) or releases GPUs held by running jobs along the path
     /// of `leaf`; the caller charges `usage` separately.
     pub fn charge_running(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
+        self.along_path(leaf, model, gpus, add, |node| &mut node.running);
+    }
+
+    /// Adds or removes `gpus` of `model` in one per-model counter of `leaf`
+    /// and every ancestor.
+    fn along_path(
+        &mut self,
+        leaf: QueueId,
+        model: ModelId,
+        gpus: u64,
+        add: bool,
+        counter: impl Fn(&mut QueueNode) -> &mut Vec<u64>,
+    ) {
         self.epoch += 1;
         let m = model as usize;
         let mut cur = Some(leaf);
         while let Some(q) = cur {
             let node = &mut self.queues[q as usize];
-            if node.running.len() <= m {
-                node.running.resize(m + 1, 0);
-            }
-            if add {
-                node.running[m] += gpus;
-            } else {
-                node.running[m] = node.running[m].saturating_sub(gpus);
-            }
             cur = node.parent;
+            let values = counter(node);
+            if values.len() <= m {
+                values.resize(m + 1, 0);
+            }
+            values[m] = if add {
+                values[m] + gpus
+            } else {
+                values[m].saturating_sub(gpus)
+            };
         }
     }
 
