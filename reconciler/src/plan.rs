@@ -139,3 +139,42 @@ pub struct Summary {
     /// GPUs that are unhealthy.
     pub unhealthy_gpus: u64,
 }
+
+/// `n0[0-7], n1[0,2]`: a placement in one line, GPU indices as ranges.
+pub fn placement_short(placement: &[NodeGpus]) -> String {
+    let mut merged: Vec<(String, Vec<u32>)> = Vec::new();
+    for part in placement {
+        match merged.iter_mut().find(|(n, _)| *n == part.node) {
+            Some((_, g)) => g.extend(&part.gpus),
+            None => merged.push((part.node.clone(), part.gpus.clone())),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(node, mut gpus)| {
+            gpus.sort_unstable();
+            format!("{node}[{}]", ranges(&gpus))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ranges(values: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let start = values[i];
+        let mut end = start;
+        while i + 1 < values.len() && values[i + 1] == end + 1 {
+            i += 1;
+            end = values[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}

@@ -155,7 +155,7 @@ pub(super) fn describe_running(e: &mut Engine) {
     let Some(run) = e.runs.iter().find(|r| r.job == Some(target)) else {
         return;
     };
-    let where_ = super::super::report::placement_short(&e.node_gpus(&run.placement));
+    let where_ = crate::plan::placement_short(&e.node_gpus(&run.placement));
     let mut text = format!(
         "running on {where_} since {}",
         super::reasons::timestamp(run.started)

@@ -9,47 +9,8 @@ pub use explain::explanation_text;
 pub use markdown::plan_markdown;
 pub use text::plan_text;
 
-use crate::observed::NodeGpus;
+pub use crate::plan::placement_short;
 use crate::plan::{Action, Plan};
-
-/// `n0[0-7], n1[0,2]`: a placement in one line, GPU indices as ranges.
-pub fn placement_short(placement: &[NodeGpus]) -> String {
-    let mut merged: Vec<(String, Vec<u32>)> = Vec::new();
-    for part in placement {
-        match merged.iter_mut().find(|(n, _)| *n == part.node) {
-            Some((_, g)) => g.extend(&part.gpus),
-            None => merged.push((part.node.clone(), part.gpus.clone())),
-        }
-    }
-    merged
-        .into_iter()
-        .map(|(node, mut gpus)| {
-            gpus.sort_unstable();
-            format!("{node}[{}]", ranges(&gpus))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn ranges(values: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < values.len() {
-        let start = values[i];
-        let mut end = start;
-        while i + 1 < values.len() && values[i + 1] == end + 1 {
-            i += 1;
-            end = values[i];
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    out.join(",")
-}
 
 /// The one-line count of actions, e.g. `3 to place, 1 to preempt`.
 pub fn action_counts(plan: &Plan) -> String {
@@ -126,6 +87,7 @@ pub fn describe(action: &Action) -> (&'static str, &'static str, String, String)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observed::NodeGpus;
 
     #[test]
     fn placements_are_compact() {
