@@ -18,6 +18,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Keep the fleet converged on Git: watch, observe, plan, apply, record.
+    ///
+    /// Reads the committed specs of --branch (or a plain directory), plans
+    /// with the engine and carries the plan out through the executor, every
+    /// --interval or when POST /hooks/git arrives. A revision that fails
+    /// validation is never applied; the last valid one stays in force.
+    Reconcile(commands::reconcile::ReconcileArgs),
+    /// One reconcile iteration: show the plan, ask, carry it out.
+    Apply(commands::reconcile::ApplyArgs),
+    /// The reconciler's status: revisions, jobs, utilization, pending reasons.
+    Status {
+        /// The state directory.
+        #[arg(long, value_name = "DIR", default_value = ".gitfleet")]
+        state: PathBuf,
+        /// Output format (text or json).
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: commands::OutputFormat,
+    },
     /// Check a fleet repository: schema, references, quota arithmetic, policies.
     ///
     /// Prints one `FILE:LINE:COL: message` line per problem and a summary.
@@ -26,6 +44,11 @@ enum Command {
         /// The fleet repository (a directory or a single YAML file).
         #[arg(default_value = ".")]
         path: PathBuf,
+        /// Read the specs from this Git revision (a branch, tag, commit or
+        /// `HEAD~1`) instead of the files on disk; PATH may be a
+        /// subdirectory of the repository, a bare repository or a worktree.
+        #[arg(long, value_name = "REV")]
+        rev: Option<String>,
     },
     /// Compute the plan: placements, preemptions, scaling, drains, pending reasons.
     ///
@@ -43,9 +66,19 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value = "text")]
         output: commands::OutputFormat,
-        /// Exit 2 when the plan has actions, 0 when it has none.
+        /// Exit 2 when the plan has actions, 0 when it has none (with
+        /// --base: 2 when the change changes specs or plan).
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Read the specs from this Git revision instead of the files on
+        /// disk; PATH may be a subdirectory of the repository, a bare
+        /// repository or a worktree.
+        #[arg(long, value_name = "REV")]
+        rev: Option<String>,
+        /// Preview a change: the spec diff BASE → REV (default HEAD), object
+        /// by object, and how the plan changes against the same observed state.
+        #[arg(long, value_name = "BASE")]
+        base: Option<String>,
     },
     /// Explain why a job is pending, placed where it is, or preempted.
     ///
@@ -98,6 +131,12 @@ enum Command {
         #[arg(long)]
         storm: bool,
     },
+    /// This host's GPUs through NVML, as an observed-state document.
+    ///
+    /// Prints DESIGN §3's shape with one node (this host), ready to commit
+    /// or upload; `inventory merge` joins per-host snapshots. Without an
+    /// NVIDIA driver it fails with one line: use `plan --observed FILE`.
+    Inventory(commands::inventory::InventoryArgs),
     /// Write the JSON Schemas of the document kinds.
     Schema {
         /// Directory to write `<kind>.schema.json` files into.
@@ -113,19 +152,23 @@ fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Validate { path } => commands::validate::run(&path),
+        Command::Validate { path, rev } => commands::validate::run(&path, rev.as_deref()),
         Command::Plan {
             path,
             observed,
             now,
             output,
             detailed_exitcode,
+            rev,
+            base,
         } => commands::plan::run(&commands::plan::PlanArgs {
             path: &path,
             observed: observed.as_deref(),
             now: now.as_deref(),
             output,
             detailed_exitcode,
+            rev: rev.as_deref(),
+            base: base.as_deref(),
         }),
         Command::Explain {
             job,
@@ -158,6 +201,10 @@ fn main() -> ExitCode {
             !storm,
         ),
         Command::Schema { out, check } => commands::schema::run(&out, check),
+        Command::Inventory(args) => commands::inventory::run(&args),
+        Command::Reconcile(args) => commands::reconcile::run_reconcile(&args),
+        Command::Apply(args) => commands::reconcile::run_apply(&args),
+        Command::Status { state, output } => commands::reconcile::run_status(&state, output),
     };
     match result {
         Ok(code) => code,

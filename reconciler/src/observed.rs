@@ -76,6 +76,113 @@ pub struct ObservedGpu {
     /// NVML UUID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// PCI bus id, e.g. `0000:18:00.0` (written by `gitfleet inventory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    /// The NVLink domain the GPU belongs to, named by its lowest GPU index;
+    /// a GPU with no active NVLink is a domain of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_domain: Option<u32>,
+    /// Why the GPU is unhealthy (or a warning about a healthy one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_reason: Option<String>,
+    /// What NVML reported besides the above; informational, the engine does
+    /// not read it. A fact the GPU could not report is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Box<GpuDetails>>,
+}
+
+impl ObservedGpu {
+    /// A healthy GPU with only an index and a model.
+    pub fn new(index: u32, model: impl Into<String>) -> Self {
+        ObservedGpu {
+            index,
+            model: model.into(),
+            memory_mib: None,
+            healthy: true,
+            uuid: None,
+            pci_bus_id: None,
+            nvlink_domain: None,
+            health_reason: None,
+            details: None,
+        }
+    }
+}
+
+/// Per-GPU facts from NVML that the engine does not use: modes, error
+/// counters, telemetry. Every field is optional: absent means "unknown"
+/// (the GPU or driver does not support the query).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuDetails {
+    /// The product name as NVML reports it, before normalisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    /// MIG mode: is it on now, and will it be after the next reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<ModeState>,
+    /// ECC mode: on now, and after the next reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecc: Option<ModeState>,
+    /// Uncorrectable ECC errors since the driver loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecc_uncorrectable_volatile: Option<u64>,
+    /// Uncorrectable ECC errors over the GPU's lifetime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecc_uncorrectable_aggregate: Option<u64>,
+    /// Memory pages waiting to be retired at the next reset (pre-Ampere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_pages_pending: Option<bool>,
+    /// Row remapping (Ampere and newer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remapped_rows: Option<RemappedRows>,
+    /// Active NVLink links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_active: Option<u32>,
+    /// PCI bus ids at the other end of the active links (GPUs or NVSwitches), sorted, unique.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_peers: Vec<String>,
+    /// GPU die temperature, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<u32>,
+    /// Power draw, watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_draw_w: Option<u32>,
+    /// Enforced power limit, watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit_w: Option<u32>,
+    /// Percent of time a kernel ran over the last sample period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_gpu_pct: Option<u32>,
+    /// Percent of time memory was read or written over the last sample period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_memory_pct: Option<u32>,
+}
+
+/// A mode's current and pending (after reset) state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModeState {
+    /// On now.
+    pub current: bool,
+    /// On after the next reset or reboot.
+    pub pending: bool,
+}
+
+/// Row-remapping counters of one GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RemappedRows {
+    /// Rows remapped for correctable errors.
+    #[serde(default)]
+    pub correctable: u64,
+    /// Rows remapped for uncorrectable errors.
+    #[serde(default)]
+    pub uncorrectable: u64,
+    /// A remap waits for the next GPU reset.
+    #[serde(default)]
+    pub pending: bool,
+    /// A remap failed: the GPU needs replacing.
+    #[serde(default)]
+    pub failed: bool,
 }
 
 fn default_true() -> bool {
@@ -339,11 +446,8 @@ pub fn pool_node(pool: &str, spec: &crate::spec::NodePoolSpec, i: u32) -> Observ
         idle_since: None,
         gpus: (0..spec.gpu.count)
             .map(|index| ObservedGpu {
-                index,
-                model: spec.gpu.model.clone(),
                 memory_mib: spec.gpu.memory_gib.map(|g| u64::from(g) * 1024),
-                healthy: true,
-                uuid: None,
+                ..ObservedGpu::new(index, spec.gpu.model.clone())
             })
             .collect(),
     }

@@ -18,6 +18,92 @@ pub struct Plan {
     pub pending: Vec<Pending>,
     /// Totals after the plan.
     pub summary: Summary,
+    /// Differences between the declared fleet and the observed one, each with
+    /// what follows from it (always present, often empty).
+    #[serde(default)]
+    pub drift: Vec<Drift>,
+}
+
+/// One difference between the declared fleet (NodePools) and the observed
+/// one (see `drift::detect`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// What kind of difference.
+    pub kind: DriftKind,
+    /// The pool it concerns, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The node it concerns, for node-level drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// GPU indices it concerns, when some GPUs of a node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<u32>,
+    /// What differs, in words.
+    pub reason: String,
+    /// What follows from it.
+    pub action: DriftAction,
+}
+
+/// Kinds of drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriftKind {
+    /// A pool has fewer nodes than its `size.min`.
+    MissingNodes,
+    /// A pool has more nodes than its `size.max`.
+    ExcessNodes,
+    /// A node of no declared pool.
+    UnexpectedNode,
+    /// A node whose GPU model, label or name says it belongs to another pool.
+    WrongPool,
+    /// GPUs of another model than the pool declares.
+    GpuModel,
+    /// Another GPU count than the pool declares.
+    GpuCount,
+    /// NVLink domains other than the pool's `nvlink` declares.
+    Nvlink,
+    /// Unhealthy GPUs.
+    UnhealthyGpu,
+}
+
+impl DriftKind {
+    /// The kind as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftKind::MissingNodes => "missing-nodes",
+            DriftKind::ExcessNodes => "excess-nodes",
+            DriftKind::UnexpectedNode => "unexpected-node",
+            DriftKind::WrongPool => "wrong-pool",
+            DriftKind::GpuModel => "gpu-model",
+            DriftKind::GpuCount => "gpu-count",
+            DriftKind::Nvlink => "nvlink",
+            DriftKind::UnhealthyGpu => "unhealthy-gpu",
+        }
+    }
+}
+
+/// What the plan does about a drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftAction {
+    /// The plan drains the node.
+    Drain,
+    /// The plan scales the pool (to replace missing nodes, or down to `max`).
+    Scale,
+    /// Nothing automatic: a person must fix the fleet or the specs.
+    Report,
+}
+
+impl DriftAction {
+    /// The action as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftAction::Drain => "drain",
+            DriftAction::Scale => "scale",
+            DriftAction::Report => "report",
+        }
+    }
 }
 
 /// One action for an executor.

@@ -2,7 +2,11 @@
 
 pub mod explain;
 pub mod generate;
+pub mod git;
+pub mod inventory;
 pub mod plan;
+pub mod preview;
+pub mod reconcile;
 pub mod schema;
 pub mod validate;
 

@@ -1,4 +1,4 @@
-//! `gitfleet plan [PATH] [--observed F] [--now T] [-o text|markdown|json] [--detailed-exitcode]`
+//! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F] [--now T] [-o text|markdown|json] [--detailed-exitcode]`
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,11 +18,30 @@ pub struct PlanArgs<'a> {
     pub now: Option<&'a str>,
     pub output: OutputFormat,
     pub detailed_exitcode: bool,
+    /// Read the specs from this Git revision instead of the directory.
+    pub rev: Option<&'a str>,
+    /// Preview the change from this revision to `rev` (default `HEAD`).
+    pub base: Option<&'a str>,
 }
 
 pub fn run(args: &PlanArgs) -> Result<ExitCode> {
-    let Some(fleet) = load_valid_fleet(args.path)? else {
-        return Ok(ExitCode::FAILURE);
+    if let Some(base) = args.base {
+        return super::preview::run(args, base);
+    }
+    let (fleet, revision) = match args.rev {
+        Some(rev) => {
+            let source = super::git::open(args.path)?;
+            let specs = super::git::read_at(&source, rev)?;
+            let loaded = super::git::load_reporting(&specs, args.path);
+            if !loaded.is_valid() {
+                return Ok(ExitCode::FAILURE);
+            }
+            (loaded.fleet, Some(specs.commit))
+        }
+        None => match load_valid_fleet(args.path)? {
+            Some(fleet) => (fleet, None),
+            None => return Ok(ExitCode::FAILURE),
+        },
     };
     let observed = match args.observed {
         Some(file) => match read_observed(file)? {
@@ -36,7 +55,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode> {
         fleet: &fleet,
         observed: &observed,
         now,
-        revision: None,
+        revision: revision.as_deref(),
     });
     print_plan(&plan, args.output, &args.path.display().to_string())?;
     let code = if args.detailed_exitcode && !plan.actions.is_empty() {

@@ -1,4 +1,4 @@
-//! `gitfleet validate [PATH]`
+//! `gitfleet validate [PATH] [--rev REV]`
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -8,8 +8,19 @@ use miette::{IntoDiagnostic, Result};
 use reconciler::load::{fs::read_fleet_dir, load_fleet};
 use reconciler::spec::Kind;
 
-pub fn run(path: &Path) -> Result<ExitCode> {
-    let files = read_fleet_dir(path).into_diagnostic()?;
+pub fn run(path: &Path, rev: Option<&str>) -> Result<ExitCode> {
+    let (files, at) = match rev {
+        Some(rev) => {
+            let source = super::git::open(path)?;
+            let specs = super::git::read_at(&source, rev)?;
+            let at = format!(
+                " at {rev} ({})",
+                reconciler::source::short_id(&specs.commit)
+            );
+            (specs.files, at)
+        }
+        None => (read_fleet_dir(path).into_diagnostic()?, String::new()),
+    };
     let loaded = load_fleet(&files);
     if loaded.is_valid() {
         let counts: Vec<String> = Kind::ALL
@@ -19,7 +30,7 @@ pub fn run(path: &Path) -> Result<ExitCode> {
         let total: usize = Kind::ALL.iter().map(|&k| loaded.fleet.count(k)).sum();
         if total == 0 {
             println!(
-                "valid: no {} documents found ({} YAML file{} read)",
+                "valid: no {} documents found ({} YAML file{} read){at}",
                 reconciler::spec::API_VERSION,
                 files.len(),
                 plural(files.len())
@@ -27,7 +38,7 @@ pub fn run(path: &Path) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         println!(
-            "valid: {total} document{} in {} file{} ({})",
+            "valid: {total} document{} in {} file{} ({}){at}",
             plural(total),
             files.len(),
             plural(files.len()),
@@ -41,7 +52,7 @@ pub fn run(path: &Path) -> Result<ExitCode> {
     let errors = loaded.diagnostics.len();
     let bad_files: BTreeSet<&str> = loaded.diagnostics.iter().map(|d| &*d.origin.file).collect();
     println!(
-        "invalid: {errors} error{} in {} file{}",
+        "invalid: {errors} error{} in {} file{}{at}",
         plural(errors),
         bad_files.len(),
         plural(bad_files.len())

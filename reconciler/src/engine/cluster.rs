@@ -432,11 +432,8 @@ mod tests {
             idle_since: None,
             gpus: (0..4)
                 .map(|i| crate::observed::ObservedGpu {
-                    index: i,
-                    model: "H100".into(),
-                    memory_mib: None,
                     healthy: i != 3,
-                    uuid: None,
+                    ..crate::observed::ObservedGpu::new(i, "H100")
                 })
                 .collect(),
         }];

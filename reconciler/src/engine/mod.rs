@@ -47,7 +47,9 @@ pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explai
 
 /// Computes the plan.
 pub fn plan(input: &PlanInput) -> Plan {
-    Engine::new(input).run()
+    let mut plan = Engine::new(input).run();
+    plan.drift = crate::drift::detect(input.fleet, input.observed, &plan.actions);
+    plan
 }
 
 /// A declared pool and its live size.
@@ -936,6 +938,7 @@ impl<'a> Engine<'a> {
             actions,
             pending: self.pending,
             summary,
+            drift: Vec::new(),
         };
         (plan, capture)
     }

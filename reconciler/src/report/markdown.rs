@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{action_counts, describe};
+use super::{action_counts, describe, drift_target};
 use crate::plan::Plan;
 
 /// The plan as Markdown: a summary line first, then tables of actions and
@@ -39,6 +39,25 @@ pub fn plan_markdown(plan: &Plan, source: &str) -> String {
                 out,
                 "| `{symbol}` | {verb} | `{target}` | {} |",
                 escape(&details)
+            );
+        }
+        let _ = writeln!(out, "\n</details>\n");
+    }
+    if !plan.drift.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details open><summary>Drift ({})</summary>\n",
+            plan.drift.len()
+        );
+        let _ = writeln!(out, "| drift | target | details | follows |\n|---|---|---|---|");
+        for d in &plan.drift {
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} |",
+                d.kind.as_str(),
+                drift_target(d),
+                escape(&d.reason),
+                d.action.as_str()
             );
         }
         let _ = writeln!(out, "\n</details>\n");

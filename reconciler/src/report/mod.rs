@@ -3,6 +3,7 @@
 
 mod explain;
 mod markdown;
+pub mod preview;
 mod text;
 
 pub use explain::explanation_text;
@@ -10,7 +11,7 @@ pub use markdown::plan_markdown;
 pub use text::plan_text;
 
 pub use crate::plan::placement_short;
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Drift, Plan};
 
 /// The one-line count of actions, e.g. `3 to place, 1 to preempt`.
 pub fn action_counts(plan: &Plan) -> String {
@@ -33,6 +34,15 @@ pub fn action_counts(plan: &Plan) -> String {
         "no changes".to_string()
     } else {
         parts.join(", ")
+    }
+}
+
+/// What a drift entry is about: `node n3`, or `pool p` for pool-level drift.
+pub fn drift_target(d: &Drift) -> String {
+    match (&d.node, &d.pool) {
+        (Some(node), _) => format!("node {node}"),
+        (None, Some(pool)) => format!("pool {pool}"),
+        (None, None) => String::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{action_counts, describe};
+use super::{action_counts, describe, drift_target};
 use crate::plan::Plan;
 
 /// The plan for a terminal: a legend, one line per action, pending jobs with
@@ -31,6 +31,20 @@ pub fn plan_text(plan: &Plan, source: &str) -> String {
         for action in &plan.actions {
             let (symbol, verb, target, details) = describe(action);
             let _ = writeln!(out, "  {symbol} {verb:<9} {target:<width$}  {details}");
+        }
+    }
+    if !plan.drift.is_empty() {
+        let _ = writeln!(out, "\nDrift ({}):", plan.drift.len());
+        let targets: Vec<String> = plan.drift.iter().map(drift_target).collect();
+        let width = targets.iter().map(String::len).max().unwrap_or(0);
+        for (d, target) in plan.drift.iter().zip(&targets) {
+            let _ = writeln!(
+                out,
+                "  {target:<width$}  {:<15}  {} → {}",
+                d.kind.as_str(),
+                d.reason,
+                d.action.as_str()
+            );
         }
     }
     if !plan.pending.is_empty() {

@@ -26,6 +26,14 @@ pub struct DurationError {
 }
 
 impl Duration {
+    /// No time at all.
+    pub const ZERO: Duration = Duration { millis: 0 };
+
+    /// True for a zero duration.
+    pub const fn is_zero(self) -> bool {
+        self.millis == 0
+    }
+
     /// A duration of `secs` seconds.
     pub const fn from_secs(secs: u64) -> Self {
         Self {

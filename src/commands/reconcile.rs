@@ -1,0 +1,418 @@
+//! `gitfleet reconcile` (the loop) and `gitfleet apply` (one iteration, plan
+//! shown first, as `terraform apply`).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use miette::{IntoDiagnostic, Result, WrapErr, miette};
+use reconciler::exec::Executor;
+use reconciler::exec::sim::SimExecutor;
+use reconciler::observed::{ObservedState, Timestamp};
+use reconciler::reconcile::run::{
+    Clock, LoopEvent, LoopOptions, Shared, SimClock, WallClock, record, run_loop,
+};
+use reconciler::reconcile::status::Status;
+use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
+use reconciler::report::{plan_markdown, plan_text};
+use reconciler::spec::Duration;
+use reconciler::state::Store;
+
+use super::OutputFormat;
+use super::plan::{read_observed, resolve_now};
+
+/// Which executor carries out plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorKind {
+    /// The embedded virtual fleet.
+    Sim,
+    /// This host: replicas as child processes pinned to GPUs.
+    Local,
+}
+
+/// Options shared by `reconcile` and `apply`.
+#[derive(Debug, clap::Args)]
+pub struct SourceArgs {
+    /// The fleet repository. Inside a Git repository the committed specs of
+    /// --branch are applied (GitOps); elsewhere the directory as it is.
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Follow this branch or revision (default: the repository's HEAD).
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
+    /// Read PATH as a plain directory even inside a Git repository
+    /// (uncommitted changes included).
+    #[arg(long)]
+    pub no_git: bool,
+    /// Which executor carries out the plan.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub executor: ExecutorKind,
+    /// The state directory (embedded database, status.json, logs).
+    #[arg(long, value_name = "DIR", default_value = ".gitfleet")]
+    pub state: PathBuf,
+    /// An observed-state file: the sim's first nodes (on a new state), or
+    /// this host's GPUs for the local executor.
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
+    /// The clock's time for this run (RFC 3339; sim only). Default: the
+    /// state's clock, else the observed file's time, else now.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+    /// Run the sim clock N times faster than the wall clock.
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Move the sim clock by exactly this much per iteration (e.g. 5m).
+    #[arg(long, value_name = "DURATION")]
+    pub sim_step: Option<Duration>,
+    /// How long the sim takes to provision a node on scale-up.
+    #[arg(long, value_name = "DURATION", default_value = "0s")]
+    pub provision_delay: Duration,
+}
+
+/// `gitfleet reconcile`.
+#[derive(Debug, clap::Args)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Time between iterations.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub interval: Duration,
+    /// One iteration, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+    /// Log format on stderr (level from RUST_LOG, default info).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// `gitfleet apply`.
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Carry the plan out without asking (required when not on a terminal).
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// How the plan is shown.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Everything an iteration needs, built from the arguments.
+struct Setup {
+    reconciler: Reconciler,
+    clock: Box<dyn Clock>,
+}
+
+fn setup(args: &SourceArgs) -> Result<Setup> {
+    if !args.path.exists() {
+        return Err(miette!("{}: no such file or directory", args.path.display()));
+    }
+    let source = if args.no_git {
+        FleetSource::Dir {
+            path: args.path.clone(),
+        }
+    } else {
+        FleetSource::detect(&args.path, args.branch.as_deref())
+    };
+    if args.branch.is_some() && matches!(source, FleetSource::Dir { .. }) {
+        return Err(miette!(
+            "--branch: {} is not inside a Git repository",
+            args.path.display()
+        ));
+    }
+    let store = Arc::new(
+        Store::open(&args.state)
+            .into_diagnostic()
+            .wrap_err("cannot open the state")?,
+    );
+    let observed: Option<ObservedState> = match &args.observed {
+        Some(file) => match read_observed(file)? {
+            Some(state) => Some(state),
+            None => return Err(miette!("{}: invalid observed state", file.display())),
+        },
+        None => None,
+    };
+    let (executor, clock): (Box<dyn Executor + Send>, Box<dyn Clock>) = match args.executor {
+        ExecutorKind::Sim => {
+            let seed = observed.as_ref().map(|o| o.nodes.clone());
+            let sim = SimExecutor::open(store.clone(), seed, args.provision_delay)
+                .into_diagnostic()?;
+            let start = sim_start(args, &store, observed.as_ref())?;
+            (
+                Box::new(sim),
+                Box::new(SimClock::new(start, args.speed, args.sim_step)),
+            )
+        }
+        ExecutorKind::Local => {
+            if args.now.is_some() || args.sim_step.is_some() {
+                return Err(miette!(
+                    "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
+                ));
+            }
+            (local_executor(args, observed)?, Box::new(WallClock))
+        }
+    };
+    Ok(Setup {
+        reconciler: Reconciler::new(source, store, executor),
+        clock,
+    })
+}
+
+fn local_executor(
+    args: &SourceArgs,
+    observed: Option<ObservedState>,
+) -> Result<Box<dyn Executor + Send>> {
+    let Some(observed) = observed else {
+        return Err(miette!(
+            "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
+        ));
+    };
+    let _ = (args, observed);
+    Err(miette!("the local executor is not available in this build yet"))
+}
+
+/// The sim clock's start: --now, else the state's clock (a restart goes on
+/// where it stopped), else the observed file's time, else now.
+fn sim_start(
+    args: &SourceArgs,
+    store: &Store,
+    observed: Option<&ObservedState>,
+) -> Result<Timestamp> {
+    if args.now.is_some() {
+        return resolve_now(args.now.as_deref(), &ObservedState::default());
+    }
+    if let Some(clock) = store.clock().into_diagnostic()? {
+        let step = args.sim_step.map(|s| s.as_millis()).unwrap_or(0);
+        return Ok(clock + chrono::Duration::milliseconds(step as i64));
+    }
+    resolve_now(None, observed.unwrap_or(&ObservedState::default()))
+}
+
+/// `gitfleet reconcile`.
+pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
+    init_logging(args.log_format);
+    let listen: Option<SocketAddr> = match args.listen.as_str() {
+        "off" | "none" | "" => None,
+        text => Some(text.parse().map_err(|e| {
+            miette!("--listen {text:?}: not an address like 127.0.0.1:9464 ({e})")
+        })?),
+    };
+    let Setup { reconciler, clock } = setup(&args.source)?;
+    let options = LoopOptions {
+        interval: std::time::Duration::from_millis(args.interval.as_millis().max(100)),
+        once: args.once,
+        listen,
+        state_dir: args.source.state.clone(),
+    };
+    let quiet = !std::io::stdout().is_terminal();
+    let mut failed = false;
+    let result = run_loop(reconciler, clock, options, |event| match event {
+        LoopEvent::Listening(addr) => {
+            println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");
+        }
+        LoopEvent::Iterated { iteration, status } => {
+            print_iteration(iteration, status, quiet);
+            failed = iteration.refused.is_some();
+        }
+        LoopEvent::Failed(error) => eprintln!("error: {error}"),
+        LoopEvent::Woken => tracing::info!("webhook: reconciling now"),
+    });
+    result.into_diagnostic()?;
+    // `--once` on a refused revision exits 1, so CI notices.
+    Ok(if args.once && failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One line per iteration, and a line per action and event.
+fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
+    let time = iteration
+        .time
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    if let Some((revision, diagnostics)) = &iteration.refused {
+        if diagnostics.is_empty() {
+            println!(
+                "{time} revision {} still refused (invalid); keeping the last applied revision",
+                revision.short()
+            );
+        } else {
+            println!(
+                "{time} revision {} refused: {} error{}; keeping the last applied revision",
+                revision.short(),
+                diagnostics.len(),
+                if diagnostics.len() == 1 { "" } else { "s" }
+            );
+            for d in diagnostics.iter().take(10) {
+                println!("  {d}");
+            }
+        }
+    }
+    for event in &iteration.events {
+        match event {
+            reconciler::exec::Event::Exited { job, exit_code, .. } => match exit_code {
+                Some(0) => println!("{time}   {job} succeeded"),
+                Some(code) => println!("{time}   {job} failed (exit code {code})"),
+                None => println!("{time}   {job} ended (exit code unknown)"),
+            },
+            reconciler::exec::Event::Stopped { job, .. } => println!("{time}   {job} stopped"),
+        }
+    }
+    for done in &iteration.executed {
+        let subject = match &done.action {
+            reconciler::plan::Action::Scale { pool, from, to, .. } => format!("{pool} {from} → {to}"),
+            reconciler::plan::Action::Drain { node, .. } => node.clone(),
+            other => other.job().unwrap_or_default().to_string(),
+        };
+        match &done.result {
+            ActionResult::Applied(_) => println!("{time}   {} {subject}", done.action.kind()),
+            ActionResult::Failed(e) => println!("{time}   {} {subject} FAILED: {e}", done.action.kind()),
+            ActionResult::AlreadyUnderway => {}
+        }
+    }
+    let revision = iteration
+        .revision
+        .as_ref()
+        .map(|r| r.short().to_string())
+        .unwrap_or_else(|| "none".to_string());
+    let pending = status.jobs.get("pending").copied().unwrap_or(0);
+    let running = status.jobs.get("running").copied().unwrap_or(0);
+    let done = status.jobs.get("succeeded").copied().unwrap_or(0);
+    let line = format!(
+        "{time} rev {revision} · {running} running, {pending} pending, {done} done · {}/{} GPUs ({}%) · {} ms",
+        status.gpus.allocated,
+        status.gpus.total,
+        status.gpus.utilization_percent,
+        status.last_iteration.duration_ms
+    );
+    let changed = !iteration.executed.is_empty() || !iteration.events.is_empty();
+    if changed || !quiet || iteration.refused.is_some() {
+        println!("{line}");
+    }
+}
+
+/// `gitfleet apply`.
+pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
+    let Setup {
+        mut reconciler,
+        mut clock,
+    } = setup(&args.source)?;
+    let now = clock.now();
+    let started = Instant::now();
+    let prepared = reconciler.prepare(now).into_diagnostic()?;
+    let iteration = &prepared.iteration;
+    if let Some((revision, diagnostics)) = &iteration.refused {
+        for d in diagnostics {
+            eprintln!("{d}");
+        }
+        return Err(miette!(
+            "revision {} is invalid; nothing applied (run `gitfleet validate`)",
+            revision.short()
+        ));
+    }
+    let Some(plan) = &iteration.plan else {
+        return Err(miette!("no valid fleet to apply"));
+    };
+    let source = args.source.path.display().to_string();
+    match args.output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(plan).into_diagnostic()?),
+        OutputFormat::Text => print!("{}", plan_text(plan, &source)),
+        OutputFormat::Markdown => print!("{}", plan_markdown(plan, &source)),
+    }
+    if plan.actions.is_empty() {
+        let applied = reconciler.apply(prepared).into_diagnostic()?;
+        record(&reconciler, &applied, started, &Shared::default(), &args.source.state)
+            .into_diagnostic()?;
+        println!("Nothing to do.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.auto_approve && !confirm()? {
+        println!("Apply cancelled.");
+        return Ok(ExitCode::FAILURE);
+    }
+    let applied = reconciler.apply(prepared).into_diagnostic()?;
+    record(&reconciler, &applied, started, &Shared::default(), &args.source.state)
+        .into_diagnostic()?;
+    let failed = applied
+        .executed
+        .iter()
+        .filter(|e| matches!(e.result, ActionResult::Failed(_)))
+        .count();
+    for done in &applied.executed {
+        if let ActionResult::Failed(e) = &done.result {
+            eprintln!("error: {} failed: {e}", done.action.kind());
+        }
+    }
+    println!(
+        "Apply complete! {} action{} carried out, {failed} failed.",
+        applied.executed.len() - failed,
+        if applied.executed.len() - failed == 1 { "" } else { "s" }
+    );
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Asks on the terminal, as `terraform apply` does.
+fn confirm() -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Err(miette!(
+            "not on a terminal: pass --auto-approve to apply without confirmation"
+        ));
+    }
+    print!("\nDo you want to perform these actions? Only 'yes' will be accepted: ");
+    std::io::stdout().flush().into_diagnostic()?;
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .into_diagnostic()?;
+    Ok(answer.trim() == "yes")
+}
+
+/// `gitfleet status`.
+pub fn run_status(state: &Path, output: OutputFormat) -> Result<ExitCode> {
+    let status = Status::read(state).map_err(|e| {
+        miette!(
+            "no status in {}: {e} (run `gitfleet reconcile` or `gitfleet apply` with --state {} first)",
+            state.display(),
+            state.display()
+        )
+    })?;
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).into_diagnostic()?),
+        OutputFormat::Text | OutputFormat::Markdown => print!("{}", status.to_text()),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,366 @@
+//! The reconcile loop end to end: throwaway Git repositories, the real
+//! binary, the sim executor, the state read back from the embedded database.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use reconciler::state::{Phase, Store};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
+
+const BASE: &str = r#"apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpu: {model: H100, count: 8}
+  nvlink: full
+  size: {min: 2, max: 2}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: normal}
+spec: {value: 100, gracePeriod: 5m, default: true}
+"#;
+
+fn queues(a_guaranteed: u32, b_guaranteed: u32) -> String {
+    format!(
+        "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: a}}\nspec: {{quota: [{{model: H100, guaranteed: {a_guaranteed}, limit: 16}}]}}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: b}}\nspec: {{quota: [{{model: H100, guaranteed: {b_guaranteed}, limit: 16}}]}}\n"
+    )
+}
+
+fn job(name: &str, queue: &str, gpus: u32, extra: &str) -> String {
+    format!(
+        "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: {name}{extra}}}\nspec: {{queue: {queue}, gpusPerReplica: {gpus}}}\n"
+    )
+}
+
+/// A fleet repository in a temporary directory, with a state directory beside it.
+struct Fleet {
+    dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let fleet = Fleet {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fleet.git(&["init", "-q", "-b", "main", "repo"], fleet.dir.path());
+        fleet
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn git(&self, args: &[&str], cwd: &Path) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Writes the files and commits them; returns the commit id.
+    fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (name, text) in files {
+            std::fs::write(self.repo().join(name), text).unwrap();
+        }
+        self.git(&["add", "-A", "."], &self.repo());
+        self.git(&["commit", "-q", "-m", message], &self.repo());
+        self.git(&["rev-parse", "HEAD"], &self.repo())
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let state = self.state();
+        let repo = self.repo();
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend([repo.to_str().unwrap(), "--state", state.to_str().unwrap()]);
+        Command::new(BIN).args(&all).output().unwrap()
+    }
+
+    fn reconcile(&self, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "reconcile",
+            "--once",
+            "--now",
+            "2026-11-21T10:00:00Z",
+        ];
+        // After the first run the state's clock goes on; --now only starts it.
+        if self.state().join("state.redb").exists() {
+            args.truncate(2);
+            args.extend(["--sim-step", "1m"]);
+        }
+        args.extend(extra);
+        self.run(&args)
+    }
+
+    fn status(&self) -> Value {
+        let out = Command::new(BIN)
+            .args(["status", "-o", "json", "--state", self.state().to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn phase(&self, job: &str) -> String {
+        let status = self.status();
+        status["job_list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job"] == job)
+            .map(|j| j["phase"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| "unknown".to_string())
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_new_commit_is_picked_up_and_applied() {
+    let fleet = Fleet::new();
+    let c1 = fleet.commit(
+        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        "first",
+    );
+    let out = fleet.reconcile(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("place a-1"), "{}", text(&out));
+    assert_eq!(fleet.status()["revisions"]["lastApplied"], c1.as_str());
+    assert_eq!(fleet.phase("a-1"), "running");
+
+    let jobs = job("a-1", "a", 8, "") + &job("b-1", "b", 8, "");
+    let c2 = fleet.commit(&[("jobs.yaml", &jobs)], "add b-1");
+    let out = fleet.reconcile(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let status = fleet.status();
+    assert_eq!(status["revisions"]["lastApplied"], c2.as_str());
+    assert_eq!(status["revisions"]["lastAttempted"], c2.as_str());
+    assert_eq!(fleet.phase("b-1"), "running");
+    assert!(!text(&out).contains("place a-1"), "a-1 is not placed twice");
+
+    // Nothing changed: nothing is done.
+    let out = fleet.reconcile(&[]);
+    assert!(!text(&out).contains("place"), "{}", text(&out));
+}
+
+#[test]
+fn an_invalid_commit_is_refused_and_the_last_good_one_kept() {
+    let fleet = Fleet::new();
+    let good = fleet.commit(
+        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        "good",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+
+    let broken = job("a-1", "a", 8, "") + "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: b-1}\nspec: {queue: b, gpusPerReplica: eight}\n";
+    let bad = fleet.commit(&[("jobs.yaml", &broken)], "broken");
+    let out = fleet.reconcile(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let shown = text(&out);
+    assert!(shown.contains("refused"), "{shown}");
+    assert!(shown.contains("jobs.yaml:10:34:"), "names file and line: {shown}");
+    let status = fleet.status();
+    assert_eq!(status["revisions"]["lastApplied"], good.as_str());
+    assert_eq!(status["revisions"]["lastAttempted"], bad.as_str());
+    assert!(status["revisions"]["lastError"].as_str().unwrap().contains("gpusPerReplica"));
+    assert_eq!(fleet.phase("a-1"), "running", "the last good revision stays in force");
+    assert_eq!(fleet.phase("b-1"), "unknown");
+
+    // The same bad commit again: still refused, recorded once.
+    let out = fleet.reconcile(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let store = Store::open(&fleet.state()).unwrap();
+    let refusals = store
+        .audit(0)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e.what == "refused")
+        .count();
+    assert_eq!(refusals, 1);
+    drop(store);
+
+    let fixed = job("a-1", "a", 8, "") + &job("b-1", "b", 8, "");
+    let c3 = fleet.commit(&[("jobs.yaml", &fixed)], "fixed");
+    assert!(fleet.reconcile(&[]).status.success());
+    let status = fleet.status();
+    assert_eq!(status["revisions"]["lastApplied"], c3.as_str());
+    assert!(status["revisions"]["lastError"].is_null());
+    assert_eq!(fleet.phase("b-1"), "running");
+}
+
+#[test]
+fn a_job_removed_from_git_is_cancelled() {
+    let fleet = Fleet::new();
+    let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 4, "");
+    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &jobs)], "two jobs");
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("a-1"), "running");
+
+    fleet.commit(&[("jobs.yaml", &job("a-2", "a", 4, ""))], "remove a-1");
+    let out = fleet.reconcile(&[]);
+    assert!(text(&out).contains("cancel a-1"), "{}", text(&out));
+    assert_eq!(fleet.phase("a-1"), "stopped");
+    assert_eq!(fleet.phase("a-2"), "running");
+    let status = fleet.status();
+    let a1 = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == "a-1").unwrap();
+    assert_eq!(a1["reason"], "removed from Git");
+    assert_eq!(status["gpus"]["allocated"], 4);
+}
+
+#[test]
+fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
+    let fleet = Fleet::new();
+    // a holds 16 GPUs, 4 above its guarantee of 12; b-1 needs 8 but b's
+    // guarantee is 4, so it cannot reclaim: pending.
+    let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 8, "");
+    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(12, 4)), ("jobs.yaml", &jobs)], "a runs");
+    assert!(fleet.reconcile(&[]).status.success());
+    let jobs = jobs + &job("b-1", "b", 8, "");
+    fleet.commit(&[("jobs.yaml", &jobs)], "b-1 arrives");
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("b-1"), "pending");
+
+    // The cut: a's guarantee 12 → 8, b's 4 → 8. b-1 now reclaims.
+    fleet.commit(&[("queues.yaml", &queues(8, 8))], "quota cut");
+    let out = fleet.run(&["apply", "--auto-approve", "-o", "json", "--sim-step", "1m"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json_end = stdout.rfind("\n}").unwrap() + 2;
+    let plan: Value = serde_json::from_str(&stdout[..json_end]).unwrap();
+    let victims: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "preempt")
+        .map(|a| {
+            assert_eq!(a["for"], "b-1");
+            a["job"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(victims.len(), 1, "one 8-GPU victim is enough: {plan}");
+    let status = fleet.status();
+    let victim = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == victims[0].as_str()).unwrap();
+    assert_eq!(victim["stopping"], "preempt");
+    assert_eq!(fleet.phase("b-1"), "pending", "b-1 waits for the grace period");
+
+    // After the 5m grace period the victim is pending again and b-1 runs.
+    for _ in 0..5 {
+        assert!(fleet.reconcile(&[]).status.success());
+    }
+    assert_eq!(fleet.phase(&victims[0]), "pending");
+    assert_eq!(fleet.phase("b-1"), "running");
+}
+
+#[test]
+fn an_intent_left_by_a_crash_is_carried_out_once() {
+    let fleet = Fleet::new();
+    let c1 = fleet.commit(
+        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        "first",
+    );
+    // A crash right after "intended": the intent is in the store, nothing else.
+    {
+        let store = Store::open(&fleet.state()).unwrap();
+        let placement: Vec<reconciler::observed::NodeGpus> =
+            serde_json::from_str(r#"[{"node": "p-1", "gpus": [0,1,2,3,4,5,6,7]}]"#).unwrap();
+        store
+            .record_intent(&reconciler::state::Intent {
+                revision: c1.clone(),
+                time: "2026-11-21T09:59:00Z".parse().unwrap(),
+                action: reconciler::plan::Action::Place {
+                    job: "a-1".into(),
+                    placement,
+                    reason: "test".into(),
+                },
+            })
+            .unwrap();
+    }
+    let out = fleet.reconcile(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let status = fleet.status();
+    assert_eq!(status["last_iteration"]["recovered"], 1);
+    let a1 = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == "a-1").unwrap();
+    assert_eq!(a1["placement"], "p-1[0-7]", "the intended placement, carried out");
+    let store = Store::open(&fleet.state()).unwrap();
+    assert!(store.pending_intents().unwrap().is_empty());
+    let places = store.audit(0).unwrap().into_iter().filter(|(_, e)| e.what == "place").count();
+    assert_eq!(places, 1, "placed once");
+}
+
+/// kill -9 at arbitrary points of a running loop, restart, repeat: every job
+/// still runs exactly once and ends.
+#[test]
+fn kill_dash_nine_at_any_point_neither_loses_nor_doubles_a_job() {
+    let fleet = Fleet::new();
+    let mut jobs = String::new();
+    for i in 0..24 {
+        jobs += &job(&format!("j-{i:02}"), if i % 2 == 0 { "a" } else { "b" }, 2, ", annotations: {gitfleet/sim-duration: 3m}");
+    }
+    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &jobs)], "many jobs");
+    let state = fleet.state();
+    let repo = fleet.repo();
+    let start = |first: bool| {
+        let mut args = vec!["reconcile", repo.to_str().unwrap(), "--state", state.to_str().unwrap(), "--interval", "100ms", "--sim-step", "1m", "--listen", "off"];
+        if first {
+            args.extend(["--now", "2026-11-21T10:00:00Z"]);
+        }
+        Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+    };
+    let mut kills = 0;
+    for round in 0..12 {
+        let mut child = start(round == 0);
+        // Kill at a different moment each round (including mid-iteration).
+        std::thread::sleep(Duration::from_millis(40 + 37 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+    }
+    assert_eq!(kills, 12);
+    // Let it finish.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut child = start(false);
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let done = reconciler::reconcile::status::Status::read(&state)
+            .map(|s| s.jobs.get("succeeded").copied() == Some(24))
+            .unwrap_or(false);
+        if done || Instant::now() > deadline {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = Store::open(&state).unwrap();
+    let records = store.jobs().unwrap();
+    assert_eq!(records.len(), 24, "no job lost");
+    for record in records.values() {
+        assert_eq!(record.phase, Phase::Succeeded, "{record:?}");
+    }
+    let audit = store.audit(0).unwrap();
+    for i in 0..24 {
+        let name = format!("j-{i:02}");
+        let places = audit.iter().filter(|(_, e)| e.what == "place" && e.subject == name).count();
+        assert_eq!(places, 1, "{name} placed exactly once");
+    }
+    assert!(store.pending_intents().unwrap().is_empty());
+}
