@@ -80,6 +80,12 @@ enum Command {
         #[arg(long, value_name = "BASE")]
         base: Option<String>,
     },
+    /// Who changed what, when: `git log` of the fleet as semantic diffs.
+    ///
+    /// Lists, newest first, every commit that changes the fleet's objects (or
+    /// the one named), with author, date, commit id, message and what
+    /// changed; objects are followed across files by kind and name.
+    History(commands::history::HistoryArgs),
     /// Explain why a job is pending, placed where it is, or preempted.
     ///
     /// Shows the quota arithmetic along its queue path, the candidate nodes
@@ -201,6 +207,7 @@ fn main() -> ExitCode {
             !storm,
         ),
         Command::Schema { out, check } => commands::schema::run(&out, check),
+        Command::History(args) => commands::history::run(&args),
         Command::Inventory(args) => commands::inventory::run(&args),
         Command::Reconcile(args) => commands::reconcile::run_reconcile(&args),
         Command::Apply(args) => commands::reconcile::run_apply(&args),

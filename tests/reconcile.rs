@@ -68,7 +68,11 @@ impl Fleet {
             .env("GIT_COMMITTER_EMAIL", "test@example.com")
             .output()
             .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
@@ -91,12 +95,7 @@ impl Fleet {
     }
 
     fn reconcile(&self, extra: &[&str]) -> Output {
-        let mut args = vec![
-            "reconcile",
-            "--once",
-            "--now",
-            "2026-11-21T10:00:00Z",
-        ];
+        let mut args = vec!["reconcile", "--once", "--now", "2026-11-21T10:00:00Z"];
         // After the first run the state's clock goes on; --now only starts it.
         if self.state().join("state.redb").exists() {
             args.truncate(2);
@@ -108,10 +107,20 @@ impl Fleet {
 
     fn status(&self) -> Value {
         let out = Command::new(BIN)
-            .args(["status", "-o", "json", "--state", self.state().to_str().unwrap()])
+            .args([
+                "status",
+                "-o",
+                "json",
+                "--state",
+                self.state().to_str().unwrap(),
+            ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -139,7 +148,11 @@ fn text(out: &Output) -> String {
 fn a_new_commit_is_picked_up_and_applied() {
     let fleet = Fleet::new();
     let c1 = fleet.commit(
-        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &job("a-1", "a", 8, "")),
+        ],
         "first",
     );
     let out = fleet.reconcile(&[]);
@@ -167,23 +180,40 @@ fn a_new_commit_is_picked_up_and_applied() {
 fn an_invalid_commit_is_refused_and_the_last_good_one_kept() {
     let fleet = Fleet::new();
     let good = fleet.commit(
-        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &job("a-1", "a", 8, "")),
+        ],
         "good",
     );
     assert!(fleet.reconcile(&[]).status.success());
 
-    let broken = job("a-1", "a", 8, "") + "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: b-1}\nspec: {queue: b, gpusPerReplica: eight}\n";
+    let broken = job("a-1", "a", 8, "")
+        + "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: b-1}\nspec: {queue: b, gpusPerReplica: eight}\n";
     let bad = fleet.commit(&[("jobs.yaml", &broken)], "broken");
     let out = fleet.reconcile(&[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let shown = text(&out);
     assert!(shown.contains("refused"), "{shown}");
-    assert!(shown.contains("jobs.yaml:10:34:"), "names file and line: {shown}");
+    assert!(
+        shown.contains("jobs.yaml:10:34:"),
+        "names file and line: {shown}"
+    );
     let status = fleet.status();
     assert_eq!(status["revisions"]["lastApplied"], good.as_str());
     assert_eq!(status["revisions"]["lastAttempted"], bad.as_str());
-    assert!(status["revisions"]["lastError"].as_str().unwrap().contains("gpusPerReplica"));
-    assert_eq!(fleet.phase("a-1"), "running", "the last good revision stays in force");
+    assert!(
+        status["revisions"]["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("gpusPerReplica")
+    );
+    assert_eq!(
+        fleet.phase("a-1"),
+        "running",
+        "the last good revision stays in force"
+    );
     assert_eq!(fleet.phase("b-1"), "unknown");
 
     // The same bad commit again: still refused, recorded once.
@@ -212,7 +242,14 @@ fn an_invalid_commit_is_refused_and_the_last_good_one_kept() {
 fn a_job_removed_from_git_is_cancelled() {
     let fleet = Fleet::new();
     let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 4, "");
-    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &jobs)], "two jobs");
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &jobs),
+        ],
+        "two jobs",
+    );
     assert!(fleet.reconcile(&[]).status.success());
     assert_eq!(fleet.phase("a-1"), "running");
 
@@ -222,7 +259,12 @@ fn a_job_removed_from_git_is_cancelled() {
     assert_eq!(fleet.phase("a-1"), "stopped");
     assert_eq!(fleet.phase("a-2"), "running");
     let status = fleet.status();
-    let a1 = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == "a-1").unwrap();
+    let a1 = status["job_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "a-1")
+        .unwrap();
     assert_eq!(a1["reason"], "removed from Git");
     assert_eq!(status["gpus"]["allocated"], 4);
 }
@@ -233,7 +275,14 @@ fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
     // a holds 16 GPUs, 4 above its guarantee of 12; b-1 needs 8 but b's
     // guarantee is 4, so it cannot reclaim: pending.
     let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 8, "");
-    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(12, 4)), ("jobs.yaml", &jobs)], "a runs");
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(12, 4)),
+            ("jobs.yaml", &jobs),
+        ],
+        "a runs",
+    );
     assert!(fleet.reconcile(&[]).status.success());
     let jobs = jobs + &job("b-1", "b", 8, "");
     fleet.commit(&[("jobs.yaml", &jobs)], "b-1 arrives");
@@ -259,9 +308,18 @@ fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
         .collect();
     assert_eq!(victims.len(), 1, "one 8-GPU victim is enough: {plan}");
     let status = fleet.status();
-    let victim = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == victims[0].as_str()).unwrap();
+    let victim = status["job_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == victims[0].as_str())
+        .unwrap();
     assert_eq!(victim["stopping"], "preempt");
-    assert_eq!(fleet.phase("b-1"), "pending", "b-1 waits for the grace period");
+    assert_eq!(
+        fleet.phase("b-1"),
+        "pending",
+        "b-1 waits for the grace period"
+    );
 
     // After the 5m grace period the victim is pending again and b-1 runs.
     for _ in 0..5 {
@@ -275,7 +333,11 @@ fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
 fn an_intent_left_by_a_crash_is_carried_out_once() {
     let fleet = Fleet::new();
     let c1 = fleet.commit(
-        &[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &job("a-1", "a", 8, ""))],
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &job("a-1", "a", 8, "")),
+        ],
         "first",
     );
     // A crash right after "intended": the intent is in the store, nothing else.
@@ -299,11 +361,24 @@ fn an_intent_left_by_a_crash_is_carried_out_once() {
     assert!(out.status.success(), "{}", text(&out));
     let status = fleet.status();
     assert_eq!(status["last_iteration"]["recovered"], 1);
-    let a1 = status["job_list"].as_array().unwrap().iter().find(|j| j["job"] == "a-1").unwrap();
-    assert_eq!(a1["placement"], "p-1[0-7]", "the intended placement, carried out");
+    let a1 = status["job_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "a-1")
+        .unwrap();
+    assert_eq!(
+        a1["placement"], "p-1[0-7]",
+        "the intended placement, carried out"
+    );
     let store = Store::open(&fleet.state()).unwrap();
     assert!(store.pending_intents().unwrap().is_empty());
-    let places = store.audit(0).unwrap().into_iter().filter(|(_, e)| e.what == "place").count();
+    let places = store
+        .audit(0)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e.what == "place")
+        .count();
     assert_eq!(places, 1, "placed once");
 }
 
@@ -314,17 +389,45 @@ fn kill_dash_nine_at_any_point_neither_loses_nor_doubles_a_job() {
     let fleet = Fleet::new();
     let mut jobs = String::new();
     for i in 0..24 {
-        jobs += &job(&format!("j-{i:02}"), if i % 2 == 0 { "a" } else { "b" }, 2, ", annotations: {gitfleet/sim-duration: 3m}");
+        jobs += &job(
+            &format!("j-{i:02}"),
+            if i % 2 == 0 { "a" } else { "b" },
+            2,
+            ", annotations: {gitfleet/sim-duration: 3m}",
+        );
     }
-    fleet.commit(&[("fleet.yaml", BASE), ("queues.yaml", &queues(8, 8)), ("jobs.yaml", &jobs)], "many jobs");
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &jobs),
+        ],
+        "many jobs",
+    );
     let state = fleet.state();
     let repo = fleet.repo();
     let start = |first: bool| {
-        let mut args = vec!["reconcile", repo.to_str().unwrap(), "--state", state.to_str().unwrap(), "--interval", "100ms", "--sim-step", "1m", "--listen", "off"];
+        let mut args = vec![
+            "reconcile",
+            repo.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--interval",
+            "100ms",
+            "--sim-step",
+            "1m",
+            "--listen",
+            "off",
+        ];
         if first {
             args.extend(["--now", "2026-11-21T10:00:00Z"]);
         }
-        Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+        Command::new(BIN)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
     };
     let mut kills = 0;
     for round in 0..12 {
@@ -359,7 +462,10 @@ fn kill_dash_nine_at_any_point_neither_loses_nor_doubles_a_job() {
     let audit = store.audit(0).unwrap();
     for i in 0..24 {
         let name = format!("j-{i:02}");
-        let places = audit.iter().filter(|(_, e)| e.what == "place" && e.subject == name).count();
+        let places = audit
+            .iter()
+            .filter(|(_, e)| e.what == "place" && e.subject == name)
+            .count();
         assert_eq!(places, 1, "{name} placed exactly once");
     }
     assert!(store.pending_intents().unwrap().is_empty());

@@ -112,7 +112,10 @@ fn node_drift(
     } else {
         format!("; its GPUs match pool {}", matching.join(", "))
     };
-    let declared = node.pool.as_deref().and_then(|p| pools.get(p).map(|s| (p, *s)));
+    let declared = node
+        .pool
+        .as_deref()
+        .and_then(|p| pools.get(p).map(|s| (p, *s)));
     match (&node.pool, declared) {
         (None, _) => push(
             out,
@@ -264,7 +267,11 @@ fn declared_pool_drift(
 }
 
 /// The other pool a node's `pool` label or name claims, in words.
-fn claimed_pool(node: &ObservedNode, pool: &str, pools: &BTreeMap<&str, &NodePoolSpec>) -> Option<String> {
+fn claimed_pool(
+    node: &ObservedNode,
+    pool: &str,
+    pools: &BTreeMap<&str, &NodePoolSpec>,
+) -> Option<String> {
     if let Some(label) = node.labels.get("pool")
         && label != pool
         && pools.contains_key(label.as_str())
@@ -283,7 +290,11 @@ fn claimed_pool(node: &ObservedNode, pool: &str, pools: &BTreeMap<&str, &NodePoo
     if named(pool) {
         return None;
     }
-    let other = pools.keys().copied().filter(|p| named(p)).max_by_key(|p| p.len())?;
+    let other = pools
+        .keys()
+        .copied()
+        .filter(|p| named(p))
+        .max_by_key(|p| p.len())?;
     Some(format!(
         "node {} is in pool {pool} but is named like a node of pool {other}",
         node.name
@@ -305,7 +316,11 @@ fn majority_model(node: &ObservedNode) -> Option<String> {
 
 fn gpu_list(gpus: &[u32]) -> String {
     let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
-    format!("GPU{} {}", if gpus.len() == 1 { "" } else { "s" }, ids.join(", "))
+    format!(
+        "GPU{} {}",
+        if gpus.len() == 1 { "" } else { "s" },
+        ids.join(", ")
+    )
 }
 
 fn nvlink_name(n: NvLink) -> &'static str {
@@ -398,19 +413,28 @@ mod tests {
             "node ghost is in pool gone, which is not declared, and gets no jobs; its GPUs match pool a100"
         );
         assert_eq!(reason(2), "node h100-0 has 3 GPUs; pool h100 declares 4");
-        assert_eq!(reason(3), "GPU 3 of node h100-1 is not H100 and is never given out");
+        assert_eq!(
+            reason(3),
+            "GPU 3 of node h100-1 is not H100 and is never given out"
+        );
         assert_eq!(d[3].gpus, vec![3]);
         assert_eq!(reason(4), "GPU 1: XID 79");
         assert_eq!(
             reason(5),
             "node h100-2 is in pool h100 (H100) but has A100 GPUs, the model of pool a100"
         );
-        assert_eq!(reason(6), "node stray names no pool and gets no jobs; its GPUs match pool h100");
+        assert_eq!(
+            reason(6),
+            "node stray names no pool and gets no jobs; its GPUs match pool h100"
+        );
     }
 
     #[test]
     fn missing_nodes_follow_the_plans_scale_up() {
-        let text = format!("nodes:\n  - {{name: h100-0, pool: h100, gpus: {}}}\n", gpus("H100", 4));
+        let text = format!(
+            "nodes:\n  - {{name: h100-0, pool: h100, gpus: {}}}\n",
+            gpus("H100", 4)
+        );
         let observed = parse_observed("o.yaml", &text).unwrap();
         let d = detect(&fleet(), &observed, &[]);
         assert_eq!(kinds(&d), vec![("missing-nodes", None, "report")]);
@@ -422,7 +446,10 @@ mod tests {
             reason: String::new(),
             nodes: Vec::new(),
         };
-        assert_eq!(detect(&fleet(), &observed, &[scale])[0].action, DriftAction::Scale);
+        assert_eq!(
+            detect(&fleet(), &observed, &[scale])[0].action,
+            DriftAction::Scale
+        );
     }
 
     #[test]
@@ -445,7 +472,10 @@ mod tests {
             d[0].reason,
             "node a100-0 is in pool a100 but its label pool=h100 names pool h100"
         );
-        assert_eq!(d[1].reason, "node a100-7 is in pool h100 but is named like a node of pool a100");
+        assert_eq!(
+            d[1].reason,
+            "node a100-7 is in pool h100 but is named like a node of pool a100"
+        );
     }
 
     #[test]

@@ -281,7 +281,10 @@ fn job_text(name: &str, before: &JobOutcome, after: &JobOutcome) -> String {
         ),
         (_, JobOutcome::None) => format!("job {name} no longer {}", before.words()),
         (_, JobOutcome::Placed { placement }) => {
-            format!("job {name} newly placed on {}{was}", placement_short(placement))
+            format!(
+                "job {name} newly placed on {}{was}",
+                placement_short(placement)
+            )
         }
         (_, JobOutcome::Pending { reason }) => format!("job {name} newly pending: {reason}{was}"),
         (_, other) => format!("job {name} newly {}{was}", other.words()),
@@ -343,7 +346,10 @@ fn target_actions(plan: &Plan) -> BTreeMap<(&'static str, String), String> {
                 } else {
                     format!(" (remove {})", nodes.join(", "))
                 };
-                Some((("scale", pool.clone()), format!("{from} → {to} nodes{removed}")))
+                Some((
+                    ("scale", pool.clone()),
+                    format!("{from} → {to} nodes{removed}"),
+                ))
             }
             Action::Drain { node, reason } => Some((("drain", node.clone()), reason.clone())),
             _ => None,
@@ -363,7 +369,9 @@ fn target_changes(before: &Plan, after: &Plan) -> Vec<TargetChange> {
             let (action, target) = key;
             let (bv, av) = (b.get(key).cloned(), a.get(key).cloned());
             let text = match (*action, &bv, &av) {
-                ("scale", None, Some(now)) => format!("pool {target} scales {now} (was no scaling)"),
+                ("scale", None, Some(now)) => {
+                    format!("pool {target} scales {now} (was no scaling)")
+                }
                 ("scale", Some(was), None) => format!("pool {target} no longer scales (was {was})"),
                 ("scale", Some(was), Some(now)) => {
                     format!("pool {target} scales {now} (was {was})")
@@ -447,7 +455,10 @@ mod tests {
                     reason: "r".into(),
                 },
             ],
-            vec![pending("a", "queue vision: 2 left"), pending("d", "quota again")],
+            vec![
+                pending("a", "queue vision: 2 left"),
+                pending("d", "quota again"),
+            ],
         );
         let d = diff_plans(&before, &after);
         let texts: Vec<&str> = d.jobs.iter().map(|j| j.text.as_str()).collect();
@@ -462,7 +473,10 @@ mod tests {
                 "job x newly preempted for c",
             ]
         );
-        assert_eq!(d.targets[0].text, "pool p no longer scales (was 2 → 4 nodes)");
+        assert_eq!(
+            d.targets[0].text,
+            "pool p no longer scales (was 2 → 4 nodes)"
+        );
         assert_eq!(
             d.words(),
             "1 newly placed, 1 newly pending (vision 1), 1 newly preempted, \

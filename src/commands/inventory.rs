@@ -55,7 +55,12 @@ pub struct InventoryArgs {
     #[arg(long)]
     pub watch: bool,
     /// Time between reads with --watch, e.g. `10s`, `1m`.
-    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "watch")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        requires = "watch"
+    )]
     pub interval: String,
 }
 
@@ -99,7 +104,9 @@ fn host_options(args: &InventoryArgs) -> Result<HostOptions> {
     let mut labels = BTreeMap::new();
     for pair in &args.labels {
         let Some((k, v)) = pair.split_once('=') else {
-            return Err(miette!("--labels {pair:?}: expected KEY=VALUE, like rack=r3"));
+            return Err(miette!(
+                "--labels {pair:?}: expected KEY=VALUE, like rack=r3"
+            ));
         };
         if k.trim().is_empty() {
             return Err(miette!("--labels {pair:?}: the key is empty"));

@@ -3,6 +3,7 @@
 pub mod explain;
 pub mod generate;
 pub mod git;
+pub mod history;
 pub mod inventory;
 pub mod plan;
 pub mod preview;

@@ -11,6 +11,7 @@ use reconciler::plan_diff::diff_plans;
 use reconciler::report::preview::{
     MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision, preview_markdown, preview_text,
 };
+use reconciler::source::rev_label;
 use reconciler::specdiff::{DocSet, diff};
 
 use super::OutputFormat;
@@ -33,8 +34,8 @@ pub fn run(args: &PlanArgs, base: &str) -> Result<ExitCode> {
     }
     let head_loaded = load_reporting(&head_specs, args.path);
     let spec = diff(
-        &DocSet::from_files(&base_specs.files, true),
-        &DocSet::from_files(&head_specs.files, true),
+        &DocSet::from_files(&base_specs.files, Some(&rev_label(&base_specs.rev))),
+        &DocSet::from_files(&head_specs.files, Some(&rev_label(&head_specs.rev))),
     );
     let plan_diff = if base_loaded.is_valid() && head_loaded.is_valid() {
         let observed = match args.observed {

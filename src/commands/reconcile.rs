@@ -81,8 +81,11 @@ pub struct ReconcileArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub interval: Duration,
     /// One iteration, then exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "iterations")]
     pub once: bool,
+    /// Exit after N iterations.
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u32>,
     /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
@@ -133,7 +136,10 @@ struct Setup {
 
 fn setup(args: &SourceArgs) -> Result<Setup> {
     if !args.path.exists() {
-        return Err(miette!("{}: no such file or directory", args.path.display()));
+        return Err(miette!(
+            "{}: no such file or directory",
+            args.path.display()
+        ));
     }
     let source = if args.no_git {
         FleetSource::Dir {
@@ -163,8 +169,8 @@ fn setup(args: &SourceArgs) -> Result<Setup> {
     let (executor, clock): (Box<dyn Executor + Send>, Box<dyn Clock>) = match args.executor {
         ExecutorKind::Sim => {
             let seed = observed.as_ref().map(|o| o.nodes.clone());
-            let sim = SimExecutor::open(store.clone(), seed, args.provision_delay)
-                .into_diagnostic()?;
+            let sim =
+                SimExecutor::open(store.clone(), seed, args.provision_delay).into_diagnostic()?;
             let start = sim_start(args, &store, observed.as_ref())?;
             (
                 Box::new(sim),
@@ -195,8 +201,10 @@ fn local_executor(
             "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
         ));
     };
-    let _ = (args, observed);
-    Err(miette!("the local executor is not available in this build yet"))
+    let exec =
+        reconciler::exec::local::LocalExecutor::new(args.state.join("local"), observed.nodes)
+            .into_diagnostic()?;
+    Ok(Box::new(exec))
 }
 
 /// The sim clock's start: --now, else the state's clock (a restart goes on
@@ -219,16 +227,17 @@ fn sim_start(
 /// `gitfleet reconcile`.
 pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
     init_logging(args.log_format);
-    let listen: Option<SocketAddr> = match args.listen.as_str() {
-        "off" | "none" | "" => None,
-        text => Some(text.parse().map_err(|e| {
-            miette!("--listen {text:?}: not an address like 127.0.0.1:9464 ({e})")
-        })?),
-    };
+    let listen: Option<SocketAddr> =
+        match args.listen.as_str() {
+            "off" | "none" | "" => None,
+            text => Some(text.parse().map_err(|e| {
+                miette!("--listen {text:?}: not an address like 127.0.0.1:9464 ({e})")
+            })?),
+        };
     let Setup { reconciler, clock } = setup(&args.source)?;
     let options = LoopOptions {
         interval: std::time::Duration::from_millis(args.interval.as_millis().max(100)),
-        once: args.once,
+        iterations: if args.once { Some(1) } else { args.iterations },
         listen,
         state_dir: args.source.state.clone(),
     };
@@ -236,7 +245,14 @@ pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
     let mut failed = false;
     let result = run_loop(reconciler, clock, options, |event| match event {
         LoopEvent::Listening(addr) => {
-            println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");
+            println!(
+                "serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now"
+            );
+        }
+        LoopEvent::NotListening(addr, e) => {
+            eprintln!(
+                "warning: no metrics endpoint: cannot listen on {addr} ({e}); use --listen ADDR"
+            );
         }
         LoopEvent::Iterated { iteration, status } => {
             print_iteration(iteration, status, quiet);
@@ -289,13 +305,17 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
     }
     for done in &iteration.executed {
         let subject = match &done.action {
-            reconciler::plan::Action::Scale { pool, from, to, .. } => format!("{pool} {from} → {to}"),
+            reconciler::plan::Action::Scale { pool, from, to, .. } => {
+                format!("{pool} {from} → {to}")
+            }
             reconciler::plan::Action::Drain { node, .. } => node.clone(),
             other => other.job().unwrap_or_default().to_string(),
         };
         match &done.result {
             ActionResult::Applied(_) => println!("{time}   {} {subject}", done.action.kind()),
-            ActionResult::Failed(e) => println!("{time}   {} {subject} FAILED: {e}", done.action.kind()),
+            ActionResult::Failed(e) => {
+                println!("{time}   {} {subject} FAILED: {e}", done.action.kind())
+            }
             ActionResult::AlreadyUnderway => {}
         }
     }
@@ -350,8 +370,14 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
     }
     if plan.actions.is_empty() {
         let applied = reconciler.apply(prepared).into_diagnostic()?;
-        record(&reconciler, &applied, started, &Shared::default(), &args.source.state)
-            .into_diagnostic()?;
+        record(
+            &reconciler,
+            &applied,
+            started,
+            &Shared::default(),
+            &args.source.state,
+        )
+        .into_diagnostic()?;
         println!("Nothing to do.");
         return Ok(ExitCode::SUCCESS);
     }
@@ -360,8 +386,14 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let applied = reconciler.apply(prepared).into_diagnostic()?;
-    record(&reconciler, &applied, started, &Shared::default(), &args.source.state)
-        .into_diagnostic()?;
+    record(
+        &reconciler,
+        &applied,
+        started,
+        &Shared::default(),
+        &args.source.state,
+    )
+    .into_diagnostic()?;
     let failed = applied
         .executed
         .iter()
@@ -375,7 +407,11 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
     println!(
         "Apply complete! {} action{} carried out, {failed} failed.",
         applied.executed.len() - failed,
-        if applied.executed.len() - failed == 1 { "" } else { "s" }
+        if applied.executed.len() - failed == 1 {
+            ""
+        } else {
+            "s"
+        }
     );
     Ok(if failed > 0 {
         ExitCode::FAILURE
@@ -411,7 +447,10 @@ pub fn run_status(state: &Path, output: OutputFormat) -> Result<ExitCode> {
         )
     })?;
     match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).into_diagnostic()?),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&status).into_diagnostic()?
+        ),
         OutputFormat::Text | OutputFormat::Markdown => print!("{}", status.to_text()),
     }
     Ok(ExitCode::SUCCESS)

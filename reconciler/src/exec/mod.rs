@@ -9,8 +9,8 @@
 //! - A job stop (preempt, terminate, cancel) may take time (a grace period);
 //!   the executor reports [`Event::Stopped`] when the GPUs are free.
 
-pub mod sim;
 pub mod local;
+pub mod sim;
 
 use std::collections::BTreeSet;
 

@@ -61,11 +61,12 @@ impl SimExecutor {
         let mut nodes = BTreeMap::new();
         for (key, value) in store.executor_values()? {
             if let Some(name) = key.strip_prefix(NODE_PREFIX) {
-                let node: SimNode =
-                    serde_json::from_str(&value).map_err(|e| ExecError::Inventory(format!(
+                let node: SimNode = serde_json::from_str(&value).map_err(|e| {
+                    ExecError::Inventory(format!(
                         "sim node {name} in {}: {e}",
                         store.path().display()
-                    )))?;
+                    ))
+                })?;
                 nodes.insert(name.to_string(), node);
             }
         }
@@ -114,7 +115,8 @@ impl SimExecutor {
                 subject: pool.to_string(),
                 message: "no such pool in the fleet".to_string(),
             })?;
-            let ready_at = (!self.provision_delay.is_zero()).then(|| now + span(self.provision_delay));
+            let ready_at =
+                (!self.provision_delay.is_zero()).then(|| now + span(self.provision_delay));
             let mut i = 0;
             let mut added = 0;
             while added < to - current {

@@ -160,7 +160,10 @@ mod tests {
 
     #[test]
     fn lost_gpu_is_unhealthy() {
-        let g = GpuFacts { lost: true, ..gpu() };
+        let g = GpuFacts {
+            lost: true,
+            ..gpu()
+        };
         let v = assess(&g, &[]);
         assert!(!v.healthy);
         assert_eq!(v.reason.as_deref(), Some("GPU is lost (fell off the bus)"));
@@ -225,12 +228,18 @@ mod tests {
 
     #[test]
     fn critical_xids_make_the_gpu_unhealthy_application_xids_do_not() {
-        let ev = |gpu, kind| CriticalEvent { gpu: Some(gpu), kind };
+        let ev = |gpu, kind| CriticalEvent {
+            gpu: Some(gpu),
+            kind,
+        };
         let events = [
             ev(0, EventKind::Xid(Some(31))),
             ev(1, EventKind::Xid(Some(79))),
         ];
-        assert!(assess(&gpu(), &events).healthy, "XID 31 is the application's");
+        assert!(
+            assess(&gpu(), &events).healthy,
+            "XID 31 is the application's"
+        );
         let events = [
             ev(0, EventKind::Xid(Some(79))),
             ev(0, EventKind::Xid(Some(79))),
@@ -248,11 +257,16 @@ mod tests {
 
     #[test]
     fn reasons_are_joined_in_rule_order() {
-        let mut g = GpuFacts { lost: true, ..gpu() };
+        let mut g = GpuFacts {
+            lost: true,
+            ..gpu()
+        };
         g.details.ecc_uncorrectable_volatile = Some(1);
         assert_eq!(
             assess(&g, &[]).reason.as_deref(),
-            Some("GPU is lost (fell off the bus); 1 uncorrectable ECC error since the driver loaded")
+            Some(
+                "GPU is lost (fell off the bus); 1 uncorrectable ECC error since the driver loaded"
+            )
         );
     }
 

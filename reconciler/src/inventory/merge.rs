@@ -159,7 +159,10 @@ mod tests {
         let a = state("nodes:\n  - {name: n1, gpus: [{index: 0, model: A}]}\n");
         let err = merge(&[("a.yaml", &a), ("b.yaml", &a)]).unwrap_err();
         assert_eq!(err.len(), 1);
-        assert_eq!(err[0].to_string(), "node \"n1\" is in both a.yaml and b.yaml");
+        assert_eq!(
+            err[0].to_string(),
+            "node \"n1\" is in both a.yaml and b.yaml"
+        );
     }
 
     #[test]

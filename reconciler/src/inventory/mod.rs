@@ -352,7 +352,11 @@ mod tests {
         assert_eq!(node.pool.as_deref(), Some("h100-zone-a"));
         assert_eq!(node.gpus.len(), 8);
         assert_eq!(node.gpus[0].index, 0, "sorted by index");
-        assert!(node.gpus.iter().all(|g| g.model == "H100-SXM-80GB" && g.healthy));
+        assert!(
+            node.gpus
+                .iter()
+                .all(|g| g.model == "H100-SXM-80GB" && g.healthy)
+        );
         assert!(node.gpus.iter().all(|g| g.nvlink_domain == Some(0)));
         assert_eq!(
             node.gpus[0].details.as_ref().unwrap().product.as_deref(),
@@ -361,6 +365,76 @@ mod tests {
         // The document round-trips through the observed-state parser.
         let yaml = serde_saphyr::to_string(&state).unwrap();
         assert_eq!(parse_observed("inv.yaml", &yaml).unwrap(), state);
+    }
+
+    #[test]
+    fn watched_events_turn_a_gpu_unhealthy() {
+        let inv = HostInventory {
+            source: StaticSource {
+                gpus: (0..2).map(h100).collect(),
+                events: vec![
+                    CriticalEvent {
+                        gpu: Some(1),
+                        kind: EventKind::DoubleBitEcc,
+                    },
+                    CriticalEvent {
+                        gpu: Some(0),
+                        kind: EventKind::Xid(Some(43)),
+                    },
+                ],
+            },
+            options: options(),
+        };
+        let before = inv.node(&[]).unwrap().node;
+        let mut events = Vec::new();
+        inv.source
+            .watch_events(&AtomicBool::new(false), &mut |e| events.push(e))
+            .unwrap();
+        let after = inv.node(&events).unwrap().node;
+        let changes: Vec<String> = watch::changes(&before, &after)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            changes,
+            vec!["GPU 1: unhealthy: double-bit ECC error event"]
+        );
+    }
+
+    #[test]
+    fn snapshot_files_are_an_inventory() {
+        let dir = std::env::temp_dir().join(format!("gitfleet-snapshot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.yaml");
+        std::fs::write(
+            &good,
+            "nodes:\n  - {name: n0, gpus: [{index: 0, model: A}]}\n",
+        )
+        .unwrap();
+        let state = SnapshotFile { path: good }.observe().unwrap();
+        assert_eq!(state.nodes[0].name, "n0");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(
+            &bad,
+            "nodes:\n  - {name: n0, gpus: [{index: x, model: A}]}\n",
+        )
+        .unwrap();
+        let err = SnapshotFile { path: bad }
+            .observe()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad.yaml:2:"), "{err}");
+        let missing = SnapshotFile {
+            path: dir.join("none.yaml"),
+        };
+        assert!(
+            missing
+                .observe()
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

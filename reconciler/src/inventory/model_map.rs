@@ -117,8 +117,11 @@ impl ModelMap {
     /// Maps an NVML product name to a pool model name.
     pub fn map(&self, nvml_name: &str) -> Mapped {
         let name = nvml_name.trim();
-        let found = lookup(self.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())), name)
-            .or_else(|| lookup(BUILTIN.iter().copied(), name));
+        let found = lookup(
+            self.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            name,
+        )
+        .or_else(|| lookup(BUILTIN.iter().copied(), name));
         match found {
             Some(model) => Mapped {
                 model: model.to_string(),
@@ -133,11 +136,18 @@ impl ModelMap {
 }
 
 /// Exact match first, then a case-insensitive one.
-fn lookup<'a>(table: impl Iterator<Item = (&'a str, &'a str)> + Clone, name: &str) -> Option<&'a str> {
+fn lookup<'a>(
+    table: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    name: &str,
+) -> Option<&'a str> {
     table
         .clone()
         .find(|(k, _)| *k == name)
-        .or_else(|| table.into_iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
+        .or_else(|| {
+            table
+                .into_iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        })
         .map(|(_, v)| v)
 }
 
@@ -194,7 +204,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(map.map("NVIDIA H100 80GB HBM3").model, "H100-80G");
-        assert_eq!(map.map("NVIDIA RTX 6000 Ada Generation").model, "RTX6000ADA");
+        assert_eq!(
+            map.map("NVIDIA RTX 6000 Ada Generation").model,
+            "RTX6000ADA"
+        );
         assert!(map.map("NVIDIA RTX 6000 Ada Generation").known);
         assert_eq!(map.map("NVIDIA A100-SXM4-80GB").model, "A100-SXM4-80GB");
     }
@@ -202,9 +215,15 @@ mod tests {
     #[test]
     fn bad_override_files_name_the_file() {
         let err = ModelMap::parse("map.yaml", "- a\n- b\n").unwrap_err();
-        assert!(err.to_string().starts_with("map.yaml: expected a mapping"), "{err}");
+        assert!(
+            err.to_string().starts_with("map.yaml: expected a mapping"),
+            "{err}"
+        );
         let err = ModelMap::parse("map.yaml", "\"NVIDIA L4\": \"\"\n").unwrap_err();
         assert!(err.to_string().contains("model name is empty"), "{err}");
-        assert_eq!(ModelMap::parse("map.yaml", "").unwrap(), ModelMap::builtin());
+        assert_eq!(
+            ModelMap::parse("map.yaml", "").unwrap(),
+            ModelMap::builtin()
+        );
     }
 }

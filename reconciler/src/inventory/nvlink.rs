@@ -84,7 +84,10 @@ pub fn domain_of(domains: &[Vec<u32>]) -> BTreeMap<u32, u32> {
 pub fn observed_domains(node: &ObservedNode) -> Option<Vec<Vec<u32>>> {
     let mut groups: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for gpu in &node.gpus {
-        groups.entry(gpu.nvlink_domain?).or_default().push(gpu.index);
+        groups
+            .entry(gpu.nvlink_domain?)
+            .or_default()
+            .push(gpu.index);
     }
     let mut out: Vec<Vec<u32>> = groups
         .into_values()
@@ -198,7 +201,9 @@ mod tests {
     #[test]
     fn nvswitch_node_is_one_domain() {
         // HGX H100: every GPU has 18 links to 4 NVSwitches.
-        let switches: Vec<String> = (0..4).map(|s| format!("0000:{:02x}:00.0", 0xc0 + s)).collect();
+        let switches: Vec<String> = (0..4)
+            .map(|s| format!("0000:{:02x}:00.0", 0xc0 + s))
+            .collect();
         let gpus: Vec<GpuLinks> = (0..8)
             .map(|i| gpu(i, switches.iter().cycle().take(18).cloned().collect()))
             .collect();
@@ -238,10 +243,7 @@ mod tests {
     #[test]
     fn one_sided_links_and_odd_bus_id_formats_join() {
         // Only GPU 1 reports its link, in the short bus id form.
-        let gpus = vec![
-            gpu(0, vec![]),
-            gpu(1, vec![format!("{:02x}:00.0", 0x18)]),
-        ];
+        let gpus = vec![gpu(0, vec![]), gpu(1, vec![format!("{:02x}:00.0", 0x18)])];
         assert_eq!(domains(&gpus), vec![vec![0, 1]]);
     }
 

@@ -98,9 +98,8 @@ impl DeviceSource for NvmlSource {
         use nvml_wrapper::bitmasks::event::EventTypes;
         use nvml_wrapper::enums::event::XidError;
 
-        let events_err = |what: &str, e: &dyn std::fmt::Display| {
-            InventoryError::Events(format!("{what}: {e}"))
-        };
+        let events_err =
+            |what: &str, e: &dyn std::fmt::Display| InventoryError::Events(format!("{what}: {e}"));
         let wanted = EventTypes::CRITICAL_XID_ERROR | EventTypes::DOUBLE_BIT_ECC_ERROR;
         let count = self
             .nvml
@@ -206,7 +205,9 @@ impl NvmlSource {
         let (nvlink_active, nvlink_peers) = links(&device, &mut q);
         let temperature_c = q.get(device.temperature(TemperatureSensor::Gpu));
         let power_draw_w = q.get(device.power_usage()).map(milliwatts_to_watts);
-        let power_limit_w = q.get(device.enforced_power_limit()).map(milliwatts_to_watts);
+        let power_limit_w = q
+            .get(device.enforced_power_limit())
+            .map(milliwatts_to_watts);
         let utilization = q.get(device.utilization_rates());
         GpuFacts {
             index,
@@ -242,19 +243,22 @@ fn milliwatts_to_watts(mw: u32) -> u32 {
 /// Row-remapping counters through NVML field values (Ampere and newer);
 /// unknown when the pending and failure flags are not both reported.
 fn remapped_rows(device: &nvml_wrapper::Device<'_>, q: &mut Query) -> Option<RemappedRows> {
-    let ids = [REMAPPED_COR, REMAPPED_UNC, REMAPPED_PENDING, REMAPPED_FAILURE].map(FieldId);
+    let ids = [
+        REMAPPED_COR,
+        REMAPPED_UNC,
+        REMAPPED_PENDING,
+        REMAPPED_FAILURE,
+    ]
+    .map(FieldId);
     let samples = q.get(device.field_values_for(&ids))?;
     let mut values = [None; 4];
     for (slot, sample) in values.iter_mut().zip(samples) {
-        *slot = sample
-            .ok()
-            .and_then(|s| q.get(s.value))
-            .map(|v| match v {
-                SampleValue::U32(v) => u64::from(v),
-                SampleValue::U64(v) => v,
-                SampleValue::I64(v) => u64::try_from(v).unwrap_or(0),
-                SampleValue::F64(v) => v.max(0.0) as u64,
-            });
+        *slot = sample.ok().and_then(|s| q.get(s.value)).map(|v| match v {
+            SampleValue::U32(v) => u64::from(v),
+            SampleValue::U64(v) => v,
+            SampleValue::I64(v) => u64::try_from(v).unwrap_or(0),
+            SampleValue::F64(v) => v.max(0.0) as u64,
+        });
     }
     let [cor, unc, pending, failure] = values;
     Some(RemappedRows {

@@ -127,7 +127,11 @@ fn mode(m: Option<crate::observed::ModeState>) -> String {
     match m {
         None => "unknown".to_string(),
         Some(m) if m.current == m.pending => on_off(m.current).to_string(),
-        Some(m) => format!("{} (→ {} after reset)", on_off(m.current), on_off(m.pending)),
+        Some(m) => format!(
+            "{} (→ {} after reset)",
+            on_off(m.current),
+            on_off(m.pending)
+        ),
     }
 }
 
@@ -190,6 +194,9 @@ mod tests {
             ]
         );
         let back: Vec<String> = changes(&b, &a).iter().map(ToString::to_string).collect();
-        assert!(back.contains(&"GPU 1: healthy again".to_string()), "{back:?}");
+        assert!(
+            back.contains(&"GPU 1: healthy again".to_string()),
+            "{back:?}"
+        );
     }
 }

@@ -40,9 +40,8 @@ pub struct Metrics {
 }
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let metric = IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| {
-        unreachable!("metric {name} is well-formed: {e}")
-    });
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
     let _ = registry.register(Box::new(metric.clone()));
     metric
 }
@@ -134,7 +133,9 @@ impl Metrics {
                 "gitfleet_reconcile_duration_seconds",
                 "Wall time of one reconcile iteration.",
             )
-            .buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
         )
         .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
         let _ = registry.register(Box::new(reconcile_duration.clone()));
@@ -214,7 +215,13 @@ impl Metrics {
                 .set(1.0);
         }
         self.jobs.reset();
-        for phase in [Phase::Pending, Phase::Running, Phase::Succeeded, Phase::Failed, Phase::Stopped] {
+        for phase in [
+            Phase::Pending,
+            Phase::Running,
+            Phase::Succeeded,
+            Phase::Failed,
+            Phase::Stopped,
+        ] {
             let n = records.values().filter(|r| r.phase == phase).count();
             self.jobs.with_label_values(&[phase.as_str()]).set(n as i64);
         }
@@ -243,7 +250,9 @@ impl Metrics {
             let busy = held.get(node.name.as_str());
             let mut node_idle = 0;
             for gpu in &node.gpus {
-                let t = tallies.entry((pool.clone(), gpu.model.clone())).or_default();
+                let t = tallies
+                    .entry((pool.clone(), gpu.model.clone()))
+                    .or_default();
                 t.total += 1;
                 let taken = busy.is_some_and(|b| b.contains(&gpu.index));
                 if taken {
@@ -261,16 +270,25 @@ impl Metrics {
                 idle_partial += node_idle;
             }
         }
-        for vec in [&self.gpus, &self.gpus_allocated, &self.gpus_idle, &self.gpus_unhealthy] {
+        for vec in [
+            &self.gpus,
+            &self.gpus_allocated,
+            &self.gpus_idle,
+            &self.gpus_unhealthy,
+        ] {
             vec.reset();
         }
         let (mut total, mut allocated) = (0i64, 0i64);
         for ((pool, model), t) in &tallies {
             let labels = [pool.as_str(), model.as_str()];
             self.gpus.with_label_values(&labels).set(t.total);
-            self.gpus_allocated.with_label_values(&labels).set(t.allocated);
+            self.gpus_allocated
+                .with_label_values(&labels)
+                .set(t.allocated);
             self.gpus_idle.with_label_values(&labels).set(t.idle);
-            self.gpus_unhealthy.with_label_values(&labels).set(t.unhealthy);
+            self.gpus_unhealthy
+                .with_label_values(&labels)
+                .set(t.unhealthy);
             total += t.total;
             allocated += t.allocated;
         }

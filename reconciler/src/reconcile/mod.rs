@@ -256,7 +256,13 @@ impl Reconciler {
         self.executor.set_fleet(&fleet)?;
         let count = intents.len();
         for (id, intent) in intents {
-            self.carry_out(&fleet, &intent.revision, &intent.action, intent.time, Some(id))?;
+            self.carry_out(
+                &fleet,
+                &intent.revision,
+                &intent.action,
+                intent.time,
+                Some(id),
+            )?;
         }
         Ok(count)
     }
@@ -365,7 +371,11 @@ impl Reconciler {
     }
 
     /// Polls the executor and records what the fleet did.
-    fn observe_events(&mut self, fleet: &Fleet, now: Timestamp) -> Result<Vec<Event>, ReconcileError> {
+    fn observe_events(
+        &mut self,
+        fleet: &Fleet,
+        now: Timestamp,
+    ) -> Result<Vec<Event>, ReconcileError> {
         let mut records = self.store.jobs()?;
         let specs: BTreeMap<&str, &Object<JobSpec>> =
             fleet.jobs.iter().map(|j| (j.name(), j)).collect();
@@ -521,9 +531,12 @@ impl Reconciler {
             }
             Err(e) => {
                 let message = e.to_string();
-                batch
-                    .audit
-                    .push(audit_of(action, revision, now, &format!("failed: {message}")));
+                batch.audit.push(audit_of(
+                    action,
+                    revision,
+                    now,
+                    &format!("failed: {message}"),
+                ));
                 ActionResult::Failed(message)
             }
         };
@@ -551,7 +564,10 @@ fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> Aud
             job,
             placement,
             reason,
-        } => (job.clone(), format!("{} ({reason})", crate::plan::placement_short(placement))),
+        } => (
+            job.clone(),
+            format!("{} ({reason})", crate::plan::placement_short(placement)),
+        ),
         Action::Preempt {
             job,
             for_job,
@@ -605,9 +621,27 @@ fn record_action(
             record.revision = Some(revision.to_string());
             vec![job.clone()]
         }
-        Action::Preempt { job, for_job, .. } => stop(records, job, StopKind::Preempt, Some(for_job), outcome, revision, now),
-        Action::Terminate { job, .. } => stop(records, job, StopKind::Terminate, None, outcome, revision, now),
-        Action::Cancel { job, .. } => stop(records, job, StopKind::Cancel, None, outcome, revision, now),
+        Action::Preempt { job, for_job, .. } => stop(
+            records,
+            job,
+            StopKind::Preempt,
+            Some(for_job),
+            outcome,
+            revision,
+            now,
+        ),
+        Action::Terminate { job, .. } => stop(
+            records,
+            job,
+            StopKind::Terminate,
+            None,
+            outcome,
+            revision,
+            now,
+        ),
+        Action::Cancel { job, .. } => {
+            stop(records, job, StopKind::Cancel, None, outcome, revision, now)
+        }
         Action::Scale { .. } | Action::Drain { .. } => Vec::new(),
     }
 }

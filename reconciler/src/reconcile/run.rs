@@ -85,8 +85,8 @@ impl Clock for SimClock {
 pub struct LoopOptions {
     /// Time between iterations when nothing wakes the loop.
     pub interval: std::time::Duration,
-    /// One iteration, then return.
-    pub once: bool,
+    /// Return after this many iterations (`--once` is 1); `None`: until a signal.
+    pub iterations: Option<u32>,
     /// Where to serve metrics, health and the webhook (`None`: nowhere).
     pub listen: Option<SocketAddr>,
     /// The state directory (for `status.json`).
@@ -98,6 +98,8 @@ pub struct LoopOptions {
 pub enum LoopEvent<'a> {
     /// The HTTP endpoint is up.
     Listening(SocketAddr),
+    /// The HTTP endpoint could not start (the loop runs without it).
+    NotListening(SocketAddr, std::io::Error),
     /// An iteration finished.
     Iterated {
         /// What it did.
@@ -206,16 +208,21 @@ pub fn run_loop(
         })?;
     runtime.block_on(async move {
         let shared = Arc::new(Shared::default());
-        if let (Some(addr), false) = (options.listen, options.once) {
-            let listener = TcpListener::bind(addr).await.map_err(|source| RunError::Io {
-                what: format!("cannot listen on {addr}"),
-                source,
-            })?;
-            let local = listener.local_addr().unwrap_or(addr);
-            observer(LoopEvent::Listening(local));
-            tokio::spawn(serve(listener, shared.clone()));
+        let once = options.iterations == Some(1);
+        if let (Some(addr), false) = (options.listen, once) {
+            // The endpoint is an aid, not the job: without it the loop goes on.
+            match TcpListener::bind(addr).await {
+                Ok(listener) => {
+                    let local = listener.local_addr().unwrap_or(addr);
+                    observer(LoopEvent::Listening(local));
+                    tokio::spawn(serve(listener, shared.clone()));
+                }
+                Err(e) => observer(LoopEvent::NotListening(addr, e)),
+            }
         }
+        let mut count = 0;
         loop {
+            count += 1;
             let now = clock.now();
             let result = tokio::task::block_in_place(|| {
                 iterate_and_record(&mut reconciler, now, &shared, &options.state_dir)
@@ -227,8 +234,11 @@ pub fn run_loop(
                     observer(LoopEvent::Failed(e));
                 }
             }
-            if options.once {
+            if once {
                 return result.map(|_| ()).map_err(RunError::from);
+            }
+            if options.iterations.is_some_and(|n| count >= n) {
+                return Ok(());
             }
             tokio::select! {
                 _ = tokio::time::sleep(options.interval) => {}
@@ -280,7 +290,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         shared.metrics.render(),
     )
 }
@@ -290,11 +303,10 @@ async fn healthz() -> &'static str {
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let body = shared
-        .status
-        .lock()
-        .ok()
-        .and_then(|s| s.as_ref().and_then(|s| serde_json::to_string_pretty(s).ok()));
+    let body = shared.status.lock().ok().and_then(|s| {
+        s.as_ref()
+            .and_then(|s| serde_json::to_string_pretty(s).ok())
+    });
     match body {
         Some(text) => (
             StatusCode::OK,

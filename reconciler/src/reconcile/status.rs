@@ -93,7 +93,13 @@ impl Status {
         duration_ms: f64,
     ) -> Status {
         let mut jobs: BTreeMap<String, u64> = BTreeMap::new();
-        for phase in [Phase::Pending, Phase::Running, Phase::Succeeded, Phase::Failed, Phase::Stopped] {
+        for phase in [
+            Phase::Pending,
+            Phase::Running,
+            Phase::Succeeded,
+            Phase::Failed,
+            Phase::Stopped,
+        ] {
             jobs.insert(phase.as_str().to_string(), 0);
         }
         for record in records.values() {
@@ -184,12 +190,24 @@ impl Status {
                 .map(|id| crate::source::short_id(id).to_string())
                 .unwrap_or_else(|| "none".to_string())
         };
-        let _ = writeln!(out, "time:          {}", self.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        let _ = writeln!(
+            out,
+            "time:          {}",
+            self.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
         let _ = writeln!(out, "executor:      {}", self.executor);
         let _ = writeln!(out, "applied:       {}", rev(&self.revisions.last_applied));
-        let _ = writeln!(out, "attempted:     {}", rev(&self.revisions.last_attempted));
+        let _ = writeln!(
+            out,
+            "attempted:     {}",
+            rev(&self.revisions.last_attempted)
+        );
         if let Some(error) = &self.revisions.last_error {
-            let _ = writeln!(out, "refused:       {}", error.replace('\n', "\n               "));
+            let _ = writeln!(
+                out,
+                "refused:       {}",
+                error.replace('\n', "\n               ")
+            );
         }
         let counts: Vec<String> = self
             .jobs
@@ -200,12 +218,19 @@ impl Status {
         let _ = writeln!(
             out,
             "jobs:          {}",
-            if counts.is_empty() { "none".to_string() } else { counts.join(", ") }
+            if counts.is_empty() {
+                "none".to_string()
+            } else {
+                counts.join(", ")
+            }
         );
         let _ = writeln!(
             out,
             "gpus:          {}/{} allocated ({}%), {} unhealthy",
-            self.gpus.allocated, self.gpus.total, self.gpus.utilization_percent, self.gpus.unhealthy
+            self.gpus.allocated,
+            self.gpus.total,
+            self.gpus.utilization_percent,
+            self.gpus.unhealthy
         );
         let _ = writeln!(out, "iteration:     {} ms", self.last_iteration.duration_ms);
         if !self.job_list.is_empty() {
@@ -218,7 +243,12 @@ impl Status {
                     (None, Some(r), _) => r.clone(),
                     (None, None, _) => String::new(),
                 };
-                let _ = writeln!(out, "  {:<width$}  {:<9}  {detail}", job.job, job.phase.as_str());
+                let _ = writeln!(
+                    out,
+                    "  {:<width$}  {:<9}  {detail}",
+                    job.job,
+                    job.phase.as_str()
+                );
             }
         }
         out

@@ -49,7 +49,10 @@ pub fn plan_markdown(plan: &Plan, source: &str) -> String {
             "<details open><summary>Drift ({})</summary>\n",
             plan.drift.len()
         );
-        let _ = writeln!(out, "| drift | target | details | follows |\n|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| drift | target | details | follows |\n|---|---|---|---|"
+        );
         for d in &plan.drift {
             let _ = writeln!(
                 out,

@@ -244,8 +244,31 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
             "#### Spec changes ({})\n\n",
             preview.spec.summary.words()
         ));
-        for object in &preview.spec.objects {
+        let (moved, changed): (Vec<&ObjectDiff>, Vec<&ObjectDiff>) = preview
+            .spec
+            .objects
+            .iter()
+            .partition(|o| o.change == crate::specdiff::Change::Moved);
+        for object in changed {
             blocks.push(object_block(object));
+        }
+        if !moved.is_empty() {
+            let mut b = format!(
+                "<details><summary>{} object{} moved to another file, unchanged</summary>\n\n",
+                moved.len(),
+                if moved.len() == 1 { "" } else { "s" }
+            );
+            for o in moved {
+                let _ = writeln!(
+                    b,
+                    "- {}: `{}` → `{}`",
+                    inline(&o.title()),
+                    o.file_before.as_deref().unwrap_or(""),
+                    o.file_after.as_deref().unwrap_or("")
+                );
+            }
+            b.push_str("\n</details>\n\n");
+            blocks.push(b);
         }
     }
     let note_room = 400;
@@ -300,7 +323,12 @@ fn object_block(object: &ObjectDiff) -> String {
         crate::specdiff::Change::Changed => field_of(&lines[0]).to_string(),
         _ => lines
             .first()
-            .map(|l| l.strip_prefix(&object.title()).unwrap_or(l).trim().to_string())
+            .map(|l| {
+                l.strip_prefix(&object.title())
+                    .unwrap_or(l)
+                    .trim()
+                    .to_string()
+            })
             .unwrap_or_default(),
     };
     let mut b = format!(

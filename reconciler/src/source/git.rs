@@ -53,17 +53,35 @@ impl GitSource {
     /// fleet lies in it. `path` is a directory inside a repository's work
     /// tree (a subdirectory is a fleet inside a monorepo), a single YAML file
     /// there, a bare repository, or a worktree made with `git worktree add`.
+    ///
+    /// `path` need not exist on disk: its nearest existing ancestor locates
+    /// the repository and the rest is a path inside the tree, so
+    /// `fleet.git/fleet` is the `fleet` directory of the bare repository
+    /// `fleet.git`, and a directory deleted from the work tree can still be
+    /// read at an older revision.
     pub fn discover(path: &Path) -> Result<Self, SourceError> {
         let shown = path.display().to_string();
-        let canonical = path.canonicalize().map_err(|source| SourceError::Path {
+        let (existing, rest) = split_existing(path).map_err(|source| SourceError::Path {
             path: shown.clone(),
             source,
         })?;
+        let canonical = existing
+            .canonicalize()
+            .map_err(|source| SourceError::Path {
+                path: shown.clone(),
+                source,
+            })?;
         let repo = Repository::discover(&canonical).map_err(|source| SourceError::Discover {
             path: shown.clone(),
             source,
         })?;
-        let subdir = subdir_of(&repo, &canonical);
+        let mut subdir = subdir_of(&repo, &canonical);
+        for part in rest {
+            if !subdir.is_empty() {
+                subdir.push('/');
+            }
+            subdir.push_str(&part);
+        }
         Ok(Self { repo, subdir })
     }
 
@@ -202,8 +220,8 @@ impl GitSource {
             })?;
         let author = commit.author();
         let when = author.when();
-        let offset = FixedOffset::east_opt(when.offset_minutes() * 60)
-            .unwrap_or_else(|| chrono::Utc.fix());
+        let offset =
+            FixedOffset::east_opt(when.offset_minutes() * 60).unwrap_or_else(|| chrono::Utc.fix());
         let time = DateTime::from_timestamp(when.seconds(), 0)
             .unwrap_or_default()
             .with_timezone(&offset);
@@ -305,6 +323,40 @@ fn collect_yaml(
     Ok(())
 }
 
+/// The nearest existing ancestor of `path` (itself if it exists) and the
+/// names below it that do not exist.
+fn split_existing(path: &Path) -> Result<(PathBuf, Vec<String>), std::io::Error> {
+    let mut existing = if path.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        path.to_path_buf()
+    };
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let name = existing
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        match (name, existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = if parent.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    parent.to_path_buf()
+                };
+            }
+            _ => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ));
+            }
+        }
+    }
+    rest.reverse();
+    Ok((existing, rest))
+}
+
 /// Where `path` (canonical) lies inside the repository's tree.
 fn subdir_of(repo: &Repository, path: &Path) -> String {
     let Some(workdir) = repo.workdir() else {
@@ -383,9 +435,12 @@ pub(crate) mod tests {
         index.update_all(["*"], None).unwrap();
         index.write().unwrap();
         let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig =
-            git2::Signature::new("Ada Lovelace", "ada@example.com", &git2::Time::new(time, 60))
-                .unwrap();
+        let sig = git2::Signature::new(
+            "Ada Lovelace",
+            "ada@example.com",
+            &git2::Time::new(time, 60),
+        )
+        .unwrap();
         let parents: Vec<git2::Commit> = repo
             .head()
             .ok()
@@ -442,7 +497,10 @@ pub(crate) mod tests {
         let id = source.resolve("HEAD~1").unwrap();
         assert_eq!(id, first.to_string());
         let by_id = source.read_files(&id).unwrap();
-        assert_eq!(by_id[0].path.as_ref(), format!("{}:fleet/jobs/a.yaml", &id[..12]));
+        assert_eq!(
+            by_id[0].path.as_ref(),
+            format!("{}:fleet/jobs/a.yaml", &id[..12])
+        );
         assert_eq!(source.resolve(&id[..7]).unwrap(), id);
     }
 
@@ -471,7 +529,12 @@ pub(crate) mod tests {
     fn errors_name_the_revision_and_path() {
         let dir = tempfile::tempdir().unwrap();
         let repo = Repository::init(dir.path()).unwrap();
-        commit(&repo, &[("fleet/a.yaml", Some("a\n"))], "one", 1_700_000_000);
+        commit(
+            &repo,
+            &[("fleet/a.yaml", Some("a\n"))],
+            "one",
+            1_700_000_000,
+        );
         let source = GitSource::discover(&dir.path().join("fleet")).unwrap();
         let err = source.resolve("nope").unwrap_err().to_string();
         assert!(err.starts_with("unknown revision `nope`"), "{err}");
@@ -479,7 +542,10 @@ pub(crate) mod tests {
         assert!(err.starts_with("unknown revision `HEAD~5`"), "{err}");
         let other = GitSource::from_repository(Repository::open(dir.path()).unwrap(), "gone");
         let err = other.read_files("HEAD").unwrap_err().to_string();
-        assert_eq!(err, "HEAD:gone: no such file or directory in revision `HEAD`");
+        assert_eq!(
+            err,
+            "HEAD:gone: no such file or directory in revision `HEAD`"
+        );
         let outside = tempfile::tempdir().unwrap();
         assert!(matches!(
             GitSource::discover(outside.path()),
@@ -493,7 +559,10 @@ pub(crate) mod tests {
         let repo = Repository::init(dir.path()).unwrap();
         commit(&repo, &[("fleet.yaml", Some("a\n"))], "one", 1_700_000_000);
         let source = GitSource::discover(&dir.path().join("fleet.yaml")).unwrap();
-        assert_eq!(names(&source.read_files("HEAD").unwrap()), ["HEAD:fleet.yaml"]);
+        assert_eq!(
+            names(&source.read_files("HEAD").unwrap()),
+            ["HEAD:fleet.yaml"]
+        );
     }
 
     #[test]
@@ -511,6 +580,34 @@ pub(crate) mod tests {
         assert!(source.repository().is_bare());
         assert_eq!(source.subdir(), "");
         assert_eq!(names(&source.read_files("HEAD").unwrap()), ["HEAD:a.yaml"]);
+    }
+
+    #[test]
+    fn paths_that_exist_only_in_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path().join("work")).unwrap();
+        commit(
+            &repo,
+            &[("fleet/a.yaml", Some("a\n"))],
+            "one",
+            1_700_000_000,
+        );
+        let bare_path = dir.path().join("bare.git");
+        let url = format!("file://{}", dir.path().join("work").display());
+        git2::build::RepoBuilder::new()
+            .bare(true)
+            .clone(&url, &bare_path)
+            .unwrap();
+        let source = GitSource::discover(&bare_path.join("fleet")).unwrap();
+        assert_eq!(source.subdir(), "fleet");
+        assert_eq!(
+            names(&source.read_files("HEAD").unwrap()),
+            ["HEAD:fleet/a.yaml"]
+        );
+        std::fs::remove_dir_all(dir.path().join("work/fleet")).unwrap();
+        let source = GitSource::discover(&dir.path().join("work/fleet")).unwrap();
+        assert_eq!(source.subdir(), "fleet");
+        assert_eq!(source.read_files("HEAD").unwrap().len(), 1);
     }
 
     #[test]

@@ -168,7 +168,11 @@ impl<'s> Versions<'s> {
         Ok(Some((objects, invalid)))
     }
 
-    fn files(&self, commit: Oid, id: Option<Oid>) -> Result<Vec<crate::load::SourceFile>, SourceError> {
+    fn files(
+        &self,
+        commit: Oid,
+        id: Option<Oid>,
+    ) -> Result<Vec<crate::load::SourceFile>, SourceError> {
         match id {
             None => Ok(vec![]),
             Some(_) => self
@@ -181,7 +185,8 @@ impl<'s> Versions<'s> {
         if let Some((_, set)) = self.docs.iter().find(|(k, _)| *k == id) {
             return Ok(set.clone());
         }
-        let set = Rc::new(DocSet::from_files(&self.files(commit, id)?, true));
+        let label = short_id(&commit.to_string()).to_string();
+        let set = Rc::new(DocSet::from_files(&self.files(commit, id)?, Some(&label)));
         if self.docs.len() == CACHED_VERSIONS {
             self.docs.pop_front();
         }
@@ -272,7 +277,10 @@ mod tests {
         commit(&repo, &[("README.md", Some("hi\n"))], "readme", t);
         commit(
             &repo,
-            &[("fleet/pools.yaml", Some(POOL)), ("fleet/queues.yaml", Some(QUEUE))],
+            &[
+                ("fleet/pools.yaml", Some(POOL)),
+                ("fleet/queues.yaml", Some(QUEUE)),
+            ],
             "pools and queues",
             t + 10,
         );
@@ -298,7 +306,12 @@ mod tests {
             "fix and raise",
             t + 50,
         );
-        commit(&repo, &[("fleet/jobs/train.yaml", None)], "remove train", t + 60);
+        commit(
+            &repo,
+            &[("fleet/jobs/train.yaml", None)],
+            "remove train",
+            t + 60,
+        );
         let source = GitSource::discover(&dir.path().join("fleet")).unwrap();
         let all = history(&source, "HEAD", &HistoryQuery::default()).unwrap();
         let summaries: Vec<&str> = all.iter().map(|e| e.commit.summary.as_str()).collect();
@@ -318,7 +331,10 @@ mod tests {
         assert!(all[1].invalid.is_none());
         assert!(lines(&all[2]).is_empty());
         let invalid = all[2].invalid.as_ref().unwrap();
-        assert!(invalid.errors[0].contains(":fleet/queues.yaml:1:"), "{invalid:?}");
+        assert!(
+            invalid.errors[0].contains(":fleet/queues.yaml:1:"),
+            "{invalid:?}"
+        );
         assert_eq!(
             lines(&all[3]),
             ["job train moved from fleet/a.yaml to fleet/jobs/train.yaml"]

@@ -336,7 +336,10 @@ mod tests {
     #[test]
     fn scalars_are_quoted_only_when_needed() {
         assert_eq!(scalar_str("H100-SXM-80GB"), "H100-SXM-80GB");
-        assert_eq!(scalar_str("nvcr.io/nvidia/pytorch:24.03-py3"), "nvcr.io/nvidia/pytorch:24.03-py3");
+        assert_eq!(
+            scalar_str("nvcr.io/nvidia/pytorch:24.03-py3"),
+            "nvcr.io/nvidia/pytorch:24.03-py3"
+        );
         assert_eq!(scalar_str("true"), "\"true\"");
         assert_eq!(scalar_str("72"), "\"72\"");
         assert_eq!(scalar_str("--x=1"), "\"--x=1\"");

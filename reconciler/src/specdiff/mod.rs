@@ -46,15 +46,18 @@ impl DocSet {
     /// documents of another `apiVersion`, and documents without a known
     /// `kind` or a string `metadata.name` are left out (validation reports
     /// them); of two documents with the same kind and name, the first counts.
-    /// With `strip_label`, file names `REV:path` (files read from Git) are
-    /// shown as `path`.
-    pub fn from_files(files: &[SourceFile], strip_label: bool) -> Self {
+    /// With a `label`, file names `LABEL:path` (files read from Git, see
+    /// [`crate::source::file_label`]) are shown as `path`.
+    pub fn from_files(files: &[SourceFile], label: Option<&str>) -> Self {
         let mut set = DocSet::default();
+        let prefix = label.map(|l| format!("{l}:"));
         for file in files {
-            let name = if strip_label {
-                file.path.split_once(':').map_or(&*file.path, |(_, p)| p)
-            } else {
-                &file.path
+            let name = match &prefix {
+                Some(prefix) => file
+                    .path
+                    .strip_prefix(prefix.as_str())
+                    .unwrap_or(&file.path),
+                None => &file.path,
             };
             let Some(nodes) = std::str::from_utf8(&file.bytes)
                 .ok()
@@ -74,7 +77,11 @@ impl DocSet {
         if node.get("apiVersion").and_then(Node::as_str) != Some(API_VERSION) {
             return;
         }
-        let Some(kind) = node.get("kind").and_then(Node::as_str).and_then(Kind::parse) else {
+        let Some(kind) = node
+            .get("kind")
+            .and_then(Node::as_str)
+            .and_then(Kind::parse)
+        else {
             return;
         };
         let Some(name) = node
@@ -371,7 +378,7 @@ mod tests {
             .iter()
             .map(|(p, t)| SourceFile::new(*p, t.as_bytes()))
             .collect();
-        DocSet::from_files(&files, true)
+        DocSet::from_files(&files, None)
     }
 
     const QUEUE: &str = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: nlp}\n\
@@ -382,14 +389,14 @@ mod tests {
 
     #[test]
     fn objects_are_matched_by_kind_and_name() {
-        let before = set(&[("HEAD~1:fleet/a.yaml", &format!("{QUEUE}{JOB}{OTHER}"))]);
+        let before = set(&[("fleet/a.yaml", &format!("{QUEUE}{JOB}{OTHER}"))]);
         let after = set(&[
             (
-                "HEAD:fleet/a.yaml",
+                "fleet/a.yaml",
                 &QUEUE.replace("guaranteed: 200", "guaranteed: 240"),
             ),
             (
-                "HEAD:fleet/jobs.yaml",
+                "fleet/jobs.yaml",
                 "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: train}\n\
                  spec: {gpusPerReplica: 8, queue: nlp}\n---\napiVersion: gitfleet/v1\n\
                  kind: PriorityClass\nmetadata: {name: low}\nspec: {value: 1}\n",
@@ -421,7 +428,11 @@ mod tests {
             "--- a/fleet/a.yaml\n+++ b/fleet/a.yaml\n@@ -5,4 +5,4 @@\n spec:\n   quota:\n     \
              - model: H100-SXM-80GB\n-      guaranteed: 200\n+      guaranteed: 240\n"
         );
-        assert!(d.objects[1].yaml_diff.starts_with("--- /dev/null\n+++ b/fleet/jobs.yaml\n"));
+        assert!(
+            d.objects[1]
+                .yaml_diff
+                .starts_with("--- /dev/null\n+++ b/fleet/jobs.yaml\n")
+        );
     }
 
     #[test]

@@ -313,12 +313,11 @@ impl Store {
                 intents.remove(id).map_err(|e| self.err(e))?;
             }
             let mut audit = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
-            let mut next = next_key(&audit).map_err(|e| self.err(e))?;
-            for entry in &batch.audit {
+            let first = next_key(&audit).map_err(|e| self.err(e))?;
+            for (key, entry) in (first..).zip(&batch.audit) {
                 audit
-                    .insert(next, to_json(entry).as_str())
+                    .insert(key, to_json(entry).as_str())
                     .map_err(|e| self.err(e))?;
-                next += 1;
             }
         }
         txn.commit().map_err(|e| self.err(e))
