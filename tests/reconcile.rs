@@ -470,3 +470,128 @@ fn kill_dash_nine_at_any_point_neither_loses_nor_doubles_a_job() {
     }
     assert!(store.pending_intents().unwrap().is_empty());
 }
+
+#[test]
+fn a_remote_repository_is_mirrored_and_followed() {
+    let fleet = Fleet::new();
+    std::fs::create_dir(fleet.repo().join("fleet")).unwrap();
+    fleet.commit(
+        &[
+            ("fleet/fleet.yaml", BASE),
+            ("fleet/queues.yaml", &queues(8, 8)),
+            ("fleet/jobs.yaml", &job("a-1", "a", 8, "")),
+        ],
+        "first",
+    );
+    let url = format!("file://{}", fleet.repo().display());
+    let state = fleet.state();
+    let run = || {
+        Command::new(BIN)
+            .args([
+                "reconcile",
+                "fleet",
+                "--repo",
+                &url,
+                "--once",
+                "--state",
+                state.to_str().unwrap(),
+            ])
+            .args(["--sim-step", "1m", "--now", "2026-11-21T10:00:00Z"])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fleet.phase("a-1"), "running");
+    assert!(
+        state.join("repo.git").is_dir(),
+        "the mirror lives in the state"
+    );
+    let jobs = job("a-1", "a", 8, "") + &job("b-1", "b", 8, "");
+    let c2 = fleet.commit(&[("fleet/jobs.yaml", &jobs)], "add b-1");
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fleet.status()["revisions"]["lastApplied"], c2.as_str());
+    assert_eq!(fleet.phase("b-1"), "running");
+}
+
+#[test]
+fn the_local_executor_runs_replicas_as_processes() {
+    let fleet = Fleet::new();
+    let jobs = "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: hello}\nspec:\n  queue: a\n  gpusPerReplica: 2\n  command: [sh, -c, 'echo \"$RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES\"; exit 3']\n";
+    let one_node = BASE.replace("size: {min: 2, max: 2}", "size: {min: 1, max: 1}");
+    fleet.commit(
+        &[
+            ("fleet.yaml", &one_node),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", jobs),
+        ],
+        "first",
+    );
+    let host = fleet.dir.path().join("host.yaml");
+    let gpus: Vec<String> = (0..8)
+        .map(|i| format!("{{index: {i}, model: H100}}"))
+        .collect();
+    std::fs::write(
+        &host,
+        format!(
+            "nodes:\n  - name: p-0\n    pool: p\n    gpus: [{}]\n",
+            gpus.join(", ")
+        ),
+    )
+    .unwrap();
+    let state = fleet.state();
+    // One process over several iterations: the replicas are its children,
+    // so their exit codes are known.
+    let out = Command::new(BIN)
+        .args([
+            "reconcile",
+            fleet.repo().to_str().unwrap(),
+            "--executor",
+            "local",
+        ])
+        .args([
+            "--observed",
+            host.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .args([
+            "--interval",
+            "200ms",
+            "--iterations",
+            "10",
+            "--listen",
+            "off",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("place hello"), "{}", text(&out));
+    assert!(
+        text(&out).contains("hello failed (exit code 3)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fleet.phase("hello"), "failed");
+    let log = std::fs::read_to_string(state.join("local/hello/0.out")).unwrap();
+    assert_eq!(log.trim(), "0 1 0,1");
+    // A failed job is recorded, not restarted.
+    let out = Command::new(BIN)
+        .args([
+            "reconcile",
+            fleet.repo().to_str().unwrap(),
+            "--once",
+            "--executor",
+            "local",
+        ])
+        .args([
+            "--observed",
+            host.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!text(&out).contains("place hello"), "{}", text(&out));
+}

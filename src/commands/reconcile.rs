@@ -40,9 +40,15 @@ pub struct SourceArgs {
     /// --branch are applied (GitOps); elsewhere the directory as it is.
     #[arg(default_value = ".")]
     pub path: PathBuf,
-    /// Follow this branch or revision (default: the repository's HEAD).
+    /// Follow this branch or revision (default: the repository's HEAD; `main`
+    /// for --repo).
     #[arg(long, value_name = "BRANCH")]
     pub branch: Option<String>,
+    /// Fetch the fleet from this remote repository (a path or file:// URL)
+    /// into <state>/repo.git before every iteration; PATH is then the fleet's
+    /// directory inside it.
+    #[arg(long, value_name = "URL")]
+    pub repo: Option<String>,
     /// Read PATH as a plain directory even inside a Git repository
     /// (uncommitted changes included).
     #[arg(long)]
@@ -135,13 +141,27 @@ struct Setup {
 }
 
 fn setup(args: &SourceArgs) -> Result<Setup> {
-    if !args.path.exists() {
+    if args.repo.is_none() && !args.path.exists() {
         return Err(miette!(
             "{}: no such file or directory",
             args.path.display()
         ));
     }
-    let source = if args.no_git {
+    let source = if let Some(url) = &args.repo {
+        let subdir = args.path.to_string_lossy();
+        let subdir = subdir.trim_end_matches('/');
+        let subdir = match subdir {
+            "." | "" => "",
+            other => other.strip_prefix("./").unwrap_or(other),
+        };
+        FleetSource::Remote {
+            url: url.clone(),
+            mirror: args.state.join("repo.git"),
+            branch: args.branch.clone().unwrap_or_else(|| "main".to_string()),
+            subdir: subdir.to_string(),
+            repo: None,
+        }
+    } else if args.no_git {
         FleetSource::Dir {
             path: args.path.clone(),
         }

@@ -349,7 +349,7 @@ impl Reconciler {
         let Some(id) = self.store.revisions()?.last_applied else {
             return Ok(());
         };
-        let FleetSource::Git { repo, .. } = &self.source else {
+        let Some(repo) = self.source.git() else {
             return Ok(());
         };
         let Ok(oid) = repo.resolve_oid(&id) else {

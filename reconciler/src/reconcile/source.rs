@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::load::SourceFile;
 use crate::load::fs::read_fleet_dir;
-use crate::source::{GitSource, SourceError, short_id};
+use crate::source::{GitSource, SourceError, fetch_mirror, short_id};
 
 /// Why the desired fleet could not be read (not: why it is invalid).
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,20 @@ pub enum FleetSource {
         /// What to follow: `HEAD`, a branch name, ….
         rev: String,
     },
+    /// A remote repository, mirrored into a local bare repository and
+    /// fetched before every iteration.
+    Remote {
+        /// The remote's URL (a path or `file://`; no TLS/SSH in this build).
+        url: String,
+        /// The mirror (a bare repository in the state directory).
+        mirror: PathBuf,
+        /// The branch followed.
+        branch: String,
+        /// The fleet's directory inside the repository (`""`: its root).
+        subdir: String,
+        /// The mirror, once fetched.
+        repo: Option<GitSource>,
+    },
     /// A directory read as it is.
     Dir {
         /// The directory (or single file).
@@ -68,19 +82,22 @@ impl FleetSource {
         }
     }
 
-    /// The newest revision.
-    pub fn current(&self) -> Result<Revision, FetchError> {
+    /// The newest revision (a remote is fetched first).
+    pub fn current(&mut self) -> Result<Revision, FetchError> {
         match self {
-            FleetSource::Git { repo, rev } => {
-                let oid = repo.resolve_oid(rev)?;
-                let content = repo
-                    .fleet_id_at(oid)?
-                    .map(|t| t.to_string())
-                    .unwrap_or_default();
-                Ok(Revision {
-                    id: oid.to_string(),
-                    content,
-                })
+            FleetSource::Git { repo, rev } => git_revision(repo, rev),
+            FleetSource::Remote {
+                url,
+                mirror,
+                branch,
+                subdir,
+                repo,
+            } => {
+                fetch_mirror(url, mirror, branch)?;
+                let fetched = GitSource::open(mirror, subdir)?;
+                let revision = git_revision(&fetched, branch)?;
+                *repo = Some(fetched);
+                Ok(revision)
             }
             FleetSource::Dir { path } => {
                 let digest = format!("dir:{:016x}", digest(&read_fleet_dir(path)?));
@@ -96,7 +113,11 @@ impl FleetSource {
     /// is now: its files are returned when their digest still matches.
     pub fn files(&self, revision: &Revision) -> Result<Option<Vec<SourceFile>>, FetchError> {
         match self {
-            FleetSource::Git { repo, .. } => Ok(Some(repo.read_files(&revision.id)?)),
+            FleetSource::Git { repo, .. }
+            | FleetSource::Remote {
+                repo: Some(repo), ..
+            } => Ok(Some(repo.read_files(&revision.id)?)),
+            FleetSource::Remote { repo: None, .. } => Ok(None),
             FleetSource::Dir { path } => {
                 let files = read_fleet_dir(path)?;
                 let now = format!("dir:{:016x}", digest(&files));
@@ -105,13 +126,35 @@ impl FleetSource {
         }
     }
 
-    /// `git` or `dir`, for messages.
+    /// The Git repository, when the source is one (and has been fetched).
+    pub fn git(&self) -> Option<&GitSource> {
+        match self {
+            FleetSource::Git { repo, .. } => Some(repo),
+            FleetSource::Remote { repo, .. } => repo.as_ref(),
+            FleetSource::Dir { .. } => None,
+        }
+    }
+
+    /// `git`, `remote` or `dir`, for messages.
     pub fn kind(&self) -> &'static str {
         match self {
             FleetSource::Git { .. } => "git",
+            FleetSource::Remote { .. } => "remote",
             FleetSource::Dir { .. } => "dir",
         }
     }
+}
+
+fn git_revision(repo: &GitSource, rev: &str) -> Result<Revision, FetchError> {
+    let oid = repo.resolve_oid(rev)?;
+    let content = repo
+        .fleet_id_at(oid)?
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    Ok(Revision {
+        id: oid.to_string(),
+        content,
+    })
 }
 
 /// FNV-1a over the files' paths and bytes: stable across runs and builds.
@@ -140,7 +183,7 @@ mod tests {
     fn directory_revision_follows_content() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.yaml"), "x: 1\n").unwrap();
-        let source = FleetSource::Dir {
+        let mut source = FleetSource::Dir {
             path: dir.path().to_path_buf(),
         };
         let first = source.current().unwrap();
