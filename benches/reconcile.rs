@@ -60,13 +60,9 @@ fn main() {
     git(&["commit", "-q", "-m", "fleet"], &repo);
 
     let store = Arc::new(Store::open(&dir.path().join("state")).expect("state"));
-    let sim = SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO)
-        .expect("sim");
-    let mut reconciler = Reconciler::new(
-        FleetSource::detect(&repo, None),
-        store,
-        Box::new(sim),
-    );
+    let sim =
+        SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO).expect("sim");
+    let mut reconciler = Reconciler::new(FleetSource::detect(&repo, None), store, Box::new(sim));
     let start: Timestamp = "2026-11-21T10:00:00Z".parse().expect("time");
     let mut minute = 0;
     let mut tick = || {
@@ -90,7 +86,11 @@ fn main() {
     let original = std::fs::read_to_string(&queues).expect("queues.yaml");
     let mut changed = Vec::new();
     for i in 0..CHANGED_RUNS {
-        let limit = if i % 2 == 0 { "limit: 561" } else { "limit: 560" };
+        let limit = if i % 2 == 0 {
+            "limit: 561"
+        } else {
+            "limit: 560"
+        };
         std::fs::write(&queues, original.replacen("limit: 560", limit, 1)).expect("write");
         git(&["commit", "-q", "-am", "quota change"], &repo);
         let t = Instant::now();

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::exec::Executor;
 use reconciler::exec::sim::SimExecutor;
@@ -95,7 +96,8 @@ pub struct ReconcileArgs {
     /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
-    /// Log format on stderr (level from RUST_LOG, default info).
+    /// Log format on stderr (level from RUST_LOG; default warn for text,
+    /// info for json: one `reconciled` record per iteration).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }
@@ -122,9 +124,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Logs go to stderr. Text logs default to `warn` (stdout already has a line
+/// per iteration); JSON logs, meant for a log pipeline, to `info`.
 fn init_logging(format: LogFormat) {
+    let default = match format {
+        LogFormat::Text => "warn",
+        LogFormat::Json => "info",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -261,26 +269,47 @@ pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
         listen,
         state_dir: args.source.state.clone(),
     };
-    let quiet = !std::io::stdout().is_terminal();
+    let terminal = std::io::stdout().is_terminal();
+    // On a terminal a spinner says what the loop is doing between
+    // iterations; elsewhere (CI, logs) only the lines are printed.
+    let spinner = if terminal && !args.once {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed} since the last iteration)")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
     let mut failed = false;
-    let result = run_loop(reconciler, clock, options, |event| match event {
-        LoopEvent::Listening(addr) => {
-            println!(
-                "serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now"
-            );
+    let result = run_loop(reconciler, clock, options, |event| {
+        spinner.suspend(|| match &event {
+            LoopEvent::Listening(addr) => {
+                println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");
+            }
+            LoopEvent::NotListening(addr, e) => {
+                eprintln!("warning: no metrics endpoint: cannot listen on {addr} ({e}); use --listen ADDR");
+            }
+            LoopEvent::Iterated { iteration, status } => {
+                print_iteration(iteration, status, !terminal);
+                failed = iteration.refused.is_some();
+            }
+            LoopEvent::Failed(error) => eprintln!("error: {error}"),
+            LoopEvent::Woken => tracing::info!("webhook: reconciling now"),
+        });
+        if let LoopEvent::Iterated { status, .. } = &event {
+            spinner.set_message(format!(
+                "watching {}: {} running, {} pending",
+                args.source.path.display(),
+                status.jobs.get("running").copied().unwrap_or(0),
+                status.jobs.get("pending").copied().unwrap_or(0)
+            ));
+            spinner.reset_elapsed();
         }
-        LoopEvent::NotListening(addr, e) => {
-            eprintln!(
-                "warning: no metrics endpoint: cannot listen on {addr} ({e}); use --listen ADDR"
-            );
-        }
-        LoopEvent::Iterated { iteration, status } => {
-            print_iteration(iteration, status, quiet);
-            failed = iteration.refused.is_some();
-        }
-        LoopEvent::Failed(error) => eprintln!("error: {error}"),
-        LoopEvent::Woken => tracing::info!("webhook: reconciling now"),
     });
+    spinner.finish_and_clear();
     result.into_diagnostic()?;
     // `--once` on a refused revision exits 1, so CI notices.
     Ok(if args.once && failed {

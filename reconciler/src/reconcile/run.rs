@@ -158,6 +158,27 @@ pub fn iterate_and_record(
         }
     };
     let status = record(reconciler, &iteration, started, shared, state_dir)?;
+    tracing::info!(
+        revision = iteration
+            .revision
+            .as_ref()
+            .map(|r| r.id.as_str())
+            .unwrap_or(""),
+        refused = iteration
+            .refused
+            .as_ref()
+            .map(|(r, _)| r.id.as_str())
+            .unwrap_or(""),
+        actions = iteration.executed.len(),
+        events = iteration.events.len(),
+        recovered = iteration.recovered,
+        running = status.jobs.get("running").copied().unwrap_or(0),
+        pending = status.jobs.get("pending").copied().unwrap_or(0),
+        gpus_allocated = status.gpus.allocated,
+        gpus_total = status.gpus.total,
+        duration_ms = status.last_iteration.duration_ms,
+        "reconciled"
+    );
     Ok((iteration, status))
 }
 
