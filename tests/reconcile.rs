@@ -595,3 +595,45 @@ fn the_local_executor_runs_replicas_as_processes() {
         .unwrap();
     assert!(!text(&out).contains("place hello"), "{}", text(&out));
 }
+
+#[test]
+fn apply_asks_unless_approved_and_status_needs_a_state() {
+    let fleet = Fleet::new();
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &job("a-1", "a", 8, "")),
+        ],
+        "first",
+    );
+    let out = fleet.run(&["apply"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("+ place"),
+        "the plan is shown first: {}",
+        text(&out)
+    );
+    assert!(text(&out).contains("--auto-approve"), "{}", text(&out));
+    let out = fleet.run(&["apply", "--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Apply complete! 1 action carried out"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fleet.phase("a-1"), "running");
+    let out = fleet.run(&["apply", "--auto-approve"]);
+    assert!(text(&out).contains("Nothing to do."), "{}", text(&out));
+
+    let out = Command::new(BIN)
+        .args(["status", "--state", "/nonexistent/state"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("no status in /nonexistent/state"),
+        "{}",
+        text(&out)
+    );
+}

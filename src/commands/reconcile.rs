@@ -417,23 +417,12 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
         OutputFormat::Text => print!("{}", plan_text(plan, &source)),
         OutputFormat::Markdown => print!("{}", plan_markdown(plan, &source)),
     }
-    if plan.actions.is_empty() {
-        let applied = reconciler.apply(prepared).into_diagnostic()?;
-        record(
-            &reconciler,
-            &applied,
-            started,
-            &Shared::default(),
-            &args.source.state,
-        )
-        .into_diagnostic()?;
-        println!("Nothing to do.");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !args.auto_approve && !confirm()? {
+    let nothing_to_do = plan.actions.is_empty();
+    if !nothing_to_do && !args.auto_approve && !confirm()? {
         println!("Apply cancelled.");
         return Ok(ExitCode::FAILURE);
     }
+    // Even with nothing to do, the iteration is recorded (revision, status).
     let applied = reconciler.apply(prepared).into_diagnostic()?;
     record(
         &reconciler,
@@ -443,6 +432,10 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
         &args.source.state,
     )
     .into_diagnostic()?;
+    if nothing_to_do {
+        println!("Nothing to do.");
+        return Ok(ExitCode::SUCCESS);
+    }
     let failed = applied
         .executed
         .iter()

@@ -215,13 +215,7 @@ impl Metrics {
                 .set(1.0);
         }
         self.jobs.reset();
-        for phase in [
-            Phase::Pending,
-            Phase::Running,
-            Phase::Succeeded,
-            Phase::Failed,
-            Phase::Stopped,
-        ] {
+        for phase in Phase::ALL {
             let n = records.values().filter(|r| r.phase == phase).count();
             self.jobs.with_label_values(&[phase.as_str()]).set(n as i64);
         }

@@ -705,13 +705,7 @@ fn apply_event(
             });
             record.placement.clear();
             record.stopping = None;
-            audit.push(AuditEntry {
-                time: *at,
-                revision: String::new(),
-                what: record.phase.as_str().to_string(),
-                subject: record.job.clone(),
-                detail: record.reason.clone().unwrap_or_default(),
-            });
+            audit.push(fleet_event(*at, record.phase.as_str(), record));
         }
         Event::Stopped { at, .. } => {
             let stopping = record.stopping.take();
@@ -725,13 +719,7 @@ fn apply_event(
                     record.started = None;
                     let for_job = stopping.and_then(|s| s.for_job);
                     record.reason = for_job.as_ref().map(|f| format!("preempted for {f}"));
-                    audit.push(AuditEntry {
-                        time: *at,
-                        revision: String::new(),
-                        what: "stopped".to_string(),
-                        subject: record.job.clone(),
-                        detail: record.reason.clone().unwrap_or_default(),
-                    });
+                    audit.push(fleet_event(*at, "stopped", record));
                     if let Some(for_job) = for_job
                         && let Some(target) = records.get_mut(&for_job)
                         && target.phase == Phase::Pending
@@ -751,16 +739,21 @@ fn apply_event(
                         }
                         .to_string(),
                     );
-                    audit.push(AuditEntry {
-                        time: *at,
-                        revision: String::new(),
-                        what: "stopped".to_string(),
-                        subject: record.job.clone(),
-                        detail: record.reason.clone().unwrap_or_default(),
-                    });
+                    audit.push(fleet_event(*at, "stopped", record));
                 }
             }
         }
     }
     also
+}
+
+/// An audit line for something the fleet did (no revision caused it).
+fn fleet_event(at: Timestamp, what: &str, record: &JobRecord) -> AuditEntry {
+    AuditEntry {
+        time: at,
+        revision: String::new(),
+        what: what.to_string(),
+        subject: record.job.clone(),
+        detail: record.reason.clone().unwrap_or_default(),
+    }
 }

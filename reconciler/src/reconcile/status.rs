@@ -93,13 +93,7 @@ impl Status {
         duration_ms: f64,
     ) -> Status {
         let mut jobs: BTreeMap<String, u64> = BTreeMap::new();
-        for phase in [
-            Phase::Pending,
-            Phase::Running,
-            Phase::Succeeded,
-            Phase::Failed,
-            Phase::Stopped,
-        ] {
+        for phase in Phase::ALL {
             jobs.insert(phase.as_str().to_string(), 0);
         }
         for record in records.values() {

@@ -23,6 +23,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in life order.
+    pub const ALL: [Phase; 5] = [
+        Phase::Pending,
+        Phase::Running,
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Stopped,
+    ];
+
     /// The job has ended and will not run again under this name.
     pub fn is_final(self) -> bool {
         matches!(self, Phase::Succeeded | Phase::Failed | Phase::Stopped)
