@@ -19,6 +19,10 @@ use reconciler::observed::{Timestamp, parse_observed};
 
 const RUNS: usize = 5;
 
+/// The allocator the binary uses, so in-process figures match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn now() -> Timestamp {
     chrono::DateTime::parse_from_rfc3339("2026-11-21T10:00:00Z")
         .map(|t| t.with_timezone(&chrono::Utc))

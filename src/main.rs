@@ -3,6 +3,13 @@
 
 mod commands;
 
+/// mimalloc instead of glibc's malloc: loading a large fleet allocates and
+/// frees millions of small YAML nodes and strings, on several threads. Built
+/// without transparent huge pages: zeroing 2 MiB pages on first touch cost
+/// more than it saved (`plan` on 150k jobs: 2.3 s glibc, 1.6 s mimalloc no-THP).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

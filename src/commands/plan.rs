@@ -4,10 +4,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
+use reconciler::diag::Diagnostic;
 use reconciler::engine::{PlanInput, plan};
 use reconciler::observed::{ObservedState, Timestamp, derive_inventory, parse_observed};
 use reconciler::plan::Plan;
 use reconciler::report::{plan_markdown, plan_text};
+use reconciler::spec::Fleet;
 
 use super::{OutputFormat, load_valid_fleet};
 
@@ -28,34 +30,65 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode> {
     if let Some(base) = args.base {
         return super::preview::run(args, base);
     }
-    let (fleet, revision) = match args.rev {
+    // The observed file is parsed on its own thread while the fleet loads:
+    // the load's single-threaded stretches leave a core free for it.
+    std::thread::scope(|scope| {
+        let observed_job = args
+            .observed
+            .map(|file| scope.spawn(move || parse_observed_file(file)));
+        let loaded = load_specs(args)?;
+        let observed = match observed_job {
+            Some(job) => job
+                .join()
+                .map_err(|_| miette!("reading the observed state failed"))?,
+            None => Ok(None),
+        };
+        let Some((fleet, revision)) = loaded else {
+            return Ok(ExitCode::FAILURE);
+        };
+        let observed = match observed? {
+            Some(Ok(state)) => state,
+            Some(Err(diags)) => {
+                for d in &diags {
+                    eprintln!("{d}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            None => derive_inventory(&fleet),
+        };
+        plan_and_print(args, &fleet, &observed, revision.as_deref())
+    })
+}
+
+/// The valid fleet (and its commit with `--rev`); `None` when invalid (its
+/// problems are printed).
+fn load_specs(args: &PlanArgs) -> Result<Option<(Fleet, Option<String>)>> {
+    Ok(match args.rev {
         Some(rev) => {
             let source = super::git::open(args.path)?;
             let specs = super::git::read_at(&source, rev)?;
             let loaded = super::git::load_reporting(&specs, args.path);
             if !loaded.is_valid() {
-                return Ok(ExitCode::FAILURE);
+                return Ok(None);
             }
-            (loaded.fleet, Some(specs.commit))
+            Some((loaded.fleet, Some(specs.commit)))
         }
-        None => match load_valid_fleet(args.path)? {
-            Some(fleet) => (fleet, None),
-            None => return Ok(ExitCode::FAILURE),
-        },
-    };
-    let observed = match args.observed {
-        Some(file) => match read_observed(file)? {
-            Some(state) => state,
-            None => return Ok(ExitCode::FAILURE),
-        },
-        None => derive_inventory(&fleet),
-    };
-    let now = resolve_now(args.now, &observed)?;
+        None => load_valid_fleet(args.path)?.map(|fleet| (fleet, None)),
+    })
+}
+
+fn plan_and_print(
+    args: &PlanArgs,
+    fleet: &Fleet,
+    observed: &ObservedState,
+    revision: Option<&str>,
+) -> Result<ExitCode> {
+    let now = resolve_now(args.now, observed)?;
     let plan = plan(&PlanInput {
-        fleet: &fleet,
-        observed: &observed,
+        fleet,
+        observed,
         now,
-        revision: revision.as_deref(),
+        revision,
     });
     print_plan(&plan, args.output, &args.path.display().to_string())?;
     let code = if args.detailed_exitcode && !plan.actions.is_empty() {
@@ -64,6 +97,15 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     };
     Ok(code)
+}
+
+/// Reads and parses an observed-state file without printing: `Some(Err)`
+/// holds its problems.
+fn parse_observed_file(file: &Path) -> Result<Option<Result<ObservedState, Vec<Diagnostic>>>> {
+    let text = std::fs::read_to_string(file)
+        .into_diagnostic()
+        .wrap_err_with(|| format!("cannot read {}", file.display()))?;
+    Ok(Some(parse_observed(&file.display().to_string(), &text)))
 }
 
 /// Reads an observed-state file; prints its problems and returns `None` when invalid.

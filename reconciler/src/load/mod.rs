@@ -483,6 +483,23 @@ fn push_typed<S: DeserializeOwned>(
         rejected.record(Some(kind), &json);
         return;
     }
+    // Fast path: the value is moved into the typed document (no string
+    // copies). On failure it is rebuilt and deserialized again, tracking the
+    // path, for a positioned message.
+    let json = match serde_json::from_value::<Manifest<S>>(json) {
+        Ok(manifest) => {
+            out.push(Document {
+                object: Object {
+                    metadata: manifest.metadata,
+                    spec: manifest.spec,
+                    origin,
+                },
+                node: keep_tree.then_some(node),
+            });
+            return;
+        }
+        Err(_) => node.to_json(),
+    };
     match serde_path_to_error::deserialize::<_, Manifest<S>>(&json) {
         Ok(manifest) => out.push(Document {
             object: Object {
