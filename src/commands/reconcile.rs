@@ -32,6 +32,8 @@ pub enum ExecutorKind {
     Sim,
     /// This host: replicas as child processes pinned to GPUs.
     Local,
+    /// Kubernetes through kube-rs (not built yet).
+    Kube,
 }
 
 /// Options shared by `reconcile` and `apply`.
@@ -142,6 +144,12 @@ fn init_logging(format: LogFormat) {
     };
 }
 
+fn kube_unavailable() -> miette::Report {
+    miette!(
+        "the kube executor is not available yet; use --executor sim (the embedded virtual fleet) or --executor local (this host)"
+    )
+}
+
 /// Everything an iteration needs, built from the arguments.
 struct Setup {
     reconciler: Reconciler,
@@ -149,6 +157,10 @@ struct Setup {
 }
 
 fn setup(args: &SourceArgs) -> Result<Setup> {
+    // Refused before the state directory is created.
+    if args.executor == ExecutorKind::Kube {
+        return Err(kube_unavailable());
+    }
     if args.repo.is_none() && !args.path.exists() {
         return Err(miette!(
             "{}: no such file or directory",
@@ -205,6 +217,7 @@ fn setup(args: &SourceArgs) -> Result<Setup> {
                 Box::new(SimClock::new(start, args.speed, args.sim_step)),
             )
         }
+        ExecutorKind::Kube => return Err(kube_unavailable()),
         ExecutorKind::Local => {
             if args.now.is_some() || args.sim_step.is_some() {
                 return Err(miette!(
