@@ -98,6 +98,19 @@ pub struct Iteration {
 pub struct Prepared {
     /// The iteration so far (no actions executed yet).
     pub iteration: Iteration,
+    /// The job records as stored after preparing (read once per iteration;
+    /// this reconciler is the database's only writer).
+    records: Records,
+}
+
+/// Job records by name.
+type Records = BTreeMap<String, JobRecord>;
+
+/// Job specs by name, for look-ups while carrying actions out.
+type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
+
+fn specs_of(fleet: &Fleet) -> Specs<'_> {
+    fleet.jobs.iter().map(|j| (j.name(), j)).collect()
 }
 
 /// The reconciler: a source, a store, an executor, and the last valid fleet.
@@ -164,8 +177,10 @@ impl Reconciler {
     pub fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
         let recovered = self.recover(now)?;
         let (revision, refused) = self.desired(now)?;
+        let mut records = self.store.jobs()?;
         let Some((_, fleet)) = self.good.clone() else {
             return Ok(Prepared {
+                records,
                 iteration: Iteration {
                     time: now,
                     revision: None,
@@ -179,16 +194,17 @@ impl Reconciler {
             });
         };
         self.executor.set_fleet(&fleet)?;
-        let events = self.observe_events(&fleet, now)?;
-        let observed = self.observed(&fleet, now)?;
+        let events = self.observe_events(&fleet, now, &mut records)?;
+        let observed = self.observed(&fleet, now, &records)?;
         let plan = plan(&PlanInput {
             fleet: &fleet,
             observed: &observed,
             now,
             revision: revision.as_ref().map(|r| r.id.as_str()),
         });
-        self.note_pending(&plan, now)?;
+        self.note_pending(&plan, now, &mut records)?;
         Ok(Prepared {
+            records,
             iteration: Iteration {
                 time: now,
                 revision,
@@ -204,13 +220,18 @@ impl Reconciler {
 
     /// Carries out a prepared plan and records the revision as applied.
     pub fn apply(&mut self, prepared: Prepared) -> Result<Iteration, ReconcileError> {
-        let mut iteration = prepared.iteration;
+        let Prepared {
+            mut iteration,
+            mut records,
+        } = prepared;
         let now = iteration.time;
         if let (Some(plan), Some(revision), Some((_, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
+            let specs = specs_of(&fleet);
             for action in &plan.actions {
-                let result = self.carry_out(&fleet, &revision.id, action, now, None)?;
+                let intent = ActionSource::New(&revision.id);
+                let result = self.carry_out(&fleet, &specs, &mut records, intent, action, now)?;
                 iteration.executed.push(Executed {
                     action: action.clone(),
                     result,
@@ -254,14 +275,18 @@ impl Reconciler {
             }
         };
         self.executor.set_fleet(&fleet)?;
+        let specs = specs_of(&fleet);
+        let mut records = self.store.jobs()?;
         let count = intents.len();
         for (id, intent) in intents {
+            let left = ActionSource::Recorded(id, &intent.revision);
             self.carry_out(
                 &fleet,
-                &intent.revision,
+                &specs,
+                &mut records,
+                left,
                 &intent.action,
                 intent.time,
-                Some(id),
             )?;
         }
         Ok(count)
@@ -375,10 +400,9 @@ impl Reconciler {
         &mut self,
         fleet: &Fleet,
         now: Timestamp,
+        records: &mut Records,
     ) -> Result<Vec<Event>, ReconcileError> {
-        let mut records = self.store.jobs()?;
-        let specs: BTreeMap<&str, &Object<JobSpec>> =
-            fleet.jobs.iter().map(|j| (j.name(), j)).collect();
+        let specs = specs_of(fleet);
         let running: Vec<RunningView<'_>> = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -397,14 +421,16 @@ impl Reconciler {
         let mut touched = BTreeSet::new();
         for event in &events {
             touched.insert(event.job().to_string());
-            touched.extend(apply_event(&mut records, event, &mut batch.audit));
+            touched.extend(apply_event(records, event, &mut batch.audit));
         }
         // Pending jobs no longer in Git are forgotten (they never ran).
-        for record in records.values() {
-            if record.phase == Phase::Pending && !specs.contains_key(record.job.as_str()) {
-                batch.remove_jobs.push(record.job.clone());
+        records.retain(|name, record| {
+            let forget = record.phase == Phase::Pending && !specs.contains_key(name.as_str());
+            if forget {
+                batch.remove_jobs.push(name.clone());
             }
-        }
+            !forget
+        });
         batch.jobs = touched
             .iter()
             .filter_map(|name| records.get(name).cloned())
@@ -414,8 +440,12 @@ impl Reconciler {
     }
 
     /// The observed state the engine plans from.
-    fn observed(&mut self, fleet: &Fleet, now: Timestamp) -> Result<ObservedState, ReconcileError> {
-        let records = self.store.jobs()?;
+    fn observed(
+        &mut self,
+        fleet: &Fleet,
+        now: Timestamp,
+        records: &Records,
+    ) -> Result<ObservedState, ReconcileError> {
         let busy: BTreeSet<&str> = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -465,8 +495,12 @@ impl Reconciler {
     }
 
     /// Records pending jobs as first seen now, with their reasons.
-    fn note_pending(&self, plan: &Plan, now: Timestamp) -> Result<(), ReconcileError> {
-        let records = self.store.jobs()?;
+    fn note_pending(
+        &self,
+        plan: &Plan,
+        now: Timestamp,
+        records: &mut Records,
+    ) -> Result<(), ReconcileError> {
         let mut batch = Batch::default();
         for pending in &plan.pending {
             let mut record = match records.get(&pending.job) {
@@ -479,35 +513,39 @@ impl Reconciler {
             batch.jobs.push(record);
         }
         self.store.commit(&batch)?;
+        for record in batch.jobs {
+            records.insert(record.job.clone(), record);
+        }
         Ok(())
     }
 
-    /// Records `action` as intended (unless `intent` is the id of one left by
-    /// a crash), carries it out, and records the outcome.
+    /// Records `action` as intended (unless it is an intent a crash left),
+    /// carries it out, and records the outcome in the store and in `records`.
     fn carry_out(
         &mut self,
         fleet: &Fleet,
-        revision: &str,
+        specs: &Specs<'_>,
+        records: &mut Records,
+        intent: ActionSource<'_>,
         action: &Action,
         now: Timestamp,
-        intent: Option<u64>,
     ) -> Result<ActionResult, ReconcileError> {
-        let mut records = self.store.jobs()?;
         let record = action.job().and_then(|j| records.get(j)).cloned();
-        if intent.is_none() && underway(action, record.as_ref(), self.executor.as_ref()) {
-            return Ok(ActionResult::AlreadyUnderway);
-        }
-        let id = match intent {
-            Some(id) => id,
-            None => self.store.record_intent(&Intent {
-                revision: revision.to_string(),
-                time: now,
-                action: action.clone(),
-            })?,
+        let (id, revision) = match intent {
+            ActionSource::Recorded(id, revision) => (id, revision),
+            ActionSource::New(revision) => {
+                if underway(action, record.as_ref(), self.executor.as_ref()) {
+                    return Ok(ActionResult::AlreadyUnderway);
+                }
+                let id = self.store.record_intent(&Intent {
+                    revision: revision.to_string(),
+                    time: now,
+                    action: action.clone(),
+                })?;
+                (id, revision)
+            }
         };
-        let spec = action
-            .job()
-            .and_then(|j| fleet.jobs.iter().find(|s| s.name() == j));
+        let spec = action.job().and_then(|j| specs.get(j).copied());
         let ctx = ActionContext {
             spec,
             record: record.as_ref(),
@@ -521,7 +559,7 @@ impl Reconciler {
         };
         let result = match outcome {
             Ok(outcome) => {
-                let changed = record_action(&mut records, action, outcome, revision, now);
+                let changed = record_action(records, action, outcome, revision, now);
                 batch.jobs = changed
                     .iter()
                     .filter_map(|name| records.get(name).cloned())
@@ -543,6 +581,14 @@ impl Reconciler {
         self.store.commit(&batch)?;
         Ok(result)
     }
+}
+
+/// An action to carry out: a new one from the plan (of this revision), or an
+/// intent a crash left recorded (its id and revision).
+#[derive(Debug, Clone, Copy)]
+enum ActionSource<'a> {
+    New(&'a str),
+    Recorded(u64, &'a str),
 }
 
 /// Whether the action's effect is already under way, so it is not repeated.
@@ -601,7 +647,7 @@ fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> Aud
 
 /// Updates the job records for an action carried out; returns the jobs changed.
 fn record_action(
-    records: &mut BTreeMap<String, JobRecord>,
+    records: &mut Records,
     action: &Action,
     outcome: Outcome,
     revision: &str,
@@ -648,7 +694,7 @@ fn record_action(
 
 #[allow(clippy::too_many_arguments)]
 fn stop(
-    records: &mut BTreeMap<String, JobRecord>,
+    records: &mut Records,
     job: &str,
     kind: StopKind,
     for_job: Option<&String>,
@@ -681,11 +727,7 @@ fn stop(
 }
 
 /// Updates the records for an event; returns the jobs changed (besides the event's own).
-fn apply_event(
-    records: &mut BTreeMap<String, JobRecord>,
-    event: &Event,
-    audit: &mut Vec<AuditEntry>,
-) -> Vec<String> {
+fn apply_event(records: &mut Records, event: &Event, audit: &mut Vec<AuditEntry>) -> Vec<String> {
     let mut also = Vec::new();
     let Some(record) = records.get_mut(event.job()) else {
         return also;
