@@ -116,12 +116,7 @@ impl Status {
                 phase: r.phase,
                 placement: (!r.placement.is_empty()).then(|| placement_short(&r.placement)),
                 reason: r.reason.clone(),
-                stopping: r.stopping.as_ref().map(|s| {
-                    serde_json::to_value(s.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                }),
+                stopping: r.stopping.as_ref().map(|s| s.kind.as_str().to_string()),
             })
             .collect();
         job_list.sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));

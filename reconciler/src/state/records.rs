@@ -61,6 +61,17 @@ pub enum StopKind {
     Cancel,
 }
 
+impl StopKind {
+    /// Lower-case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::Preempt => "preempt",
+            StopKind::Terminate => "terminate",
+            StopKind::Cancel => "cancel",
+        }
+    }
+}
+
 /// Everything known about one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
