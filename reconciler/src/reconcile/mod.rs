@@ -312,7 +312,12 @@ impl Reconciler {
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
             && revisions.last_error.is_some();
         if !already_refused {
-            let files = self.source.files(&newest)?.unwrap_or_default();
+            let Some(files) = self.source.files(&newest)? else {
+                // The directory changed while it was read (an empty file
+                // list would be a valid, empty fleet): next iteration.
+                let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                return Ok((in_force, None));
+            };
             let loaded = load_fleet(&files);
             if loaded.is_valid() {
                 self.good = Some((newest.clone(), Arc::new(loaded.fleet)));
