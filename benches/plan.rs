@@ -1,6 +1,7 @@
 //! `cargo bench --bench plan [-- SIZE…]`: the whole `gitfleet plan -o json`
 //! command and the engine alone on generated fleets, medians of several
-//! runs, plus the command's peak memory. Sizes: s (1k nodes, 10k pending,
+//! runs, plus the command's peak memory (`-- --engine-only SIZE…`: the
+//! engine alone, loaded once, for profiling). Sizes: s (1k nodes, 10k pending,
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
 //! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
 //! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
@@ -159,7 +160,40 @@ fn bench(name: &str, size: FleetSize, settled: bool) {
     );
 }
 
+/// The engine alone, loaded once and run `ENGINE_RUNS` times (for profiling
+/// it with `perf record`).
+fn bench_engine(name: &str, size: FleetSize, settled: bool) {
+    const ENGINE_RUNS: usize = 11;
+    let dir = fleet_dir(name, size, settled);
+    let files = read_fleet_dir(&dir.join("repo")).expect("read");
+    let loaded = load_fleet(&files);
+    assert!(loaded.is_valid());
+    let text = std::fs::read_to_string(dir.join("observed.json")).expect("observed");
+    let observed = parse_observed("observed.json", &text).expect("valid observed");
+    let mut engine = Vec::new();
+    for _ in 0..ENGINE_RUNS {
+        let started = Instant::now();
+        let p = plan(&PlanInput {
+            fleet: &loaded.fleet,
+            observed: &observed,
+            now: now(),
+            revision: None,
+        });
+        engine.push(started.elapsed());
+        std::hint::black_box(p);
+    }
+    let (min, max) = (
+        engine.iter().min().copied().unwrap_or_default(),
+        engine.iter().max().copied().unwrap_or_default(),
+    );
+    println!(
+        "{name:>2}: engine median {:>8.1?} (min {min:.1?}, max {max:.1?}, {ENGINE_RUNS} runs)",
+        median(engine)
+    );
+}
+
 fn main() {
+    let engine_only = std::env::args().any(|a| a == "--engine-only");
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -171,6 +205,7 @@ fn main() {
     };
     for name in names {
         match size(name) {
+            Some((s, settled)) if engine_only => bench_engine(name, s, settled),
             Some((s, settled)) => bench(name, s, settled),
             None => eprintln!("unknown size {name:?} (xs, s, m, l, l-storm)"),
         }

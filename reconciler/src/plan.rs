@@ -204,7 +204,7 @@ pub struct Pending {
     /// What it waits for: `quota`, `resources`, `preemption`, `scale-up`,
     /// `freeing`, `reservation`, `unschedulable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting_for: Option<String>,
+    pub waiting_for: Option<std::borrow::Cow<'static, str>>,
 }
 
 /// Totals after the plan.

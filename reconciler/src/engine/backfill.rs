@@ -52,7 +52,7 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
             continue;
         }
         let job = &e.jobs[*k as usize];
-        if let Some(limit) = job.spec.time_limit {
+        if let Some(limit) = job.time_limit {
             events.push((
                 e.now + chrono::Duration::milliseconds(limit.as_millis() as i64),
                 job.name,
@@ -151,12 +151,17 @@ pub fn blocked_by_reservation(e: &Engine, req: &Request) -> bool {
 /// free or reserved GPUs.
 pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Placement> {
     let res = e.reservation.as_ref().filter(|r| r.model == req.model)?;
-    let limit = job.spec.time_limit?;
-    let ends = e.now + chrono::Duration::milliseconds(limit.as_millis() as i64);
-    if ends > res.start {
+    if !ends_before(e.now, job, res.start) {
         return None;
     }
     place_with_reserved(e, res, req)
+}
+
+/// Whether `job`, started at `now`, reaches its time limit by `start`.
+pub fn ends_before(now: Timestamp, job: &JobInfo, start: Timestamp) -> bool {
+    job.time_limit.is_some_and(|limit| {
+        now + chrono::Duration::milliseconds(limit.as_millis() as i64) <= start
+    })
 }
 
 /// A placement on free GPUs and the reservation's GPUs.

@@ -239,6 +239,26 @@ impl Cluster {
         self.reindex(node, Some(old_free));
     }
 
+    /// Changes the owner of several GPUs of one node (one index update).
+    pub fn set_owners(&mut self, node: NodeId, positions: &[usize], owner: Owner) {
+        self.epoch += 1;
+        let n = &mut self.nodes[node as usize];
+        let old_free = n.free;
+        for &pos in positions {
+            let gpu = &mut n.gpus[pos];
+            let was_free = gpu.owner == Owner::Free;
+            gpu.owner = owner;
+            match (was_free, owner == Owner::Free) {
+                (true, false) => n.free -= 1,
+                (false, true) => n.free += 1,
+                _ => {}
+            }
+        }
+        if n.free != old_free {
+            self.reindex(node, Some(old_free));
+        }
+    }
+
     /// Marks a node unschedulable (drain) and drops it from the index.
     pub fn cordon(&mut self, node: NodeId) {
         self.epoch += 1;

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::observed::Timestamp;
+use crate::observed::{QueuedJob, Timestamp};
 use crate::spec::{Duration, Fleet, JobSpec, TopologyLevel};
 
 use super::ids::{JobId, ModelId, Models, QueueId};
@@ -32,21 +32,30 @@ pub struct JobInfo<'a> {
     pub first_seen: Option<Timestamp>,
     /// Total GPUs of the gang.
     pub gpus: u64,
+    /// Replicas (copied from the spec, as the fields below: the engine's
+    /// hot loop then reads the table only).
+    pub replicas: u32,
+    /// GPUs per replica.
+    pub per_replica: u32,
+    /// Time limit.
+    pub time_limit: Option<Duration>,
     /// Required topology level.
     pub required: Option<TopologyLevel>,
     /// Preferred topology level.
     pub preferred: Option<TopologyLevel>,
 }
 
-/// Builds the job table (in document order) and a name index.
+/// Builds the job table (in document order) and a name index. `queued`
+/// gives first-seen times (the last entry of a name wins).
 pub fn job_table<'a>(
     fleet: &'a Fleet,
     tree: &QueueTree,
     models: &mut Models,
-    first_seen: &HashMap<&str, Timestamp>,
+    queued: &[QueuedJob],
 ) -> (Vec<JobInfo<'a>>, HashMap<&'a str, JobId>) {
     let default_class = fleet.priority_classes.iter().find(|c| c.spec.default);
-    let classes: HashMap<&str, &crate::spec::PriorityClassSpec> = fleet
+    // Few classes: a scan beats hashing every job's class name.
+    let classes: Vec<(&str, &crate::spec::PriorityClassSpec)> = fleet
         .priority_classes
         .iter()
         .map(|c| (c.name(), &c.spec))
@@ -55,60 +64,77 @@ pub fn job_table<'a>(
     let mut any_models: Vec<&str> = fleet.pool_models();
     any_models.sort_unstable();
     let any: std::rc::Rc<[ModelId]> = any_models.iter().map(|m| models.intern(m)).collect();
+    // Selector lists are few: share one allocation per distinct list.
+    let mut selectors: Vec<std::rc::Rc<[ModelId]>> = Vec::new();
 
     // Document order: nothing downstream depends on the table's order (fair
     // share sorts by priority, age and name), and a duplicate name — which
     // validation rejects — keeps its first document.
-    let mut seen_names: rustc_hash::FxHashSet<&str> = rustc_hash::FxHashSet::default();
-    let unique: Vec<&crate::spec::Object<JobSpec>> = fleet
-        .jobs
-        .iter()
-        .filter(|j| seen_names.insert(j.name()))
-        .collect();
-    let jobs: Vec<JobInfo> = unique
-        .into_iter()
-        .map(|job| {
-            let spec = &job.spec;
-            let class_name = spec
-                .priority_class
-                .as_deref()
-                .or(default_class.map(|c| c.name()));
-            let class = class_name.and_then(|c| classes.get(c));
-            let queue = tree.id(&spec.queue).filter(|q| tree.is_leaf(*q));
-            let models_ok: std::rc::Rc<[ModelId]> = match &spec.gpu {
-                Some(sel) if !sel.models.is_empty() => {
-                    let mut seen = Vec::new();
-                    for m in &sel.models {
-                        let id = models.intern(m);
-                        if !seen.contains(&id) {
-                            seen.push(id);
-                        }
-                    }
-                    seen.into()
-                }
-                _ => any.clone(),
-            };
-            let topology = spec.topology.unwrap_or_default();
-            JobInfo {
-                name: job.name(),
-                spec,
-                queue,
-                priority: class.map_or(0, |c| c.value),
-                class: class_name.filter(|_| class.is_some()),
-                preemptible: class.is_none_or(|c| c.preemptible),
-                grace: class.map_or(Duration::default(), |c| c.grace_period),
-                models: models_ok,
-                first_seen: first_seen.get(job.name()).copied(),
-                gpus: spec.total_gpus(),
-                required: topology.required.filter(|l| *l != TopologyLevel::None),
-                preferred: topology.preferred.filter(|l| *l != TopologyLevel::None),
+    let mut index: HashMap<&'a str, JobId> = HashMap::default();
+    index.reserve(fleet.jobs.len());
+    let mut jobs: Vec<JobInfo> = Vec::with_capacity(fleet.jobs.len());
+    for job in &fleet.jobs {
+        match index.entry(job.name()) {
+            std::collections::hash_map::Entry::Occupied(_) => continue,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(jobs.len() as JobId);
             }
-        })
-        .collect();
-    let index = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| (j.name, i as JobId))
-        .collect();
+        }
+        let spec = &job.spec;
+        let class_name = spec
+            .priority_class
+            .as_deref()
+            .or(default_class.map(|c| c.name()));
+        let class = class_name.and_then(|c| {
+            classes
+                .iter()
+                .find(|(name, _)| *name == c)
+                .map(|(_, spec)| *spec)
+        });
+        let queue = tree.id(&spec.queue).filter(|q| tree.is_leaf(*q));
+        let models_ok: std::rc::Rc<[ModelId]> = match &spec.gpu {
+            Some(sel) if !sel.models.is_empty() => {
+                let mut ids = Vec::with_capacity(sel.models.len());
+                for m in &sel.models {
+                    let id = models.intern(m);
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                match selectors.iter().find(|s| s[..] == ids[..]) {
+                    Some(shared) => shared.clone(),
+                    None => {
+                        let shared: std::rc::Rc<[ModelId]> = ids.into();
+                        selectors.push(shared.clone());
+                        shared
+                    }
+                }
+            }
+            _ => any.clone(),
+        };
+        let topology = spec.topology.unwrap_or_default();
+        jobs.push(JobInfo {
+            name: job.name(),
+            spec,
+            queue,
+            priority: class.map_or(0, |c| c.value),
+            class: class_name.filter(|_| class.is_some()),
+            preemptible: class.is_none_or(|c| c.preemptible),
+            grace: class.map_or(Duration::default(), |c| c.grace_period),
+            models: models_ok,
+            first_seen: None,
+            gpus: spec.total_gpus(),
+            replicas: spec.replicas,
+            per_replica: spec.gpus_per_replica,
+            time_limit: spec.time_limit,
+            required: topology.required.filter(|l| *l != TopologyLevel::None),
+            preferred: topology.preferred.filter(|l| *l != TopologyLevel::None),
+        });
+    }
+    for q in queued {
+        if let Some(&j) = index.get(q.job.as_str()) {
+            jobs[j as usize].first_seen = Some(q.since);
+        }
+    }
     (jobs, index)
 }

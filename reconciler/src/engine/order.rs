@@ -20,25 +20,44 @@ pub struct FairShare {
 impl FairShare {
     /// Queues `pending` (jobs whose queue is a known leaf) for picking.
     pub fn new(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId]) -> Self {
+        let mut per_leaf: Vec<Vec<(LeafKey, JobId)>> = vec![Vec::new(); tree.queues.len()];
+        for &j in pending {
+            let job = &jobs[j as usize];
+            if let Some(q) = job.queue {
+                per_leaf[q as usize].push((leaf_key(job), j));
+            }
+        }
+        let mut ordered: Vec<JobId> = Vec::with_capacity(pending.len());
+        for mut list in per_leaf {
+            // The key settles almost every comparison without leaving the
+            // list; names break the remaining ties.
+            list.sort_unstable_by(|(ka, a), (kb, b)| {
+                ka.cmp(kb)
+                    .then_with(|| jobs[*a as usize].name.cmp(jobs[*b as usize].name))
+            });
+            ordered.extend(list.into_iter().map(|(_, j)| j));
+        }
+        Self::from_ordered(tree, jobs, &ordered)
+    }
+
+    /// Like [`FairShare::new`] for `pending` already in [`within_leaf`]
+    /// order inside each leaf (as the jobs a `FairShare` handed out are).
+    pub fn from_ordered(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId]) -> Self {
         let n = tree.queues.len();
-        let mut per_leaf: Vec<Vec<JobId>> = vec![Vec::new(); n];
+        let mut leaf_jobs: Vec<VecDeque<JobId>> = vec![VecDeque::new(); n];
         let mut remaining = vec![0u64; n];
         for &j in pending {
             let Some(q) = jobs[j as usize].queue else {
                 continue;
             };
-            per_leaf[q as usize].push(j);
+            debug_assert!(leaf_jobs[q as usize].back().is_none_or(|last| {
+                within_leaf(&jobs[*last as usize], &jobs[j as usize]) == Ordering::Less
+            }));
+            leaf_jobs[q as usize].push_back(j);
             for a in tree.path(q) {
                 remaining[a as usize] += 1;
             }
         }
-        let leaf_jobs = per_leaf
-            .into_iter()
-            .map(|mut list| {
-                list.sort_by(|a, b| within_leaf(&jobs[*a as usize], &jobs[*b as usize]));
-                VecDeque::from(list)
-            })
-            .collect();
         FairShare {
             leaf_jobs,
             remaining,
@@ -75,6 +94,31 @@ impl FairShare {
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
             .map(|(_, q)| q)
     }
+}
+
+/// [`within_leaf`] as a key that settles almost every comparison without
+/// reading the job table again: priority (high first), first seen
+/// (old first, never seen last), the name's first 16 bytes. Equal keys are
+/// settled by the whole names.
+type LeafKey = (std::cmp::Reverse<i32>, bool, i64, u32, u128);
+
+fn leaf_key(job: &JobInfo) -> LeafKey {
+    (
+        std::cmp::Reverse(job.priority),
+        job.first_seen.is_none(),
+        job.first_seen.map_or(0, |t| t.timestamp()),
+        job.first_seen.map_or(0, |t| t.timestamp_subsec_nanos()),
+        name_prefix(job.name),
+    )
+}
+
+/// The first 16 bytes of `name`, zero-padded, big-endian: ordered as the
+/// names are, up to ties between names that share those bytes.
+fn name_prefix(name: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let head = &name.as_bytes()[..name.len().min(16)];
+    bytes[..head.len()].copy_from_slice(head);
+    u128::from_be_bytes(bytes)
 }
 
 /// Order inside a leaf: priority (high first), first seen (old first, never

@@ -32,8 +32,8 @@ impl Request {
     pub fn for_job(job: &super::jobs::JobInfo, model: ModelId) -> Self {
         Request {
             model,
-            replicas: job.spec.replicas,
-            per_replica: job.spec.gpus_per_replica,
+            replicas: job.replicas,
+            per_replica: job.per_replica,
             required: job.required,
             preferred: job.preferred,
         }
@@ -138,9 +138,7 @@ pub fn place_ranked(
 /// Sets the owner of every GPU of a placement.
 pub fn apply(cluster: &mut Cluster, placement: &Placement, owner: Owner) {
     for (id, positions) in placement {
-        for &pos in positions {
-            cluster.set_owner(*id, pos, owner);
-        }
+        cluster.set_owners(*id, positions, owner);
     }
 }
 

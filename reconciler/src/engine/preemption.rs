@@ -67,33 +67,53 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     let m = req.model;
     let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
     let own_path = on_path(e, q);
-    if upper_bound(e, &job, q, m, reclaim, &own_path) < job.gpus {
+    let ub = upper_bound(e, &job, q, m, reclaim, &own_path);
+    if ub < job.gpus {
         e.preempt_memo.insert(key, e.generation);
         return false;
     }
     // The most preferred victims first: search with a prefix of the
-    // candidates in victim order and widen it only when that fails.
-    let mut limit = 32usize.max(4 * job.gpus as usize);
+    // candidates in victim order and widen it (×4) only when that fails.
+    // Bounded: a job that cannot fit with the most preferred thousand or so
+    // is left pending rather than searched against every running job.
+    let first = 32usize.max(4 * job.gpus as usize);
+    let mut last = first;
+    while last < max_candidates(job.gpus) {
+        last *= 4;
+    }
+    let mut limit = first;
+    let (mut cands, mut more) = candidates(e, j, q, req, reclaim, &own_path, limit);
+    let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
     loop {
-        let (cands, more) = candidates(e, j, q, req, reclaim, &own_path, limit);
-        let possible: u64 = e.cluster.free_total.get(m as usize).copied().unwrap_or(0)
-            + cands.iter().map(|c| c.gpus).sum::<u64>();
-        if !cands.is_empty()
-            && possible >= job.gpus
-            && let Some((chosen, p)) = search(e, j, q, req, &cands)
-        {
-            commit(e, j, req, &cands, &chosen, p);
+        let shown = &cands[..limit.min(cands.len())];
+        let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
+        let found = if !shown.is_empty() && possible >= job.gpus {
+            search(e, j, q, req, shown)
+        } else {
+            None
+        };
+        if let Some((chosen, p)) = found {
+            commit(e, j, req, shown, &chosen, p);
             return true;
         }
-        // Bounded: victims come in preference order, and a job that cannot
-        // fit with the most preferred thousand or so is left pending rather
-        // than searched against every running job of the fleet.
-        if !more || limit >= max_candidates(job.gpus) {
-            e.preempt_memo.insert(key, e.generation);
-            return false;
+        let more_than_shown = more || cands.len() > limit;
+        if !more_than_shown || limit >= last {
+            break;
+        }
+        if cands.len() <= limit {
+            // Widen once to the most it may grow to; every wider search
+            // looks at a prefix of these.
+            (cands, more) = candidates(e, j, q, req, reclaim, &own_path, last);
+            // What cannot fit with all of them fits with no prefix either.
+            let possible = free + cands.iter().map(|c| c.gpus).sum::<u64>();
+            if possible < job.gpus || !replicas_could_fit(e, req, &cands) {
+                break;
+            }
         }
         limit *= 4;
     }
+    e.preempt_memo.insert(key, e.generation);
+    false
 }
 
 /// How many candidates a search may look at, at most.
@@ -183,14 +203,14 @@ fn candidates(
         borrowing: bool,
         rule: Rule,
         below: Option<i32>,
-        list: &'l [RunId],
+        list: &'l [super::Victim],
     }
     let mut sources: Vec<Source> = Vec::new();
     for (vq, lists) in e.victim_lists.iter().enumerate() {
-        let Some((_, list, head)) = lists.iter().find(|(model, _, _)| *model == m) else {
+        let Some(victims) = lists.iter().find(|list| list.model == m) else {
             continue;
         };
-        let list = &list[*head..];
+        let list = &victims.victims[victims.head..];
         let vq = vq as QueueId;
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
@@ -230,26 +250,19 @@ fn candidates(
         usize,
         usize,
     );
-    let priority_of = |r: RunId| {
-        e.runs[r as usize]
-            .job
-            .map_or(0, |vj| e.jobs[vj as usize].priority)
-    };
     let key = |src: usize, pos: usize| -> Key {
-        let r = sources[src].list[pos];
-        let run = &e.runs[r as usize];
-        let priority = priority_of(r);
+        let v = &sources[src].list[pos];
         (
             !sources[src].borrowing,
-            priority,
-            Reverse(run.started),
-            r,
+            v.priority,
+            Reverse(v.started),
+            v.run,
             src,
             pos,
         )
     };
     let eligible = |src: usize, pos: usize| -> bool {
-        let priority = priority_of(sources[src].list[pos]);
+        let priority = sources[src].list[pos].priority;
         sources[src].below.is_none_or(|b| priority < b)
     };
     let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
@@ -406,6 +419,9 @@ fn search_inner(
         let n = e.cluster.node(*id);
         n.schedulable && n.model == Some(m)
     });
+    if !replicas_could_fit(e, req, cands) {
+        return None;
+    }
 
     let (mut chosen, placement) = match req.required.or(req.preferred) {
         Some(level) => {
@@ -483,6 +499,51 @@ fn search_inner(
         e.tree.charge(c.queue, m, c.gpus, true);
     }
     fit.then_some((chosen, placement))
+}
+
+/// A necessary condition for a victim search with `cands`, cheap to check:
+/// counting each node's free GPUs and those of every candidate on it
+/// (ignoring NVLink domains and guarantees), enough replicas fit — inside
+/// one domain of the required topology level, when there is one. More
+/// candidates never make it false.
+fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate]) -> bool {
+    if req.per_replica == 0 {
+        return true;
+    }
+    let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
+    for c in cands {
+        for (node, positions) in &e.runs[c.run as usize].placement {
+            *victim_gpus.entry(*node).or_default() += positions.len() as u32;
+        }
+    }
+    let nodes = e
+        .cluster
+        .free_nodes_and(req.model, victim_gpus.keys().copied());
+    let replicas_on = |id: NodeId| {
+        let node = e.cluster.node(id);
+        if !node.schedulable || node.model != Some(req.model) {
+            return 0;
+        }
+        let usable = node.free + victim_gpus.get(&id).copied().unwrap_or(0);
+        u64::from(usable / req.per_replica)
+    };
+    let needed = u64::from(req.replicas);
+    match req.required {
+        None => nodes.iter().map(|id| replicas_on(*id)).sum::<u64>() >= needed,
+        Some(level) => {
+            let mut per_domain: HashMap<&str, u64> = HashMap::default();
+            for &id in &nodes {
+                if let Some(key) = e.cluster.node(id).domain_key(level) {
+                    let fit = per_domain.entry(key).or_default();
+                    *fit += replicas_on(id);
+                    if *fit >= needed {
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+    }
 }
 
 /// Whether placement `p` uses any GPU of run `run`.
@@ -631,12 +692,14 @@ fn commit(
     // Victim lists skip stopping runs at their front from now on.
     let runs = &e.runs;
     for &i in chosen {
-        for (model, list, head) in e.victim_lists[cands[i].queue as usize].iter_mut() {
-            if *model != req.model {
+        for list in e.victim_lists[cands[i].queue as usize].iter_mut() {
+            if list.model != req.model {
                 continue;
             }
-            while *head < list.len() && runs[list[*head] as usize].stopping != Stopping::No {
-                *head += 1;
+            while list.head < list.victims.len()
+                && runs[list.victims[list.head].run as usize].stopping != Stopping::No
+            {
+                list.head += 1;
             }
         }
     }

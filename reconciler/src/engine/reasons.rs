@@ -123,7 +123,7 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
                 return (text, "resources");
             };
             let (reserved, names) = reserved_gpus(e, res);
-            let limit = match job.spec.time_limit {
+            let limit = match job.time_limit {
                 Some(l) => format!(
                     "its time limit {l} would end at {}, after that",
                     clock_near(
