@@ -56,7 +56,12 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode> {
             }
             None => derive_inventory(&fleet),
         };
-        plan_and_print(args, &fleet, &observed, revision.as_deref())
+        let code = plan_and_print(args, &fleet, &observed, revision.as_deref());
+        // The process ends next: handing a large fleet's allocations back one
+        // by one would only add time (~40 ms at 150k jobs).
+        std::mem::forget(fleet);
+        std::mem::forget(observed);
+        code
     })
 }
 
@@ -96,6 +101,8 @@ fn plan_and_print(
     } else {
         ExitCode::SUCCESS
     };
+    // As the fleet's: the process ends next.
+    std::mem::forget(plan);
     Ok(code)
 }
 

@@ -260,9 +260,10 @@ fn parse_files_with(
     diagnostics: &mut Vec<Diagnostic>,
     keep_trees: bool,
 ) -> Documents {
-    // Files parse independently: split them into contiguous chunks, one per
-    // core, and merge the results in file order (the output does not depend
-    // on the number of threads).
+    // Files parse independently: each thread takes the next file not yet
+    // taken (so a thread slowed by other work on its core leaves no core
+    // idle), and the results are merged in file order (the output does not
+    // depend on the number of threads or on who parsed what).
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
@@ -274,52 +275,39 @@ fn parse_files_with(
         }
         return docs;
     }
-    let chunks = chunk_by_size(files, threads);
-    let parts: Vec<(Documents, Vec<Diagnostic>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                scope.spawn(move || {
-                    let mut docs = Documents::default();
-                    let mut diags = Vec::new();
-                    for file in chunk {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    type Parsed = (usize, Documents, Vec<Diagnostic>);
+    let mut parts: Vec<Parsed> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads.min(files.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine: Vec<Parsed> = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(file) = files.get(i) else { break };
+                        let mut docs = Documents::default();
+                        let mut diags = Vec::new();
                         parse_file(file, &mut docs, &mut diags, keep_trees);
+                        mine.push((i, docs, diags));
                     }
-                    (docs, diags)
+                    mine
                 })
             })
             .collect();
+        // A parser panic is a bug: carry it on rather than load a fleet
+        // with files missing (which would cancel their running jobs).
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_default())
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
+    parts.sort_unstable_by_key(|(i, _, _)| *i);
     let mut docs = Documents::default();
-    for (part, diags) in parts {
+    for (_, part, diags) in parts {
         docs.append(part);
         diagnostics.extend(diags);
     }
     docs
-}
-
-/// Contiguous chunks of about equal size in bytes.
-fn chunk_by_size(files: &[SourceFile], chunks: usize) -> Vec<&[SourceFile]> {
-    let total: usize = files.iter().map(|f| f.bytes.len().max(1)).sum();
-    let target = total.div_ceil(chunks);
-    let mut out = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (i, f) in files.iter().enumerate() {
-        size += f.bytes.len().max(1);
-        if size >= target && out.len() + 1 < chunks {
-            out.push(&files[start..=i]);
-            start = i + 1;
-            size = 0;
-        }
-    }
-    if start < files.len() {
-        out.push(&files[start..]);
-    }
-    out
 }
 
 fn parse_file(
@@ -618,6 +606,45 @@ mod tests {
         assert!(
             got[0].starts_with("queues.yaml:1:4: YAML syntax error"),
             "{got:#?}"
+        );
+    }
+
+    #[test]
+    fn files_parsed_on_several_threads_merge_in_file_order() {
+        // Above the size where parsing goes parallel; one bad document in a
+        // middle file.
+        let mut files = Vec::new();
+        let mut expected = Vec::new();
+        for f in 0..40 {
+            let mut text = String::new();
+            for k in 0..60 {
+                let name = format!("job-{f}-{k}");
+                text.push_str(&format!(
+                    "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  queue: q\n  gpusPerReplica: 1\n  command: [python, train.py, --a-long-argument-to-make-the-file-larger]\n---\n"
+                ));
+                expected.push(name);
+            }
+            if f == 17 {
+                text.push_str("apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: bad}\nspec: {queue: q, gpusPerReplica: many}\n");
+            }
+            files.push(SourceFile::new(
+                format!("jobs/{f:02}.yaml"),
+                text.into_bytes(),
+            ));
+        }
+        let total: usize = files.iter().map(|f| f.bytes.len()).sum();
+        assert!(
+            total > 256 * 1024,
+            "{total} bytes: too small to go parallel"
+        );
+        let mut diagnostics = Vec::new();
+        let docs = parse_files(&files, &mut diagnostics);
+        let names: Vec<&str> = docs.jobs.iter().map(|j| j.name()).collect();
+        assert_eq!(names, expected);
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+        assert!(
+            diagnostics[0].to_string().starts_with("jobs/17.yaml:"),
+            "{diagnostics:#?}"
         );
     }
 }

@@ -2,8 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::FxHashMap;
+
 use super::suggest::hint;
-use crate::diag::{Diagnostic, Origin};
+use crate::diag::Diagnostic;
 use crate::load::yaml::PathSegment::{Index, Key};
 use crate::load::{Document, Documents};
 use crate::spec::{Kind, QueueSpec};
@@ -21,18 +23,21 @@ pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
 }
 
 fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
-    let mut first: BTreeMap<&str, Origin> = BTreeMap::new();
-    for doc in docs {
+    // Positions are looked up only for duplicates: this runs over every Job.
+    let mut first: FxHashMap<&str, usize> = FxHashMap::default();
+    first.reserve(docs.len());
+    for (i, doc) in docs.iter().enumerate() {
         match first.get(doc.name()) {
-            Some(original) => out.push(Diagnostic::new(
+            Some(&original) => out.push(Diagnostic::new(
                 doc.origin_of(&["metadata", "name"]),
                 format!(
-                    "{kind} {}: duplicate name (first defined at {original})",
-                    doc.name()
+                    "{kind} {}: duplicate name (first defined at {})",
+                    doc.name(),
+                    docs[original].origin_of(&["metadata", "name"])
                 ),
             )),
             None => {
-                first.insert(doc.name(), doc.origin_of(&["metadata", "name"]));
+                first.insert(doc.name(), i);
             }
         }
     }
@@ -265,6 +270,9 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
     }
     let classes: BTreeSet<&str> = docs.priority_classes.iter().map(|p| p.name()).collect();
     let models = pool_models(docs);
+    // Jobs share few selectors: whether a replica fits is decided once per
+    // selector and per replica size.
+    let mut fits: FxHashMap<(Option<&[String]>, u32), bool> = FxHashMap::default();
 
     for job in &docs.jobs {
         let spec = &job.object.spec;
@@ -324,21 +332,28 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
             }
         }
         // A pool that failed to load may be the one the replica fits.
-        if !unknown_model && !docs.rejected.may_provide_any(|m| spec.accepts_model(m)) {
-            replica_fits_a_node(docs, job, out);
+        if !unknown_model {
+            let selector = spec.gpu.as_ref().map(|g| g.models.as_slice());
+            let key = (selector.filter(|m| !m.is_empty()), spec.gpus_per_replica);
+            let fine = *fits.entry(key).or_insert_with(|| {
+                docs.rejected.may_provide_any(|m| spec.accepts_model(m))
+                    || largest_acceptable_pool(docs, spec)
+                        .is_some_and(|pool| pool.object.spec.gpu.count >= spec.gpus_per_replica)
+            });
+            if !fine {
+                replica_fits_a_node(docs, job, out);
+            }
         }
     }
 }
 
-/// A replica never spans nodes: it must fit the largest node of an acceptable model.
-fn replica_fits_a_node(
-    docs: &Documents,
-    job: &Document<crate::spec::JobSpec>,
-    out: &mut Vec<Diagnostic>,
-) {
-    let spec = &job.object.spec;
-    let largest = docs
-        .pools
+/// The pool with the most GPUs per node among those of a model `spec`
+/// accepts (ties: the first by name).
+fn largest_acceptable_pool<'d>(
+    docs: &'d Documents,
+    spec: &crate::spec::JobSpec,
+) -> Option<&'d Document<crate::spec::NodePoolSpec>> {
+    docs.pools
         .iter()
         .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
         .max_by(|a, b| {
@@ -348,8 +363,17 @@ fn replica_fits_a_node(
                 .count
                 .cmp(&b.object.spec.gpu.count)
                 .then_with(|| b.name().cmp(a.name()))
-        });
-    match largest {
+        })
+}
+
+/// A replica never spans nodes: it must fit the largest node of an acceptable model.
+fn replica_fits_a_node(
+    docs: &Documents,
+    job: &Document<crate::spec::JobSpec>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let spec = &job.object.spec;
+    match largest_acceptable_pool(docs, spec) {
         Some(pool) if pool.object.spec.gpu.count < spec.gpus_per_replica => {
             out.push(Diagnostic::new(
                 job.origin_of(&["spec", "gpusPerReplica"]),
