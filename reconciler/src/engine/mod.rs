@@ -590,19 +590,22 @@ impl<'a> Engine<'a> {
         // higher-priority job would preempt it for in the next plan.
         // Borrowers are kept with their priority, in the order handed out
         // (so in within-leaf order inside each leaf).
-        let mut borrowers: Vec<(i32, JobId)> = Vec::new();
+        let mut borrowers: Vec<(i32, QueueId, JobId)> = Vec::new();
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
             if self.would_borrow(j) {
-                borrowers.push((self.jobs[j as usize].priority, j));
+                let job = &self.jobs[j as usize];
+                if let Some(q) = job.queue {
+                    borrowers.push((job.priority, q, j));
+                }
                 continue;
             }
             explain::before_admit(&mut self, j, &order);
             self.admit(j);
         }
         // Highest band first; a stable sort keeps each band in handed-out order.
-        borrowers.sort_by_key(|(priority, _)| std::cmp::Reverse(*priority));
+        borrowers.sort_by_key(|(priority, _, _)| std::cmp::Reverse(*priority));
         for band in borrowers.chunk_by(|a, b| a.0 == b.0) {
-            let band: Vec<JobId> = band.iter().map(|(_, j)| *j).collect();
+            let band: Vec<(QueueId, JobId)> = band.iter().map(|(_, q, j)| (*q, *j)).collect();
             let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &band);
             while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
                 explain::before_admit(&mut self, j, &order);

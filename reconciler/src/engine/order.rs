@@ -10,11 +10,15 @@ use super::jobs::JobInfo;
 use super::quota::QueueTree;
 
 /// Hands out pending jobs one at a time in fair-share order. Shares are
-/// recomputed at every pick, so each admission moves its queue back.
+/// recomputed whenever usage changed since the last pick, so each admission
+/// moves its queue back.
 #[derive(Debug, Clone)]
 pub struct FairShare {
     leaf_jobs: Vec<VecDeque<JobId>>,
     remaining: Vec<u64>,
+    /// Per queue: the weighted share and the queue tree's epoch it was
+    /// computed at (capacity is fixed for the life of a `FairShare`).
+    shares: Vec<(u64, f64)>,
 }
 
 impl FairShare {
@@ -27,40 +31,44 @@ impl FairShare {
                 per_leaf[q as usize].push((leaf_key(job), j));
             }
         }
-        let mut ordered: Vec<JobId> = Vec::with_capacity(pending.len());
-        for mut list in per_leaf {
+        let mut ordered: Vec<(QueueId, JobId)> = Vec::with_capacity(pending.len());
+        for (q, mut list) in per_leaf.into_iter().enumerate() {
             // The key settles almost every comparison without leaving the
             // list; names break the remaining ties.
             list.sort_unstable_by(|(ka, a), (kb, b)| {
                 ka.cmp(kb)
                     .then_with(|| jobs[*a as usize].name.cmp(jobs[*b as usize].name))
             });
-            ordered.extend(list.into_iter().map(|(_, j)| j));
+            ordered.extend(list.into_iter().map(|(_, j)| (q as QueueId, j)));
         }
         Self::from_ordered(tree, jobs, &ordered)
     }
 
-    /// Like [`FairShare::new`] for `pending` already in [`within_leaf`]
-    /// order inside each leaf (as the jobs a `FairShare` handed out are).
-    pub fn from_ordered(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId]) -> Self {
+    /// Like [`FairShare::new`] for `pending` jobs with their leaf queues,
+    /// already in [`within_leaf`] order inside each leaf (as the jobs a
+    /// `FairShare` handed out are).
+    pub fn from_ordered(tree: &QueueTree, jobs: &[JobInfo], pending: &[(QueueId, JobId)]) -> Self {
         let n = tree.queues.len();
         let mut leaf_jobs: Vec<VecDeque<JobId>> = vec![VecDeque::new(); n];
-        let mut remaining = vec![0u64; n];
-        for &j in pending {
-            let Some(q) = jobs[j as usize].queue else {
-                continue;
-            };
+        for &(q, j) in pending {
+            debug_assert_eq!(jobs[j as usize].queue, Some(q));
             debug_assert!(leaf_jobs[q as usize].back().is_none_or(|last| {
                 within_leaf(&jobs[*last as usize], &jobs[j as usize]) == Ordering::Less
             }));
             leaf_jobs[q as usize].push_back(j);
-            for a in tree.path(q) {
-                remaining[a as usize] += 1;
+        }
+        let mut remaining = vec![0u64; n];
+        for (q, list) in leaf_jobs.iter().enumerate() {
+            if !list.is_empty() {
+                for a in tree.path(q as QueueId) {
+                    remaining[a as usize] += list.len() as u64;
+                }
             }
         }
         FairShare {
             leaf_jobs,
             remaining,
+            shares: vec![(u64::MAX, 0.0); n],
         }
     }
 
@@ -85,14 +93,22 @@ impl FairShare {
         self.remaining.get(q as usize).copied().unwrap_or(0)
     }
 
-    fn pick(&self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
-        level
-            .iter()
-            .copied()
-            .filter(|q| self.remaining[*q as usize] > 0)
-            .map(|q| (tree.weighted_share(q, capacity), q))
-            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-            .map(|(_, q)| q)
+    fn pick(&mut self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
+        let mut best: Option<(f64, QueueId)> = None;
+        for &q in level {
+            if self.remaining[q as usize] == 0 {
+                continue;
+            }
+            let cached = &mut self.shares[q as usize];
+            if cached.0 != tree.epoch {
+                *cached = (tree.epoch, tree.weighted_share(q, capacity));
+            }
+            let share = cached.1;
+            if best.is_none_or(|(b, bq)| share.total_cmp(&b).then(q.cmp(&bq)).is_lt()) {
+                best = Some((share, q));
+            }
+        }
+        best.map(|(_, q)| q)
     }
 }
 
