@@ -196,11 +196,12 @@ impl Action {
 pub struct Pending {
     /// Job name.
     pub job: String,
-    /// The binding constraint, in words a user can act on.
-    pub reason: String,
+    /// The binding constraint, in words a user can act on (shared: jobs
+    /// held back alike have the same words).
+    pub reason: std::sync::Arc<str>,
     /// Its leaf queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
+    pub queue: Option<std::sync::Arc<str>>,
     /// What it waits for: `quota`, `resources`, `preemption`, `scale-up`,
     /// `freeing`, `reservation`, `unschedulable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -319,11 +319,11 @@ fn job_outcomes(plan: &Plan) -> (BTreeMap<String, JobOutcome>, BTreeMap<String, 
         outcomes.insert(
             p.job.clone(),
             JobOutcome::Pending {
-                reason: p.reason.clone(),
+                reason: p.reason.to_string(),
             },
         );
         if let Some(q) = &p.queue {
-            queues.insert(p.job.clone(), q.clone());
+            queues.insert(p.job.clone(), q.to_string());
         }
     }
     (outcomes, queues)

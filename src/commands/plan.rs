@@ -150,8 +150,12 @@ pub fn resolve_now(now: Option<&str>, observed: &ObservedState) -> Result<Timest
 fn print_plan(plan: &Plan, output: OutputFormat, source: &str) -> Result<()> {
     match output {
         OutputFormat::Json => {
-            let text = serde_json::to_string_pretty(plan).into_diagnostic()?;
-            println!("{text}");
+            // Streamed: a large fleet's plan is tens of MB of JSON.
+            use std::io::Write;
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            serde_json::to_writer_pretty(&mut out, plan).into_diagnostic()?;
+            writeln!(out).into_diagnostic()?;
+            out.flush().into_diagnostic()?;
         }
         OutputFormat::Text => print!("{}", plan_text(plan, source)),
         OutputFormat::Markdown => print!("{}", plan_markdown(plan, source)),

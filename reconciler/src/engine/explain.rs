@@ -412,6 +412,6 @@ fn finish(input: &PlanInput, job: &str, plan: &Plan, capture: Capture) -> Explan
         nodes: capture.nodes,
         nodes_not_listed: capture.nodes_not_listed,
         actions,
-        pending_reason: pending.map(|p| p.reason.clone()),
+        pending_reason: pending.map(|p| p.reason.to_string()),
     }
 }

@@ -17,6 +17,8 @@ mod quota;
 mod reasons;
 mod scaling;
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::observed::{NodeGpus, ObservedState, Timestamp};
@@ -111,7 +113,7 @@ struct KnownOutcome {
     /// The cluster's and the queue tree's epochs it was decided at.
     cluster_epoch: u64,
     tree_epoch: u64,
-    reason: String,
+    reason: Arc<str>,
     waiting: &'static str,
     /// The time limit the reason quotes (blocked by a reservation), which
     /// jobs must share to share the reason.
@@ -217,6 +219,8 @@ struct Engine<'a> {
     outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
+    /// Queue names by id, shared by the pending jobs of each queue.
+    queue_names: Vec<Arc<str>>,
 }
 
 #[derive(Debug, Default)]
@@ -264,6 +268,7 @@ impl<'a> Engine<'a> {
                 pools[p as usize].observed_nodes += 1;
             }
         }
+        let queue_names = tree.queues.iter().map(|q| q.name.as_str().into()).collect();
         let pending_now = vec![false; jobs.len()];
         let pending = Vec::with_capacity(jobs.len());
         let mut engine = Engine {
@@ -296,6 +301,7 @@ impl<'a> Engine<'a> {
             reason_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
+            queue_names,
         };
         engine.load_runs(observed);
         engine.index_victims();
@@ -687,21 +693,22 @@ impl<'a> Engine<'a> {
         }
         // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
-        match self.reserve_if_first(j, &blocked) {
-            Some(r) => reason.push_str(&r),
-            None => {
-                if let Some(key) = memo_key {
-                    let reserved = blocked.iter().any(|b| matches!(b, Blocked::Reserved(_)));
-                    let known = KnownOutcome {
-                        cluster_epoch: self.cluster.epoch,
-                        tree_epoch: self.tree.epoch,
-                        reason: reason.clone(),
-                        waiting,
-                        time_limit_in_reason: reserved.then_some(job.time_limit),
-                    };
-                    self.outcome_memo.insert(key, known);
-                }
-            }
+        if let Some(r) = self.reserve_if_first(j, &blocked) {
+            reason.push_str(&r);
+            self.push_pending(j, reason, waiting);
+            return;
+        }
+        let reason: Arc<str> = reason.into();
+        if let Some(key) = memo_key {
+            let reserved = blocked.iter().any(|b| matches!(b, Blocked::Reserved(_)));
+            let known = KnownOutcome {
+                cluster_epoch: self.cluster.epoch,
+                tree_epoch: self.tree.epoch,
+                reason: reason.clone(),
+                waiting,
+                time_limit_in_reason: reserved.then_some(job.time_limit),
+            };
+            self.outcome_memo.insert(key, known);
         }
         self.push_pending(j, reason, waiting);
     }
@@ -959,15 +966,15 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn push_pending(&mut self, j: JobId, reason: String, waiting_for: &'static str) {
+    fn push_pending(&mut self, j: JobId, reason: impl Into<Arc<str>>, waiting_for: &'static str) {
         let job = &self.jobs[j as usize];
         self.pending.push(Pending {
             job: job.name.to_string(),
-            reason,
-            // The tree's name (hot in cache) is the spec's for a leaf.
+            reason: reason.into(),
+            // The leaf's shared name is the spec's.
             queue: Some(match job.queue {
-                Some(q) => self.tree.get(q).name.clone(),
-                None => job.spec.queue.clone(),
+                Some(q) => self.queue_names[q as usize].clone(),
+                None => job.spec.queue.as_str().into(),
             }),
             waiting_for: Some(std::borrow::Cow::Borrowed(waiting_for)),
         });

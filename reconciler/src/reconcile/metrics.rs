@@ -319,9 +319,9 @@ impl Metrics {
             .unwrap_or_default();
         let class_of = |job: &str| classes.get(job).copied().unwrap_or(default_class.as_str());
         for pending in &plan.pending {
-            let queue = pending.queue.clone().unwrap_or_default();
+            let queue = pending.queue.as_deref().unwrap_or_default();
             self.queue_depth
-                .with_label_values(&[queue.as_str(), class_of(&pending.job)])
+                .with_label_values(&[queue, class_of(&pending.job)])
                 .inc();
             let reason = pending.waiting_for.as_deref().unwrap_or("other");
             self.pending_by_reason.with_label_values(&[reason]).inc();

@@ -510,11 +510,11 @@ impl Reconciler {
         for pending in &plan.pending {
             let mut record = match records.get(&pending.job) {
                 Some(r) if r.phase != Phase::Pending => continue,
-                Some(r) if r.reason.as_deref() == Some(pending.reason.as_str()) => continue,
+                Some(r) if r.reason.as_deref() == Some(&*pending.reason) => continue,
                 Some(r) => r.clone(),
                 None => JobRecord::new_pending(&pending.job, now),
             };
-            record.reason = Some(pending.reason.clone());
+            record.reason = Some(pending.reason.to_string());
             batch.jobs.push(record);
         }
         self.store.commit(&batch)?;
