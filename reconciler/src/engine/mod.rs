@@ -221,6 +221,11 @@ struct Engine<'a> {
     preempt_memo: HashMap<preemption::MemoKey, u64>,
     /// Queue names by id, shared by the pending jobs of each queue.
     queue_names: Vec<Arc<str>>,
+    /// Preemptions chosen so far (victim candidates change only then).
+    preemptions: u64,
+    /// Victim candidate lists, with the preemption count they were made at.
+    candidate_memo:
+        HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
 }
 
 #[derive(Debug, Default)]
@@ -302,6 +307,8 @@ impl<'a> Engine<'a> {
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
             queue_names,
+            preemptions: 0,
+            candidate_memo: HashMap::default(),
         };
         engine.load_runs(observed);
         engine.index_victims();

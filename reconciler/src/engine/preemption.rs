@@ -47,6 +47,19 @@ enum Rule {
 /// engine admits another job.
 pub type MemoKey = (QueueId, i32, u16, u32, u32, u8, u8);
 
+/// What a candidate list depends on besides the running jobs: the
+/// preemptor's queue and priority, reclaim or not, the model, the length.
+pub type CandidateKey = (QueueId, i32, bool, u16, usize);
+
+/// A candidate list, and whether there are more candidates past it. Valid
+/// until the next preemption: only choosing victims changes which running
+/// jobs are candidates (their state, their queues' borrowing).
+#[derive(Debug)]
+pub struct CandidateList {
+    cands: Vec<Candidate>,
+    more: bool,
+}
+
 /// Tries to preempt for job `j` on the model of `req`; true when victims
 /// were chosen (the job then waits for them).
 pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
@@ -82,9 +95,10 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         last *= 4;
     }
     let mut limit = first;
-    let (mut cands, mut more) = candidates(e, j, q, req, reclaim, &own_path, limit);
+    let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, limit);
     let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
     loop {
+        let (cands, more) = (&list.cands, list.more);
         let shown = &cands[..limit.min(cands.len())];
         let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
         let found = if !shown.is_empty() && possible >= job.gpus {
@@ -103,10 +117,10 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         if cands.len() <= limit {
             // Widen once to the most it may grow to; every wider search
             // looks at a prefix of these.
-            (cands, more) = candidates(e, j, q, req, reclaim, &own_path, last);
+            list = candidates_cached(e, j, q, req, reclaim, &own_path, last);
             // What cannot fit with all of them fits with no prefix either.
-            let possible = free + cands.iter().map(|c| c.gpus).sum::<u64>();
-            if possible < job.gpus || !replicas_could_fit(e, req, &cands) {
+            let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
+            if possible < job.gpus || !replicas_could_fit(e, req, &list.cands) {
                 break;
             }
         }
@@ -114,6 +128,29 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     }
     e.preempt_memo.insert(key, e.generation);
     false
+}
+
+/// [`candidates`], remembered until the next preemption (jobs of one queue
+/// and priority with other shapes see the same list).
+fn candidates_cached(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    reclaim: bool,
+    own_path: &[bool],
+    limit: usize,
+) -> std::rc::Rc<CandidateList> {
+    let key: CandidateKey = (q, e.jobs[j as usize].priority, reclaim, req.model, limit);
+    if let Some((at, list)) = e.candidate_memo.get(&key)
+        && *at == e.preemptions
+    {
+        return list.clone();
+    }
+    let (cands, more) = candidates(e, j, q, req, reclaim, own_path, limit);
+    let list = std::rc::Rc::new(CandidateList { cands, more });
+    e.candidate_memo.insert(key, (e.preemptions, list.clone()));
+    list
 }
 
 /// How many candidates a search may look at, at most.
@@ -656,6 +693,7 @@ fn commit(
     chosen: &[usize],
     p: Placement,
 ) {
+    e.preemptions += 1;
     let job_name = e.jobs[j as usize].name;
     let mut victims: Vec<RunId> = chosen.iter().map(|i| cands[*i].run).collect();
     victims.sort_by_key(|r| e.runs[*r as usize].name);
