@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use reconciler::engine::{PlanInput, plan};
 use reconciler::generate::{FleetSize, generate, settle};
-use reconciler::load::{fs::read_fleet_dir, load_fleet};
-use reconciler::observed::{Timestamp, parse_observed};
+use reconciler::load::{Loaded, fs::read_fleet_dir, load_fleet};
+use reconciler::observed::{ObservedState, Timestamp, parse_observed};
+use reconciler::plan::Plan;
 
 const RUNS: usize = 5;
 
@@ -87,6 +88,28 @@ fn fleet_dir(name: &str, size: FleetSize, settled: bool) -> PathBuf {
     dir
 }
 
+/// The fleet repository and observed state of a generated fleet, in process.
+fn load_generated(dir: &Path) -> (Loaded, ObservedState) {
+    let files = read_fleet_dir(&dir.join("repo")).expect("read");
+    let loaded = load_fleet(&files);
+    assert!(loaded.is_valid());
+    let text = std::fs::read_to_string(dir.join("observed.json")).expect("observed");
+    let observed = parse_observed("observed.json", &text).expect("valid observed");
+    (loaded, observed)
+}
+
+/// One engine run and how long it took.
+fn run_engine(loaded: &Loaded, observed: &ObservedState) -> (Duration, Plan) {
+    let started = Instant::now();
+    let p = plan(&PlanInput {
+        fleet: &loaded.fleet,
+        observed,
+        now: now(),
+        revision: None,
+    });
+    (started.elapsed(), p)
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
@@ -134,20 +157,10 @@ fn bench(name: &str, size: FleetSize, settled: bool) {
     let mut actions = 0;
     for _ in 0..RUNS {
         let started = Instant::now();
-        let files = read_fleet_dir(&repo).expect("read");
-        let loaded = load_fleet(&files);
-        assert!(loaded.is_valid());
-        let text = std::fs::read_to_string(&observed_path).expect("observed");
-        let observed = parse_observed("observed.json", &text).expect("valid observed");
+        let (loaded, observed) = load_generated(&dir);
         load.push(started.elapsed());
-        let started = Instant::now();
-        let p = plan(&PlanInput {
-            fleet: &loaded.fleet,
-            observed: &observed,
-            now: now(),
-            revision: None,
-        });
-        engine.push(started.elapsed());
+        let (took, p) = run_engine(&loaded, &observed);
+        engine.push(took);
         jobs = loaded.fleet.jobs.len();
         actions = p.actions.len();
     }
@@ -165,21 +178,11 @@ fn bench(name: &str, size: FleetSize, settled: bool) {
 fn bench_engine(name: &str, size: FleetSize, settled: bool) {
     const ENGINE_RUNS: usize = 11;
     let dir = fleet_dir(name, size, settled);
-    let files = read_fleet_dir(&dir.join("repo")).expect("read");
-    let loaded = load_fleet(&files);
-    assert!(loaded.is_valid());
-    let text = std::fs::read_to_string(dir.join("observed.json")).expect("observed");
-    let observed = parse_observed("observed.json", &text).expect("valid observed");
+    let (loaded, observed) = load_generated(&dir);
     let mut engine = Vec::new();
     for _ in 0..ENGINE_RUNS {
-        let started = Instant::now();
-        let p = plan(&PlanInput {
-            fleet: &loaded.fleet,
-            observed: &observed,
-            now: now(),
-            revision: None,
-        });
-        engine.push(started.elapsed());
+        let (took, p) = run_engine(&loaded, &observed);
+        engine.push(took);
         std::hint::black_box(p);
     }
     let (min, max) = (
