@@ -187,7 +187,7 @@ fn order_info(e: &Engine, j: JobId, position: usize, fair: &super::order::FairSh
                 siblings
                     .iter()
                     .map(|s| ShareLine {
-                        queue: e.tree.get(*s).name.clone(),
+                        queue: e.tree.get(*s).name.to_string(),
                         weighted_share: round(e.tree.weighted_share(*s, &e.cluster.healthy_total)),
                         weight: e.tree.get(*s).weight,
                         on_path: *s == q,
@@ -220,7 +220,7 @@ fn quota_lines(e: &Engine, j: JobId) -> Vec<QuotaLine> {
             let usage = e.tree.usage(q, m);
             let limit = e.tree.limit(q, m);
             out.push(QuotaLine {
-                queue: e.tree.get(q).name.clone(),
+                queue: e.tree.get(q).name.to_string(),
                 model: e.models.name(m).to_string(),
                 usage,
                 guaranteed: e.tree.guaranteed(q, m),

@@ -219,8 +219,6 @@ struct Engine<'a> {
     outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
-    /// Queue names by id, shared by the pending jobs of each queue.
-    queue_names: Vec<Arc<str>>,
     /// Preemptions chosen so far (victim candidates change only then).
     preemptions: u64,
     /// Victim candidate lists, with the preemption count they were made at.
@@ -273,7 +271,6 @@ impl<'a> Engine<'a> {
                 pools[p as usize].observed_nodes += 1;
             }
         }
-        let queue_names = tree.queues.iter().map(|q| q.name.as_str().into()).collect();
         let pending_now = vec![false; jobs.len()];
         let pending = Vec::with_capacity(jobs.len());
         let mut engine = Engine {
@@ -306,7 +303,6 @@ impl<'a> Engine<'a> {
             reason_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
-            queue_names,
             preemptions: 0,
             candidate_memo: HashMap::default(),
         };
@@ -980,7 +976,7 @@ impl<'a> Engine<'a> {
             reason: reason.into(),
             // The leaf's shared name is the spec's.
             queue: Some(match job.queue {
-                Some(q) => self.queue_names[q as usize].clone(),
+                Some(q) => self.tree.get(q).name.clone(),
                 None => job.spec.queue.as_str().into(),
             }),
             waiting_for: Some(std::borrow::Cow::Borrowed(waiting_for)),

@@ -757,7 +757,7 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
         return String::new();
     };
     let model = run.model.map_or("", |m| e.models.name(m));
-    let own = job.queue.map_or("", |q| e.tree.get(q).name.as_str());
+    let own = job.queue.map_or("", |q| &*e.tree.get(q).name);
     let theirs = &e.tree.get(c.queue).name;
     match c.rule {
         Rule::Priority => format!(

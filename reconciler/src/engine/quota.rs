@@ -10,7 +10,8 @@ use super::ids::{ModelId, Models, QueueId};
 #[derive(Debug, Clone)]
 pub struct QueueNode {
     /// Queue name.
-    pub name: String,
+    /// (Shared: every pending job of the queue names it in the plan.)
+    pub name: std::sync::Arc<str>,
     /// Parent queue.
     pub parent: Option<QueueId>,
     /// Child queues, by name.
@@ -85,7 +86,7 @@ impl QueueTree {
                     }
                 }
                 QueueNode {
-                    name: q.name().to_string(),
+                    name: q.name().into(),
                     parent: q
                         .spec
                         .parent
