@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use reconciler::engine::{PlanInput, plan};
 use reconciler::generate::{FleetSize, generate, settle};
+use reconciler::load::parse_observed;
 use reconciler::load::{Loaded, fs::read_fleet_dir, load_fleet};
-use reconciler::observed::{ObservedState, Timestamp, parse_observed};
+use reconciler::observed::{ObservedState, Timestamp};
 use reconciler::plan::Plan;
 
 const RUNS: usize = 5;

@@ -1,21 +1,12 @@
-//! gitfleet's library: the fleet spec model, the loader, validation and
-//! (in later modules) the scheduling engine. The binary is a thin CLI over it.
+//! gitfleet's library under one name. The work is done by the crates in
+//! `reconciler/crates/` (see ARCHITECTURE.md); this crate re-exports each of
+//! them under the module path the binary, the benches and the tests use.
 
-pub mod diag;
-pub mod drift;
-pub mod engine;
-pub mod exec;
-pub mod generate;
-pub mod inventory;
-pub mod load;
-pub mod observed;
-pub mod plan;
-pub mod plan_diff;
-pub mod reconcile;
-pub mod report;
-pub mod sim;
-pub mod source;
-pub mod spec;
-pub mod specdiff;
-pub mod state;
-pub mod validate;
+pub use diff::{plan_diff, specdiff};
+pub use engine::drift;
+pub use model::{diag, nvlink, observed, plan, spec};
+pub use reconcile::{exec, state};
+pub use sim::generate;
+pub use {diff, engine, git as source, inventory, load, model, reconcile, report, sim};
+
+pub use load::validate;

@@ -1,0 +1,471 @@
+//! The engine's view of the nodes: who holds each GPU, NVLink domains,
+//! topology labels, and an index of free capacity per GPU model.
+
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use model::observed::ObservedNode;
+use model::spec::NvLink;
+
+use super::ids::{JobId, ModelId, Models, NodeId, PoolId, RunId};
+
+/// Who holds a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Free to give out.
+    Free,
+    /// Never given out.
+    Unhealthy,
+    /// Held by a running job.
+    Running(RunId),
+    /// Given to a pending job by this plan.
+    Placed(JobId),
+    /// Held by a job that is stopping (preempted, terminated, cancelled).
+    Freeing(RunId),
+    /// Held by a stopping job and promised to a pending job that waits for it.
+    Claimed(RunId, JobId),
+    /// Free, but reserved (backfill) for the first blocked job.
+    Reserved,
+    /// Free, and promised to a pending job that waits for other GPUs
+    /// (scale-up, preemption, stopping jobs).
+    Promised(JobId),
+}
+
+/// One GPU slot of a node.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    /// Index on the node.
+    pub index: u32,
+    /// NVLink domain on the node.
+    pub domain: u32,
+    /// Who holds it.
+    pub owner: Owner,
+}
+
+/// One node.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    /// Node name.
+    pub name: String,
+    /// Its pool, when declared in Git.
+    pub pool: Option<PoolId>,
+    /// The model of its GPUs (the most common one on mixed nodes).
+    pub model: Option<ModelId>,
+    /// `rack` label.
+    pub rack: Option<String>,
+    /// `zone` label.
+    pub zone: Option<String>,
+    /// GPUs by position (sorted by index).
+    pub gpus: Vec<Gpu>,
+    /// Largest NVLink domain (in GPUs).
+    pub max_domain: u32,
+    /// New placements allowed (false for drained nodes and nodes of no pool).
+    pub schedulable: bool,
+    /// A node that scale-up would add; it does not exist yet.
+    pub is_virtual: bool,
+    /// A virtual node the plan adds in any case (to reach the pool's `min`).
+    pub planned: bool,
+    /// Free GPUs (owner `Free`).
+    pub free: u32,
+    /// Since when the node has run nothing (observed).
+    pub idle_since: Option<model::observed::Timestamp>,
+}
+
+impl NodeState {
+    /// Whether no job runs on, is placed on or waits for the node (for scale-down).
+    pub fn is_idle(&self) -> bool {
+        self.gpus
+            .iter()
+            .all(|g| matches!(g.owner, Owner::Free | Owner::Unhealthy))
+    }
+
+    /// Picks `count` GPUs among those `usable` says yes to, inside one NVLink
+    /// domain when a domain is large enough, else across as few domains as
+    /// possible. Returns GPU positions.
+    pub fn pick_gpus(
+        &self,
+        count: u32,
+        usable: impl Fn(usize, &Gpu) -> bool,
+    ) -> Option<Vec<usize>> {
+        if count == 0 {
+            return Some(Vec::new());
+        }
+        // Usable positions per domain; nodes have few domains and GPUs.
+        let mut domains: Vec<(u32, Vec<usize>)> = Vec::new();
+        for (pos, gpu) in self.gpus.iter().enumerate() {
+            if !usable(pos, gpu) {
+                continue;
+            }
+            match domains.iter_mut().find(|(d, _)| *d == gpu.domain) {
+                Some((_, v)) => v.push(pos),
+                None => domains.push((gpu.domain, vec![pos])),
+            }
+        }
+        let count = count as usize;
+        if count <= self.max_domain as usize {
+            // Best fit inside one domain: the domain left with the fewest usable GPUs.
+            let best = domains
+                .iter()
+                .filter(|(_, v)| v.len() >= count)
+                .min_by_key(|(d, v)| (v.len(), *d))?;
+            return Some(best.1[..count].to_vec());
+        }
+        let total: usize = domains.iter().map(|(_, v)| v.len()).sum();
+        if total < count {
+            return None;
+        }
+        domains.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        let mut picked: Vec<usize> = domains
+            .into_iter()
+            .flat_map(|(_, v)| v)
+            .take(count)
+            .collect();
+        picked.sort_unstable();
+        Some(picked)
+    }
+
+    /// The topology domain of this node at a level, if labelled.
+    pub fn domain_key(&self, level: model::spec::TopologyLevel) -> Option<&str> {
+        use model::spec::TopologyLevel as L;
+        match level {
+            L::None => Some(""),
+            L::Node => Some(&self.name),
+            L::Rack => self.rack.as_deref(),
+            L::Zone => self.zone.as_deref(),
+        }
+    }
+}
+
+/// Every node plus free-capacity indexes.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// Nodes: real ones sorted by name, then virtual ones.
+    pub nodes: Vec<NodeState>,
+    by_name: HashMap<String, NodeId>,
+    /// Per model: (free, node) of schedulable real nodes with free GPUs.
+    index: Vec<BTreeSet<(u32, NodeId)>>,
+    /// Per model: (free, node) of virtual nodes.
+    virtual_index: Vec<BTreeSet<(u32, NodeId)>>,
+    /// Per model: free GPUs on schedulable real nodes.
+    pub free_total: Vec<u64>,
+    /// Per model: healthy GPUs on real nodes (fair-share denominators).
+    pub healthy_total: Vec<u64>,
+    /// Bumped on every change of a GPU's owner or a node's schedulability:
+    /// answers computed at the same epoch still hold.
+    pub epoch: u64,
+}
+
+/// How the NVLink domain of each GPU is derived from the pool's layout.
+pub fn domain_of(nvlink: NvLink, position: usize) -> u32 {
+    match nvlink {
+        NvLink::Full => 0,
+        NvLink::Pairs => (position / 2) as u32,
+        NvLink::None => position as u32,
+    }
+}
+
+impl Cluster {
+    /// Builds the cluster from observed nodes. `pool_of` maps a node's pool
+    /// name to the declared pool and its NVLink layout.
+    pub fn new(
+        observed: &[ObservedNode],
+        models: &mut Models,
+        pool_of: impl Fn(&str) -> Option<(PoolId, NvLink)>,
+    ) -> Self {
+        let mut sorted: Vec<&ObservedNode> = observed.iter().collect();
+        sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut cluster = Cluster::default();
+        for node in sorted {
+            let state = node_state(node, models, &pool_of);
+            cluster.push_node(state, models.len());
+        }
+        cluster
+    }
+
+    /// Adds a node (real or virtual) and indexes it.
+    pub fn push_node(&mut self, node: NodeState, model_count: usize) -> NodeId {
+        self.grow(model_count);
+        let id = self.nodes.len() as NodeId;
+        self.by_name.insert(node.name.clone(), id);
+        if let Some(m) = node.model
+            && !node.is_virtual
+        {
+            let healthy = node
+                .gpus
+                .iter()
+                .filter(|g| g.owner != Owner::Unhealthy)
+                .count();
+            self.healthy_total[m as usize] += healthy as u64;
+        }
+        self.nodes.push(node);
+        self.reindex(id, None);
+        id
+    }
+
+    fn grow(&mut self, model_count: usize) {
+        if self.index.len() < model_count {
+            self.index.resize_with(model_count, BTreeSet::new);
+            self.virtual_index.resize_with(model_count, BTreeSet::new);
+            self.free_total.resize(model_count, 0);
+            self.healthy_total.resize(model_count, 0);
+        }
+    }
+
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: NodeId) -> &NodeState {
+        &self.nodes[id as usize]
+    }
+
+    /// Changes the owner of one GPU, keeping free counts and indexes right.
+    pub fn set_owner(&mut self, node: NodeId, position: usize, owner: Owner) {
+        self.epoch += 1;
+        let old_free = self.nodes[node as usize].free;
+        let gpu = &mut self.nodes[node as usize].gpus[position];
+        let was_free = gpu.owner == Owner::Free;
+        gpu.owner = owner;
+        let is_free = owner == Owner::Free;
+        let n = &mut self.nodes[node as usize];
+        match (was_free, is_free) {
+            (true, false) => n.free -= 1,
+            (false, true) => n.free += 1,
+            _ => return,
+        }
+        self.reindex(node, Some(old_free));
+    }
+
+    /// Changes the owner of several GPUs of one node (one index update).
+    pub fn set_owners(&mut self, node: NodeId, positions: &[usize], owner: Owner) {
+        self.epoch += 1;
+        let n = &mut self.nodes[node as usize];
+        let old_free = n.free;
+        for &pos in positions {
+            let gpu = &mut n.gpus[pos];
+            let was_free = gpu.owner == Owner::Free;
+            gpu.owner = owner;
+            match (was_free, owner == Owner::Free) {
+                (true, false) => n.free -= 1,
+                (false, true) => n.free += 1,
+                _ => {}
+            }
+        }
+        if n.free != old_free {
+            self.reindex(node, Some(old_free));
+        }
+    }
+
+    /// Marks a node unschedulable (drain) and drops it from the index.
+    pub fn cordon(&mut self, node: NodeId) {
+        self.epoch += 1;
+        let old = self.nodes[node as usize].free;
+        self.nodes[node as usize].schedulable = false;
+        self.reindex(node, Some(old));
+    }
+
+    fn reindex(&mut self, id: NodeId, old_free: Option<u32>) {
+        let node = &self.nodes[id as usize];
+        let Some(model) = node.model else { return };
+        let m = model as usize;
+        let (index, counts) = if node.is_virtual {
+            (&mut self.virtual_index[m], false)
+        } else {
+            (&mut self.index[m], true)
+        };
+        if let Some(old) = old_free
+            && index.remove(&(old, id))
+            && counts
+        {
+            self.free_total[m] -= u64::from(old);
+        }
+        if node.schedulable && node.free > 0 {
+            index.insert((node.free, id));
+            if counts {
+                self.free_total[m] += u64::from(node.free);
+            }
+        }
+    }
+
+    /// Schedulable real nodes of `model` with at least `min_free` free GPUs,
+    /// fewest free first, ties by name.
+    pub fn candidates(&self, model: ModelId, min_free: u32) -> impl Iterator<Item = NodeId> + '_ {
+        self.index
+            .get(model as usize)
+            .into_iter()
+            .flat_map(move |set| set.range((min_free, 0)..).map(|(_, id)| *id))
+    }
+
+    /// Schedulable real nodes of `model` with free GPUs, plus `extra` nodes:
+    /// sorted, without duplicates. The node set of most placement scans.
+    pub fn free_nodes_and(
+        &self,
+        model: ModelId,
+        extra: impl IntoIterator<Item = NodeId>,
+    ) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self.candidates(model, 1).collect();
+        nodes.extend(extra);
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Real node ids in name order.
+    pub fn real_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..self.nodes.len() as NodeId).filter(|id| !self.nodes[*id as usize].is_virtual)
+    }
+}
+
+fn node_state(
+    node: &ObservedNode,
+    models: &mut Models,
+    pool_of: &impl Fn(&str) -> Option<(PoolId, NvLink)>,
+) -> NodeState {
+    let declared = node.pool.as_deref().and_then(pool_of);
+    let nvlink = declared.map_or(NvLink::None, |(_, l)| l);
+    let mut gpus: Vec<&model::observed::ObservedGpu> = node.gpus.iter().collect();
+    gpus.sort_by_key(|g| g.index);
+    // The node's model: the most common one (ties: by name), so a node with a
+    // stray GPU still schedules; GPUs of another model are never given out.
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for g in &gpus {
+        match counts.iter_mut().find(|(m, _)| *m == g.model) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((&g.model, 1)),
+        }
+    }
+    let model_name = counts
+        .iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(m, _)| *m);
+    let model = model_name.map(|m| models.intern(m));
+    let slots: Vec<Gpu> = gpus
+        .iter()
+        .enumerate()
+        .map(|(pos, g)| Gpu {
+            index: g.index,
+            domain: domain_of(nvlink, pos),
+            owner: if g.healthy && Some(g.model.as_str()) == model_name {
+                Owner::Free
+            } else {
+                Owner::Unhealthy
+            },
+        })
+        .collect();
+    let max_domain = max_domain_size(&slots);
+    let free = slots.iter().filter(|g| g.owner == Owner::Free).count() as u32;
+    NodeState {
+        name: node.name.clone(),
+        pool: declared.map(|(p, _)| p),
+        model,
+        rack: node.labels.get("rack").cloned(),
+        zone: node.labels.get("zone").cloned(),
+        gpus: slots,
+        max_domain,
+        schedulable: declared.is_some(),
+        is_virtual: false,
+        planned: false,
+        free,
+        idle_since: node.idle_since,
+    }
+}
+
+/// The size of the largest NVLink domain among `gpus`.
+pub fn max_domain_size(gpus: &[Gpu]) -> u32 {
+    let mut sizes: Vec<(u32, u32)> = Vec::new();
+    for g in gpus {
+        match sizes.iter_mut().find(|(d, _)| *d == g.domain) {
+            Some((_, n)) => *n += 1,
+            None => sizes.push((g.domain, 1)),
+        }
+    }
+    sizes.iter().map(|(_, n)| *n).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(nvlink: NvLink, free: &[bool]) -> NodeState {
+        let gpus: Vec<Gpu> = free
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Gpu {
+                index: i as u32,
+                domain: domain_of(nvlink, i),
+                owner: if *f { Owner::Free } else { Owner::Running(0) },
+            })
+            .collect();
+        NodeState {
+            name: "n".into(),
+            pool: None,
+            model: Some(0),
+            rack: None,
+            zone: None,
+            max_domain: max_domain_size(&gpus),
+            free: free.iter().filter(|f| **f).count() as u32,
+            gpus,
+            schedulable: true,
+            is_virtual: false,
+            planned: false,
+            idle_since: None,
+        }
+    }
+
+    fn free(_: usize, g: &Gpu) -> bool {
+        g.owner == Owner::Free
+    }
+
+    #[test]
+    fn pairs_keep_a_two_gpu_replica_inside_one_pair() {
+        // GPUs 0 and 3 free: two free GPUs, but in different pairs.
+        let n = node(NvLink::Pairs, &[true, false, false, true]);
+        assert_eq!(n.pick_gpus(2, free), None);
+        let n = node(NvLink::Pairs, &[true, false, true, true]);
+        assert_eq!(n.pick_gpus(2, free), Some(vec![2, 3]));
+    }
+
+    #[test]
+    fn best_fit_domain_is_the_fullest_that_fits() {
+        let n = node(NvLink::Pairs, &[true, true, true, false]);
+        // Pair (2,3) has one free GPU: a 1-GPU replica goes there.
+        assert_eq!(n.pick_gpus(1, free), Some(vec![2]));
+    }
+
+    #[test]
+    fn large_replicas_span_as_few_domains_as_possible() {
+        let n = node(NvLink::Pairs, &[true, false, true, true, true, true]);
+        assert_eq!(n.pick_gpus(4, free), Some(vec![2, 3, 4, 5]));
+        assert_eq!(n.pick_gpus(6, free), None);
+    }
+
+    #[test]
+    fn index_tracks_free_counts() {
+        let mut models = Models::default();
+        let observed = vec![model::observed::ObservedNode {
+            name: "b".into(),
+            pool: Some("p".into()),
+            labels: Default::default(),
+            idle_since: None,
+            gpus: (0..4)
+                .map(|i| model::observed::ObservedGpu {
+                    healthy: i != 3,
+                    ..model::observed::ObservedGpu::new(i, "H100")
+                })
+                .collect(),
+        }];
+        let mut c = Cluster::new(&observed, &mut models, |_| Some((0, NvLink::Full)));
+        let m = models.get("H100").unwrap();
+        assert_eq!(c.free_total[m as usize], 3);
+        assert_eq!(c.healthy_total[m as usize], 3);
+        c.set_owner(0, 0, Owner::Placed(7));
+        assert_eq!(c.free_total[m as usize], 2);
+        assert_eq!(c.candidates(m, 3).count(), 0);
+        assert_eq!(c.candidates(m, 2).collect::<Vec<_>>(), vec![0]);
+        c.cordon(0);
+        assert_eq!(c.free_total[m as usize], 0);
+    }
+}

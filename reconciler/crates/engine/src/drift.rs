@@ -1,0 +1,336 @@
+//! Drift: the declared fleet (NodePools) against the observed one. Pure.
+//!
+//! Per pool (by name): fewer nodes than `size.min` (`missing-nodes`), more
+//! than `size.max` (`excess-nodes`). Per node (by name), in this order:
+//! - `unexpected-node`: no `pool`, or a pool not declared (it gets no jobs);
+//! - `wrong-pool`: the node's GPU model is not its pool's but another pool's;
+//!   or its model fits but its `pool` label, or its name (`Q-<n>`, as pools
+//!   name their nodes), says pool `Q`;
+//! - `gpu-model`: GPUs of a model no pool of that name declares (all of the
+//!   node's, or some GPUs of a mixed node, which are never given out);
+//! - `gpu-count`: more or fewer GPUs than the pool's `gpu.count`;
+//! - `nvlink`: NVLink domains (recorded by `gitfleet inventory`) that do not
+//!   have the shape of the pool's `nvlink`;
+//! - `unhealthy-gpu`: unhealthy GPUs, with their reasons.
+//!
+//! Each drift says what follows, read off the plan's own actions: `drain`
+//! when the plan drains the node, `scale` when it scales the pool, else
+//! `report` (a person must fix the fleet or the specs).
+
+use std::collections::BTreeMap;
+
+use model::nvlink;
+use model::observed::{ObservedNode, ObservedState};
+use model::plan::{Action, Drift, DriftAction, DriftKind};
+use model::spec::{Fleet, NodePoolSpec, NvLink};
+
+/// The drift between `fleet`'s pools and `observed`, given the plan's actions.
+pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
+    let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
+    for p in &fleet.pools {
+        pools.entry(p.name()).or_insert(&p.spec);
+    }
+    let mut out = Vec::new();
+    let mut nodes: Vec<&ObservedNode> = observed.nodes.iter().collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    for (&name, spec) in &pools {
+        let count = nodes
+            .iter()
+            .filter(|n| n.pool.as_deref() == Some(name))
+            .count() as u32;
+        let scaled = |grow: bool| {
+            actions.iter().any(|a| {
+                matches!(a, Action::Scale { pool, from, to, .. }
+                    if pool == name && (to > from) == grow)
+            })
+        };
+        let follow = |grow| {
+            if scaled(grow) {
+                DriftAction::Scale
+            } else {
+                DriftAction::Report
+            }
+        };
+        if count < spec.size.min {
+            out.push(Drift {
+                kind: DriftKind::MissingNodes,
+                pool: Some(name.to_string()),
+                node: None,
+                gpus: Vec::new(),
+                reason: format!(
+                    "pool {name} has {count} node{} of its minimum {}",
+                    plural(count),
+                    spec.size.min
+                ),
+                action: follow(true),
+            });
+        } else if count > spec.size.max {
+            out.push(Drift {
+                kind: DriftKind::ExcessNodes,
+                pool: Some(name.to_string()),
+                node: None,
+                gpus: Vec::new(),
+                reason: format!(
+                    "pool {name} has {count} nodes, above its maximum {}",
+                    spec.size.max
+                ),
+                action: follow(false),
+            });
+        }
+    }
+    for node in nodes {
+        node_drift(node, &pools, actions, &mut out);
+    }
+    out
+}
+
+fn node_drift(
+    node: &ObservedNode,
+    pools: &BTreeMap<&str, &NodePoolSpec>,
+    actions: &[Action],
+    out: &mut Vec<Drift>,
+) {
+    let push = |out: &mut Vec<Drift>, kind, gpus: Vec<u32>, reason: String, action| {
+        out.push(Drift {
+            kind,
+            pool: node.pool.clone(),
+            node: Some(node.name.clone()),
+            gpus,
+            reason,
+            action,
+        });
+    };
+    let model = majority_model(node);
+    let fits = |spec: &NodePoolSpec| model.as_deref() == Some(spec.gpu.model.as_str());
+    let matching: Vec<&str> = pools
+        .iter()
+        .filter(|(_, s)| fits(s))
+        .map(|(n, _)| *n)
+        .collect();
+    let hint = if matching.is_empty() {
+        String::new()
+    } else {
+        format!("; its GPUs match pool {}", matching.join(", "))
+    };
+    let declared = node
+        .pool
+        .as_deref()
+        .and_then(|p| pools.get(p).map(|s| (p, *s)));
+    match (&node.pool, declared) {
+        (None, _) => push(
+            out,
+            DriftKind::UnexpectedNode,
+            Vec::new(),
+            format!("node {} names no pool and gets no jobs{hint}", node.name),
+            DriftAction::Report,
+        ),
+        (Some(p), None) => push(
+            out,
+            DriftKind::UnexpectedNode,
+            Vec::new(),
+            format!(
+                "node {} is in pool {p}, which is not declared, and gets no jobs{hint}",
+                node.name
+            ),
+            DriftAction::Report,
+        ),
+        (Some(_), Some((pool, spec))) => declared_pool_drift(node, pool, spec, pools, &model, out),
+    }
+    let bad: Vec<_> = node.gpus.iter().filter(|g| !g.healthy).collect();
+    if !bad.is_empty() {
+        let mut gpus: Vec<u32> = bad.iter().map(|g| g.index).collect();
+        gpus.sort_unstable();
+        let mut reasons: Vec<String> = bad
+            .iter()
+            .map(|g| match &g.health_reason {
+                Some(r) => format!("GPU {}: {r}", g.index),
+                None => format!("GPU {} unhealthy", g.index),
+            })
+            .collect();
+        reasons.sort();
+        let drained = actions
+            .iter()
+            .any(|a| matches!(a, Action::Drain { node: n, .. } if *n == node.name));
+        push(
+            out,
+            DriftKind::UnhealthyGpu,
+            gpus,
+            reasons.join("; "),
+            if drained {
+                DriftAction::Drain
+            } else {
+                DriftAction::Report
+            },
+        );
+    }
+}
+
+/// Drift of a node in a declared pool: wrong pool, model, count, NVLink.
+fn declared_pool_drift(
+    node: &ObservedNode,
+    pool: &str,
+    spec: &NodePoolSpec,
+    pools: &BTreeMap<&str, &NodePoolSpec>,
+    model: &Option<String>,
+    out: &mut Vec<Drift>,
+) {
+    let mut push = |kind, gpus: Vec<u32>, reason: String| {
+        out.push(Drift {
+            kind,
+            pool: Some(pool.to_string()),
+            node: Some(node.name.clone()),
+            gpus,
+            reason,
+            action: DriftAction::Report,
+        });
+    };
+    let want = spec.gpu.model.as_str();
+    if let Some(have) = model.as_deref().filter(|m| *m != want) {
+        let other: Vec<&str> = pools
+            .iter()
+            .filter(|(n, s)| **n != pool && s.gpu.model == have)
+            .map(|(n, _)| *n)
+            .collect();
+        if other.is_empty() {
+            push(
+                DriftKind::GpuModel,
+                Vec::new(),
+                format!(
+                    "node {} has {have} GPUs; pool {pool} declares {want}",
+                    node.name
+                ),
+            );
+        } else {
+            push(
+                DriftKind::WrongPool,
+                Vec::new(),
+                format!(
+                    "node {} is in pool {pool} ({want}) but has {have} GPUs, the model of pool {}",
+                    node.name,
+                    other.join(", ")
+                ),
+            );
+        }
+        return;
+    }
+    if let Some(other) = claimed_pool(node, pool, pools) {
+        push(DriftKind::WrongPool, Vec::new(), other);
+        return;
+    }
+    let mut odd: Vec<u32> = node
+        .gpus
+        .iter()
+        .filter(|g| g.model != want)
+        .map(|g| g.index)
+        .collect();
+    odd.sort_unstable();
+    if !odd.is_empty() {
+        push(
+            DriftKind::GpuModel,
+            odd.clone(),
+            format!(
+                "{} of node {} {} not {want} and {} never given out",
+                gpu_list(&odd),
+                node.name,
+                if odd.len() == 1 { "is" } else { "are" },
+                if odd.len() == 1 { "is" } else { "are" },
+            ),
+        );
+    }
+    let have = node.gpus.len() as u32;
+    if have != spec.gpu.count {
+        push(
+            DriftKind::GpuCount,
+            Vec::new(),
+            format!(
+                "node {} has {have} GPU{}; pool {pool} declares {}",
+                node.name,
+                plural(have),
+                spec.gpu.count
+            ),
+        );
+    }
+    if let Some(domains) = nvlink::observed_domains(node)
+        && !nvlink::matches(spec.nvlink, &domains)
+    {
+        push(
+            DriftKind::Nvlink,
+            Vec::new(),
+            format!(
+                "pool {pool} declares nvlink: {}; node {} has {}",
+                nvlink_name(spec.nvlink),
+                node.name,
+                nvlink::describe(&domains)
+            ),
+        );
+    }
+}
+
+/// The other pool a node's `pool` label or name claims, in words.
+fn claimed_pool(
+    node: &ObservedNode,
+    pool: &str,
+    pools: &BTreeMap<&str, &NodePoolSpec>,
+) -> Option<String> {
+    if let Some(label) = node.labels.get("pool")
+        && label != pool
+        && pools.contains_key(label.as_str())
+    {
+        return Some(format!(
+            "node {} is in pool {pool} but its label pool={label} names pool {label}",
+            node.name
+        ));
+    }
+    let named = |p: &str| {
+        node.name
+            .strip_prefix(p)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if named(pool) {
+        return None;
+    }
+    let other = pools
+        .keys()
+        .copied()
+        .filter(|p| named(p))
+        .max_by_key(|p| p.len())?;
+    Some(format!(
+        "node {} is in pool {pool} but is named like a node of pool {other}",
+        node.name
+    ))
+}
+
+/// The node's most common GPU model (ties: the smaller name), as the engine sees it.
+fn majority_model(node: &ObservedNode) -> Option<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in &node.gpus {
+        *counts.entry(g.model.as_str()).or_default() += 1;
+    }
+    let best = counts.values().copied().max()?;
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == best)
+        .map(|(m, _)| m.to_string())
+}
+
+fn gpu_list(gpus: &[u32]) -> String {
+    let ids: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    format!(
+        "GPU{} {}",
+        if gpus.len() == 1 { "" } else { "s" },
+        ids.join(", ")
+    )
+}
+
+fn nvlink_name(n: NvLink) -> &'static str {
+    match n {
+        NvLink::Full => "full",
+        NvLink::Pairs => "pairs",
+        NvLink::None => "none",
+    }
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}

@@ -1,0 +1,1062 @@
+//! The scheduling engine: desired specs + observed state + `now` → [`Plan`].
+//!
+//! Architecture invariant: this module does no I/O, reads no clock and no
+//! environment, and iterates no hash map into its output. The same input
+//! gives a byte-identical plan.
+
+pub mod drift;
+
+mod backfill;
+mod cluster;
+mod explain;
+mod freeing;
+mod ids;
+mod jobs;
+mod order;
+mod placement;
+mod preemption;
+mod quota;
+mod reasons;
+mod scaling;
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use model::observed::{NodeGpus, ObservedState, Timestamp};
+use model::plan::{Action, Pending, Plan, Summary};
+use model::spec::{Fleet, NodePoolSpec, NvLink};
+
+use cluster::{Cluster, Owner};
+use ids::QueueId;
+use ids::{JobId, ModelId, Models, NodeId, PoolId, RunId};
+use jobs::JobInfo;
+use placement::{Placement, Request};
+use quota::QueueTree;
+
+/// Everything the engine decides from.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    /// The loaded, valid specs.
+    pub fleet: &'a Fleet,
+    /// The live fleet (or the derived inventory).
+    pub observed: &'a ObservedState,
+    /// The time decisions are made at.
+    pub now: Timestamp,
+    /// The Git revision of the specs, when known.
+    pub revision: Option<&'a str>,
+}
+
+pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
+
+/// Computes the plan.
+pub fn plan(input: &PlanInput) -> Plan {
+    let mut plan = Engine::new(input).run();
+    plan.drift = crate::drift::detect(input.fleet, input.observed, &plan.actions);
+    plan
+}
+
+/// A declared pool and its live size.
+#[derive(Debug, Clone)]
+struct PoolInfo<'a> {
+    name: &'a str,
+    spec: &'a NodePoolSpec,
+    model: ModelId,
+    /// Real nodes observed in the pool.
+    observed_nodes: u32,
+    /// Virtual nodes that scale-up would add, in the order they are used.
+    virtual_nodes: Vec<NodeId>,
+    /// Jobs that wait for this pool's new nodes.
+    waiting_jobs: Vec<JobId>,
+}
+
+/// Per model of one queue: (priority, cumulative GPUs) of preemptible running
+/// jobs, sorted by priority.
+type VictimIndex = Vec<(ModelId, Vec<(i32, u64)>)>;
+
+/// A preemptible running job with what orders it as a victim (kept inline:
+/// the victim search reads these lists in its inner loop).
+#[derive(Debug, Clone, Copy)]
+struct Victim {
+    run: RunId,
+    priority: i32,
+    started: Timestamp,
+}
+
+/// One queue's preemptible running jobs of one model in victim order (lower
+/// priority, then most recently started, then name), and how many at the
+/// front have been preempted since.
+#[derive(Debug, Clone)]
+struct VictimList {
+    model: ModelId,
+    victims: Vec<Victim>,
+    head: usize,
+}
+
+/// Everything about a job that its admission depends on, besides the
+/// fleet's state: jobs with equal keys fare alike.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct OutcomeKey {
+    queue: QueueId,
+    priority: i32,
+    models: std::rc::Rc<[ModelId]>,
+    replicas: u32,
+    per_replica: u32,
+    required: Option<model::spec::TopologyLevel>,
+    preferred: Option<model::spec::TopologyLevel>,
+    /// With a backfill reservation in place: whether the job's time limit
+    /// ends before it starts (the only way time limits matter to admission).
+    ends_before_reservation: Option<bool>,
+}
+
+/// A pending outcome remembered for jobs with the same [`OutcomeKey`].
+#[derive(Debug, Clone)]
+struct KnownOutcome {
+    /// The cluster's and the queue tree's epochs it was decided at.
+    cluster_epoch: u64,
+    tree_epoch: u64,
+    reason: Arc<str>,
+    waiting: &'static str,
+    /// The time limit the reason quotes (blocked by a reservation), which
+    /// jobs must share to share the reason.
+    time_limit_in_reason: Option<Option<model::spec::Duration>>,
+}
+
+/// A request's shape: model, replicas, GPUs per replica, topology.
+type ShapeKey = (ModelId, u32, u32, u8, u8);
+
+fn shape_key(req: &Request) -> ShapeKey {
+    (
+        req.model,
+        req.replicas,
+        req.per_replica,
+        req.required.map_or(0, |l| l as u8 + 1),
+        req.preferred.map_or(0, |l| l as u8 + 1),
+    )
+}
+
+/// Why a running job is stopping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopping {
+    /// Still running.
+    No,
+    /// Preempted (now or earlier); frees its GPUs after the grace period.
+    Preempted,
+    /// Past its time limit.
+    Terminated,
+    /// Removed from Git.
+    Cancelled,
+}
+
+/// A job that holds GPUs now.
+#[derive(Debug, Clone)]
+struct Run<'a> {
+    name: &'a str,
+    job: Option<JobId>,
+    started: Timestamp,
+    placement: Placement,
+    model: Option<ModelId>,
+    gpus: u64,
+    stopping: Stopping,
+    /// When its GPUs are expected to be free (grace end, time limit).
+    ends_at: Option<Timestamp>,
+    preempted_for: Option<&'a str>,
+}
+
+/// Per-job outcome of a failed attempt on one model, for the pending reason.
+#[derive(Debug, Clone)]
+enum Blocked {
+    NoNodes(ModelId),
+    Quota(ModelId, quota::QuotaBlock),
+    Placement(Request),
+    /// It would fit, but on GPUs reserved (backfill) past its time limit.
+    Reserved(Request),
+}
+
+struct Engine<'a> {
+    now: Timestamp,
+    revision: Option<&'a str>,
+    models: Models,
+    pools: Vec<PoolInfo<'a>>,
+    cluster: Cluster,
+    tree: QueueTree,
+    jobs: Vec<JobInfo<'a>>,
+    job_by_name: HashMap<&'a str, JobId>,
+    runs: Vec<Run<'a>>,
+    /// Jobs still pending (preemptors that wait count as pending).
+    pending_now: Vec<bool>,
+    reservation: Option<backfill::Reservation>,
+    actions: Actions,
+    pending: Vec<Pending>,
+    placed_gpus: u64,
+    /// Jobs placed by this plan, in order.
+    placed: Vec<(JobId, ModelId, Placement)>,
+    unhealthy: u64,
+    /// Set by `explain`: what to record about one job.
+    explain: Option<explain::Capture>,
+    /// Jobs that already ran to an end.
+    completed: Vec<&'a str>,
+    /// GPUs of stopping jobs.
+    freeing: freeing::Freeing,
+    /// Running jobs per leaf queue (preemption candidates).
+    runs_by_queue: Vec<Vec<RunId>>,
+    /// GPUs kept for pending jobs that preemptions made room for.
+    nominated: HashMap<JobId, Vec<(NodeId, usize)>>,
+    /// The observed `queued` entries (first-seen times, nominations).
+    observed_queued: &'a [model::observed::QueuedJob],
+    /// Per queue, per model: preemptible running jobs' (priority, GPUs so
+    /// far) sorted by priority, for a cheap bound on what preemption frees.
+    victim_index: Vec<VictimIndex>,
+    /// Per queue, per model: preemptible running jobs in victim order.
+    victim_lists: Vec<Vec<VictimList>>,
+    /// Bumped whenever GPUs become free again during the plan. Within one
+    /// plan free GPUs, preemption candidates and borrowing headroom only
+    /// shrink otherwise, so a failed preemption search stays failed until then.
+    generation: u64,
+    /// Placement reasons and reservation checks by request shape, valid while
+    /// the cluster's epoch is unchanged.
+    reason_memo: HashMap<ShapeKey, (u64, String)>,
+    reservation_memo: HashMap<ShapeKey, (u64, bool)>,
+    /// Pending outcomes by job key, with the cluster and quota epochs.
+    outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
+    /// Failed preemption searches, by shape, at the generation they failed.
+    preempt_memo: HashMap<preemption::MemoKey, u64>,
+    /// Preemptions chosen so far (victim candidates change only then).
+    preemptions: u64,
+    /// Victim candidate lists, with the preemption count they were made at.
+    candidate_memo:
+        HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
+}
+
+#[derive(Debug, Default)]
+struct Actions {
+    place: Vec<Action>,
+    preempt: Vec<Action>,
+    drain: Vec<Action>,
+    terminate: Vec<Action>,
+    cancel: Vec<Action>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(input: &PlanInput<'a>) -> Self {
+        let fleet = input.fleet;
+        let observed = input.observed;
+        let mut models = Models::default();
+
+        let mut pool_specs: Vec<&model::spec::Object<NodePoolSpec>> = fleet.pools.iter().collect();
+        pool_specs.sort_by(|a, b| a.name().cmp(b.name()));
+        pool_specs.dedup_by(|a, b| a.name() == b.name());
+        let mut pools: Vec<PoolInfo> = pool_specs
+            .iter()
+            .map(|p| PoolInfo {
+                name: p.name(),
+                spec: &p.spec,
+                model: models.intern(&p.spec.gpu.model),
+                observed_nodes: 0,
+                virtual_nodes: Vec::new(),
+                waiting_jobs: Vec::new(),
+            })
+            .collect();
+        let pool_ids: HashMap<&str, (PoolId, NvLink)> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name, (i as PoolId, p.spec.nvlink)))
+            .collect();
+
+        let tree = QueueTree::new(&fleet.queues, &mut models);
+        let (jobs, job_by_name) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
+        let cluster = Cluster::new(&observed.nodes, &mut models, |name| {
+            pool_ids.get(name).copied()
+        });
+        for node in &cluster.nodes {
+            if let Some(p) = node.pool {
+                pools[p as usize].observed_nodes += 1;
+            }
+        }
+        let pending_now = vec![false; jobs.len()];
+        let pending = Vec::with_capacity(jobs.len());
+        let mut engine = Engine {
+            now: input.now,
+            revision: input.revision,
+            models,
+            pools,
+            cluster,
+            tree,
+            jobs,
+            job_by_name,
+            runs: Vec::new(),
+            pending_now,
+            reservation: None,
+            actions: Actions::default(),
+            pending,
+            placed_gpus: 0,
+            placed: Vec::new(),
+            unhealthy: 0,
+            explain: None,
+            completed: observed.completed.iter().map(|c| c.job.as_str()).collect(),
+            freeing: freeing::Freeing::default(),
+            runs_by_queue: Vec::new(),
+            victim_index: Vec::new(),
+            victim_lists: Vec::new(),
+            nominated: HashMap::default(),
+            observed_queued: &observed.queued,
+            generation: 0,
+            preempt_memo: HashMap::default(),
+            reason_memo: HashMap::default(),
+            reservation_memo: HashMap::default(),
+            outcome_memo: HashMap::default(),
+            preemptions: 0,
+            candidate_memo: HashMap::default(),
+        };
+        engine.load_runs(observed);
+        engine.index_victims();
+        engine.drain_unhealthy(observed);
+        engine.add_virtual_nodes();
+        engine
+    }
+
+    /// Running jobs: hold their GPUs, charge their queues, and decide which
+    /// are stopping (cancel, terminate, preemption in progress).
+    ///
+    /// Run ids follow job names (so the observed file's order does not
+    /// matter), but the file is walked in its own order: the order its
+    /// records lie in memory, a third faster on a large fleet than walking
+    /// them by name.
+    fn load_runs(&mut self, observed: &'a ObservedState) {
+        let running = &observed.running;
+        let mut by_name: Vec<u32> = (0..running.len() as u32).collect();
+        by_name.sort_by(|a, b| running[*a as usize].job.cmp(&running[*b as usize].job));
+        let mut run_of = vec![0 as RunId; running.len()];
+        for (rank, i) in by_name.iter().enumerate() {
+            run_of[*i as usize] = rank as RunId;
+        }
+        let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
+        let mut stops: Vec<(RunId, Action)> = Vec::new();
+        for (r, &run_id) in running.iter().zip(&run_of) {
+            let mut placement: Placement = Vec::with_capacity(r.placement.len());
+            let mut model = None;
+            for part in &r.placement {
+                let Some(node) = self.cluster.node_id(&part.node) else {
+                    continue;
+                };
+                let state = self.cluster.node(node);
+                model = model.or(state.model);
+                let positions: Vec<usize> = part
+                    .gpus
+                    .iter()
+                    .filter_map(|i| state.gpus.iter().position(|g| g.index == *i))
+                    .collect();
+                placement.push((node, positions));
+            }
+            let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
+            let job = self.job_by_name.get(r.job.as_str()).copied();
+            let (stopping, ends_at) = match job {
+                None => (Stopping::Cancelled, Some(self.now)),
+                Some(j) => {
+                    let info = &self.jobs[j as usize];
+                    let limit_end = info
+                        .time_limit
+                        .map(|l| r.started + chrono::Duration::milliseconds(l.as_millis() as i64));
+                    if let Some(since) = r.preempting_since {
+                        let grace = chrono::Duration::milliseconds(info.grace.as_millis() as i64);
+                        (Stopping::Preempted, Some(since + grace))
+                    } else if limit_end.is_some_and(|end| end <= self.now) {
+                        (Stopping::Terminated, Some(self.now))
+                    } else {
+                        (Stopping::No, limit_end)
+                    }
+                }
+            };
+            let owner = match stopping {
+                Stopping::No => Owner::Running(run_id),
+                _ => Owner::Freeing(run_id),
+            };
+            placement::apply(&mut self.cluster, &placement, owner);
+            if let (Stopping::No, Some(j), Some(m)) = (stopping, job, model)
+                && let Some(q) = self.jobs[j as usize].queue
+            {
+                self.tree.charge(q, m, gpus, true);
+                self.tree.charge_running(q, m, gpus, true);
+            }
+            match stopping {
+                Stopping::Cancelled => stops.push((
+                    run_id,
+                    Action::Cancel {
+                        job: r.job.clone(),
+                        reason: "removed from Git".to_string(),
+                    },
+                )),
+                Stopping::Terminated => {
+                    let limit = job
+                        .and_then(|j| self.jobs[j as usize].time_limit)
+                        .unwrap_or_default();
+                    stops.push((
+                        run_id,
+                        Action::Terminate {
+                            job: r.job.clone(),
+                            reason: format!(
+                                "time limit {limit} exceeded (started {})",
+                                reasons::clock(r.started)
+                            ),
+                        },
+                    ));
+                }
+                Stopping::No | Stopping::Preempted => {}
+            }
+            unordered.push(Some(Run {
+                name: &r.job,
+                job,
+                started: r.started,
+                placement,
+                model,
+                gpus,
+                stopping,
+                ends_at,
+                preempted_for: r.preempted_for.as_deref(),
+            }));
+        }
+        self.runs = by_name
+            .iter()
+            .filter_map(|i| unordered[*i as usize].take())
+            .collect();
+        stops.sort_by_key(|(run, _)| *run);
+        for (_, action) in stops {
+            match action {
+                Action::Cancel { .. } => self.actions.cancel.push(action),
+                _ => self.actions.terminate.push(action),
+            }
+        }
+        self.runs_by_queue = vec![Vec::new(); self.tree.queues.len()];
+        for (run_id, run) in self.runs.iter().enumerate() {
+            if let Some(q) = run.job.and_then(|j| self.jobs[j as usize].queue) {
+                self.runs_by_queue[q as usize].push(run_id as RunId);
+            }
+        }
+    }
+
+    /// Builds `victim_lists` and `victim_index` from the running jobs that may be preempted.
+    fn index_victims(&mut self) {
+        let mut lists: Vec<Vec<VictimList>> = vec![Vec::new(); self.tree.queues.len()];
+        for (r, run) in self.runs.iter().enumerate() {
+            let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
+                continue;
+            };
+            let job = &self.jobs[j as usize];
+            let (true, Some(q)) = (job.preemptible, job.queue) else {
+                continue;
+            };
+            let victim = Victim {
+                run: r as RunId,
+                priority: job.priority,
+                started: run.started,
+            };
+            let per_model = &mut lists[q as usize];
+            match per_model.iter_mut().find(|list| list.model == m) {
+                Some(list) => list.victims.push(victim),
+                None => per_model.push(VictimList {
+                    model: m,
+                    victims: vec![victim],
+                    head: 0,
+                }),
+            }
+        }
+        for per_model in &mut lists {
+            for list in per_model.iter_mut() {
+                list.victims
+                    .sort_by_key(|v| (v.priority, std::cmp::Reverse(v.started), v.run));
+            }
+        }
+        // The lists are sorted by priority: cumulative GPUs give the bound.
+        self.victim_index = lists
+            .iter()
+            .map(|per_model| {
+                per_model
+                    .iter()
+                    .map(|list| {
+                        let mut total = 0;
+                        let sums = list
+                            .victims
+                            .iter()
+                            .map(|v| {
+                                total += self.runs[v.run as usize].gpus;
+                                (v.priority, total)
+                            })
+                            .collect();
+                        (list.model, sums)
+                    })
+                    .collect()
+            })
+            .collect();
+        self.victim_lists = lists;
+    }
+
+    /// Nodes with unhealthy GPUs get no new placements.
+    fn drain_unhealthy(&mut self, observed: &ObservedState) {
+        let mut nodes: Vec<&model::observed::ObservedNode> = observed.nodes.iter().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for node in nodes {
+            let mut bad: Vec<u32> = node
+                .gpus
+                .iter()
+                .filter(|g| !g.healthy)
+                .map(|g| g.index)
+                .collect();
+            if bad.is_empty() {
+                continue;
+            }
+            bad.sort_unstable();
+            self.unhealthy += bad.len() as u64;
+            let Some(id) = self.cluster.node_id(&node.name) else {
+                continue;
+            };
+            self.cluster.cordon(id);
+            let list: Vec<String> = bad.iter().map(u32::to_string).collect();
+            let reason = if bad.len() == 1 {
+                format!("GPU {} unhealthy", list[0])
+            } else {
+                format!("GPUs {} unhealthy", list.join(", "))
+            };
+            self.actions.drain.push(Action::Drain {
+                node: node.name.clone(),
+                reason,
+            });
+        }
+    }
+
+    /// Virtual nodes for every pool that may grow; those needed to reach
+    /// `min` are activated from the start.
+    fn add_virtual_nodes(&mut self) {
+        let model_count = self.models.len();
+        for p in 0..self.pools.len() {
+            let (name, spec, observed) = {
+                let pool = &self.pools[p];
+                (pool.name, pool.spec, pool.observed_nodes)
+            };
+            let room = spec.size.max.saturating_sub(observed);
+            let mut k = 0u32;
+            let mut ids = Vec::new();
+            while (ids.len() as u32) < room {
+                let node = model::observed::pool_node(name, spec, k);
+                k += 1;
+                if self.cluster.node_id(&node.name).is_some() {
+                    continue;
+                }
+                let mut state =
+                    cluster_node_from(&node, self.pools[p].model, spec.nvlink, p as PoolId);
+                state.is_virtual = true;
+                ids.push(self.cluster.push_node(state, model_count));
+            }
+            let planned = spec.size.min.saturating_sub(observed).min(room);
+            for id in ids.iter().take(planned as usize) {
+                self.cluster.nodes[*id as usize].planned = true;
+            }
+            let pool = &mut self.pools[p];
+            pool.virtual_nodes = ids;
+        }
+    }
+
+    fn run(self) -> Plan {
+        self.run_explained().0
+    }
+
+    fn run_explained(mut self) -> (Plan, Option<explain::Capture>) {
+        explain::describe_running(&mut self);
+        let pending: Vec<JobId> = {
+            let mut done = vec![false; self.jobs.len()];
+            for j in self.runs.iter().filter_map(|r| r.job) {
+                done[j as usize] = true;
+            }
+            for name in &self.completed {
+                if let Some(&j) = self.job_by_name.get(name) {
+                    done[j as usize] = true;
+                }
+            }
+            (0..self.jobs.len() as JobId)
+                .filter(|j| !done[*j as usize])
+                .collect()
+        };
+        for &j in &pending {
+            self.pending_now[j as usize] = true;
+        }
+
+        self.index_freeing();
+        self.hold_nominations();
+        // Jobs that cannot be ordered (no leaf queue, no model) are pending first, by name.
+        for &j in &pending {
+            let job = &self.jobs[j as usize];
+            if job.queue.is_none() {
+                let reason = format!(
+                    "queue {:?} is not a leaf queue in Git; jobs go to leaf queues",
+                    job.spec.queue
+                );
+                self.push_pending(j, reason, "unschedulable");
+            }
+        }
+
+        let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
+        // As Kueue does: jobs that fit within their queue's guarantee go
+        // first, in fair-share order; jobs that would borrow come after, one
+        // priority band at a time from the highest, in fair-share order inside
+        // a band. So a low-priority borrower never takes GPUs that a
+        // higher-priority job would preempt it for in the next plan.
+        // Borrowers are kept with their priority, in the order handed out
+        // (so in within-leaf order inside each leaf).
+        let mut borrowers: Vec<(i32, QueueId, JobId)> = Vec::new();
+        while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+            if self.would_borrow(j) {
+                let job = &self.jobs[j as usize];
+                if let Some(q) = job.queue {
+                    borrowers.push((job.priority, q, j));
+                }
+                continue;
+            }
+            explain::before_admit(&mut self, j, &order);
+            self.admit(j);
+        }
+        // Highest band first; a stable sort keeps each band in handed-out order.
+        borrowers.sort_by_key(|(priority, _, _)| std::cmp::Reverse(*priority));
+        for band in borrowers.chunk_by(|a, b| a.0 == b.0) {
+            let band: Vec<(QueueId, JobId)> = band.iter().map(|(_, q, j)| (*q, *j)).collect();
+            let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &band);
+            while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
+                explain::before_admit(&mut self, j, &order);
+                self.admit(j);
+            }
+        }
+        let scale = scaling::scale_actions(&mut self);
+        self.into_plan(scale)
+    }
+
+    /// Tries to start job `j`: on free GPUs, on reserved GPUs (backfill), on
+    /// GPUs being freed, on new nodes (scale-up), and last by preemption.
+    fn admit(&mut self, j: JobId) {
+        if self.jobs[j as usize].queue.is_none() {
+            return;
+        }
+        // A job just like one that stayed pending, with nothing changed
+        // since (no GPU changed hands, no usage moved), stays pending for the
+        // same reason: the common case of a full fleet's long queue.
+        let memo_key = self.outcome_key(j);
+        if let Some(key) = &memo_key
+            && let Some(known) = self.outcome_memo.get(key)
+            && known.cluster_epoch == self.cluster.epoch
+            && known.tree_epoch == self.tree.epoch
+            && known
+                .time_limit_in_reason
+                .is_none_or(|limit| limit == self.jobs[j as usize].time_limit)
+        {
+            let (reason, waiting) = (known.reason.clone(), known.waiting);
+            self.push_pending(j, reason, waiting);
+            return;
+        }
+        let job = self.jobs[j as usize].clone();
+        let Some(q) = job.queue else { return };
+        let mut blocked = Vec::new();
+        for &m in job.models.iter() {
+            let req = Request::for_job(&job, m);
+            if !self.model_exists(m) {
+                blocked.push(Blocked::NoNodes(m));
+                continue;
+            }
+            if let Err(block) = self.tree.fits(q, m, job.gpus) {
+                blocked.push(Blocked::Quota(m, block));
+                continue;
+            }
+            if let Some(p) = self.place_nominated(j, &req) {
+                placement::apply(&mut self.cluster, &p, Owner::Placed(j));
+                self.release_nominated(j);
+                self.commit_place(j, m, p, None);
+                return;
+            }
+            self.release_nominated(j);
+            if let Some(p) = placement::place_free(&mut self.cluster, &req, j) {
+                self.commit_place(j, m, p, None);
+                return;
+            }
+            if let Some(p) = backfill::place_on_reserved(self, &req, &job) {
+                placement::apply(&mut self.cluster, &p, Owner::Placed(j));
+                self.commit_place(j, m, p, Some("backfill"));
+                return;
+            }
+            if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
+                return;
+            }
+            if self.blocked_by_reservation(&req) {
+                blocked.push(Blocked::Reserved(req));
+            } else {
+                blocked.push(Blocked::Placement(req));
+            }
+        }
+        for &m in job.models.iter() {
+            if !self.model_exists(m) {
+                continue;
+            }
+            let req = Request::for_job(&job, m);
+            if preemption::preempt_for(self, j, &req) {
+                return;
+            }
+        }
+        // Words first: the reservation takes free GPUs the reason counts.
+        let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
+        if let Some(r) = self.reserve_if_first(j, &blocked) {
+            reason.push_str(&r);
+            self.push_pending(j, reason, waiting);
+            return;
+        }
+        let reason: Arc<str> = reason.into();
+        if let Some(key) = memo_key {
+            let reserved = blocked.iter().any(|b| matches!(b, Blocked::Reserved(_)));
+            let known = KnownOutcome {
+                cluster_epoch: self.cluster.epoch,
+                tree_epoch: self.tree.epoch,
+                reason: reason.clone(),
+                waiting,
+                time_limit_in_reason: reserved.then_some(job.time_limit),
+            };
+            self.outcome_memo.insert(key, known);
+        }
+        self.push_pending(j, reason, waiting);
+    }
+
+    /// What decides a pending job's outcome besides the fleet's state; `None`
+    /// for jobs with GPUs kept for them (nominated or freed by preemption).
+    fn outcome_key(&self, j: JobId) -> Option<OutcomeKey> {
+        let job = &self.jobs[j as usize];
+        if self.nominated.contains_key(&j) || self.freeing.has_dedicated(j) {
+            return None;
+        }
+        Some(OutcomeKey {
+            queue: job.queue?,
+            priority: job.priority,
+            models: job.models.clone(),
+            replicas: job.replicas,
+            per_replica: job.per_replica,
+            required: job.required,
+            preferred: job.preferred,
+            ends_before_reservation: self
+                .reservation
+                .as_ref()
+                .map(|res| backfill::ends_before(self.now, job, res.start)),
+        })
+    }
+
+    /// The pending reason; a lone placement failure is remembered by shape
+    /// while the cluster is unchanged.
+    fn blocked_reason(&mut self, job: &JobInfo, blocked: &[Blocked]) -> (String, &'static str) {
+        let [Blocked::Placement(req)] = blocked else {
+            return reasons::blocked(self, job, blocked);
+        };
+        let key = shape_key(req);
+        if let Some((epoch, text)) = self.reason_memo.get(&key)
+            && *epoch == self.cluster.epoch
+        {
+            return (text.clone(), "resources");
+        }
+        let (text, waiting) = reasons::blocked(self, job, blocked);
+        self.reason_memo
+            .insert(key, (self.cluster.epoch, text.clone()));
+        (text, waiting)
+    }
+
+    /// [`backfill::blocked_by_reservation`], remembered while the cluster is
+    /// unchanged (most pending jobs of a full fleet fail alike).
+    fn blocked_by_reservation(&mut self, req: &Request) -> bool {
+        if self.reservation.is_none() {
+            return false;
+        }
+        let key = shape_key(req);
+        if let Some((epoch, answer)) = self.reservation_memo.get(&key)
+            && *epoch == self.cluster.epoch
+        {
+            return *answer;
+        }
+        let answer = backfill::blocked_by_reservation(self, req);
+        self.reservation_memo
+            .insert(key, (self.cluster.epoch, answer));
+        answer
+    }
+
+    /// Whether job `j` would take its leaf queue above its guarantee on every
+    /// acceptable model.
+    fn would_borrow(&self, j: JobId) -> bool {
+        let job = &self.jobs[j as usize];
+        let Some(q) = job.queue else { return false };
+        job.models
+            .iter()
+            .all(|m| self.tree.usage(q, *m) + job.gpus > self.tree.guaranteed(q, *m))
+    }
+
+    fn model_exists(&self, m: ModelId) -> bool {
+        self.cluster
+            .healthy_total
+            .get(m as usize)
+            .copied()
+            .unwrap_or(0)
+            > 0
+            || self
+                .pools
+                .iter()
+                .any(|p| p.model == m && !p.virtual_nodes.is_empty())
+    }
+
+    /// The first blocked job that fits its quota reserves GPUs (backfill).
+    fn reserve_if_first(&mut self, j: JobId, blocked: &[Blocked]) -> Option<String> {
+        if self.reservation.is_some() {
+            return None;
+        }
+        let req = blocked.iter().find_map(|b| match b {
+            Blocked::Placement(r) => Some(*r),
+            _ => None,
+        })?;
+        let res = backfill::reserve(self, j, &req)?;
+        let text = reasons::reservation(self, &res);
+        self.reservation = Some(res);
+        Some(text)
+    }
+
+    /// Records a placement: usage, action, reason.
+    fn commit_place(&mut self, j: JobId, m: ModelId, p: Placement, how: Option<&str>) {
+        let job = &self.jobs[j as usize];
+        let Some(q) = job.queue else { return };
+        self.tree.charge(q, m, job.gpus, true);
+        self.pending_now[j as usize] = false;
+        self.placed_gpus += job.gpus;
+        let reason = reasons::placed(self, j, m, how);
+        let placement = self.node_gpus(&p);
+        self.placed.push((j, m, p));
+        self.actions.place.push(Action::Place {
+            job: self.jobs[j as usize].name.to_string(),
+            placement,
+            reason,
+        });
+    }
+
+    /// Placement in executor terms: node names and GPU indices.
+    fn node_gpus(&self, p: &Placement) -> Vec<NodeGpus> {
+        p.iter()
+            .map(|(id, positions)| {
+                let node = self.cluster.node(*id);
+                NodeGpus {
+                    node: node.name.clone(),
+                    gpus: positions.iter().map(|pos| node.gpus[*pos].index).collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `run`'s GPUs may go to job `j` once free: nobody else was promised them.
+    fn claimable(&self, run: RunId, j: JobId) -> bool {
+        match self.runs[run as usize].preempted_for {
+            None => true,
+            Some(name) => {
+                name == self.jobs[j as usize].name
+                    || self
+                        .job_by_name
+                        .get(name)
+                        .is_none_or(|other| !self.pending_now[*other as usize])
+            }
+        }
+    }
+
+    /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
+    fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
+        let mut freeing = std::mem::take(&mut self.freeing);
+        let p = freeing.place(&self.cluster, j, req, &|r| self.claimable(r, j));
+        self.freeing = freeing;
+        let Some(p) = p else { return false };
+        let mut waiting_on: Vec<RunId> = Vec::new();
+        for (id, positions) in &p {
+            for &pos in positions {
+                let owner = self.cluster.node(*id).gpus[pos].owner;
+                let new = match owner {
+                    Owner::Freeing(r) => {
+                        if !waiting_on.contains(&r) {
+                            waiting_on.push(r);
+                        }
+                        let dedicated =
+                            self.runs[r as usize].preempted_for == Some(self.jobs[j as usize].name);
+                        self.freeing.claimed(req.model, j, dedicated);
+                        Owner::Claimed(r, j)
+                    }
+                    _ => Owner::Promised(j),
+                };
+                self.cluster.set_owner(*id, pos, new);
+            }
+        }
+        let job = &self.jobs[j as usize];
+        if let Some(q) = job.queue {
+            self.tree.charge(q, req.model, job.gpus, true);
+        }
+        waiting_on.sort_by_key(|r| self.runs[*r as usize].name);
+        let reason = reasons::waiting_for_runs(self, &waiting_on);
+        let waiting = if waiting_on
+            .iter()
+            .any(|r| self.runs[*r as usize].stopping == Stopping::Preempted)
+        {
+            "preemption"
+        } else {
+            "freeing"
+        };
+        self.push_pending(j, reason, waiting);
+        true
+    }
+
+    /// Free GPUs that a preemption freed for a still-pending job are kept for
+    /// it (`queued[].nominated`), so the job it was made for gets them.
+    fn hold_nominations(&mut self) {
+        let queued = self.observed_queued;
+        for q in queued {
+            let Some(&j) = self.job_by_name.get(q.job.as_str()) else {
+                continue;
+            };
+            if !self.pending_now[j as usize] {
+                continue;
+            }
+            for part in &q.nominated {
+                let Some(node) = self.cluster.node_id(&part.node) else {
+                    continue;
+                };
+                for index in &part.gpus {
+                    let state = self.cluster.node(node);
+                    let Some(pos) = state.gpus.iter().position(|g| g.index == *index) else {
+                        continue;
+                    };
+                    if state.schedulable && state.gpus[pos].owner == Owner::Free {
+                        self.cluster.set_owner(node, pos, Owner::Promised(j));
+                        self.nominated.entry(j).or_default().push((node, pos));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Places job `j` on its nominated GPUs (plus free ones) when it fits;
+    /// otherwise gives them back to everyone.
+    fn place_nominated(&mut self, j: JobId, req: &Request) -> Option<Placement> {
+        let held = self.nominated.get(&j)?.clone();
+        let nodes = self
+            .cluster
+            .free_nodes_and(req.model, held.iter().map(|(n, _)| *n));
+        let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
+            n.schedulable && (g.owner == Owner::Free || g.owner == Owner::Promised(j))
+        };
+        placement::place_scan(&self.cluster, &nodes, req, &usable)
+    }
+
+    /// Returns job `j`'s unused nominated GPUs to everyone.
+    fn release_nominated(&mut self, j: JobId) {
+        if let Some(held) = self.nominated.remove(&j) {
+            for (node, pos) in held {
+                if self.cluster.node(node).gpus[pos].owner == Owner::Promised(j) {
+                    self.cluster.set_owner(node, pos, Owner::Free);
+                    self.generation += 1;
+                }
+            }
+        }
+    }
+
+    /// Indexes the GPUs of stopping jobs, once pending jobs are known.
+    fn index_freeing(&mut self) {
+        for r in 0..self.runs.len() {
+            let run = &self.runs[r];
+            if run.stopping == Stopping::No {
+                continue;
+            }
+            let Some(m) = run.model else { continue };
+            let kept_for = run
+                .preempted_for
+                .and_then(|name| self.job_by_name.get(name).copied())
+                .filter(|j| self.pending_now[*j as usize]);
+            self.freeing.add(m, &run.placement, kept_for);
+        }
+    }
+
+    fn push_pending(&mut self, j: JobId, reason: impl Into<Arc<str>>, waiting_for: &'static str) {
+        let job = &self.jobs[j as usize];
+        self.pending.push(Pending {
+            job: job.name.to_string(),
+            reason: reason.into(),
+            // The leaf's shared name is the spec's.
+            queue: Some(match job.queue {
+                Some(q) => self.tree.get(q).name.clone(),
+                None => job.spec.queue.as_str().into(),
+            }),
+            waiting_for: Some(std::borrow::Cow::Borrowed(waiting_for)),
+        });
+    }
+
+    fn into_plan(mut self, scale: Vec<Action>) -> (Plan, Option<explain::Capture>) {
+        let capture = self.explain.take();
+        let gpus: u64 = self
+            .cluster
+            .real_nodes()
+            .map(|id| self.cluster.node(id).gpus.len() as u64)
+            .sum();
+        let held: u64 = self.runs.iter().map(|r| r.gpus).sum();
+        let unhealthy = self.unhealthy;
+        let summary = Summary {
+            gpus,
+            allocated: held + self.placed_gpus,
+            pending_jobs: self.pending.len() as u64,
+            running_jobs: self.runs.len() as u64,
+            placed_jobs: self.actions.place.len() as u64,
+            preempted_jobs: self.actions.preempt.len() as u64,
+            unhealthy_gpus: unhealthy,
+        };
+        let Actions {
+            place,
+            preempt,
+            drain,
+            terminate,
+            cancel,
+        } = self.actions;
+        let mut actions = place;
+        actions.extend(preempt);
+        actions.extend(scale);
+        actions.extend(drain);
+        actions.extend(terminate);
+        actions.extend(cancel);
+        let plan = Plan {
+            revision: self.revision.map(str::to_string),
+            time: reasons::timestamp(self.now),
+            actions,
+            pending: self.pending,
+            summary,
+            drift: Vec::new(),
+        };
+        (plan, capture)
+    }
+}
+
+/// The engine's node for a (virtual) pool node.
+fn cluster_node_from(
+    node: &model::observed::ObservedNode,
+    model: ModelId,
+    nvlink: NvLink,
+    pool: PoolId,
+) -> cluster::NodeState {
+    let gpus: Vec<cluster::Gpu> = node
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(pos, g)| cluster::Gpu {
+            index: g.index,
+            domain: cluster::domain_of(nvlink, pos),
+            owner: Owner::Free,
+        })
+        .collect();
+    cluster::NodeState {
+        name: node.name.clone(),
+        pool: Some(pool),
+        model: Some(model),
+        rack: node.labels.get("rack").cloned(),
+        zone: node.labels.get("zone").cloned(),
+        max_domain: cluster::max_domain_size(&gpus),
+        free: gpus.len() as u32,
+        gpus,
+        schedulable: true,
+        is_virtual: false,
+        planned: false,
+        idle_since: None,
+    }
+}

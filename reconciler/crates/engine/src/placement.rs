@@ -1,0 +1,296 @@
+//! Gang placement: every replica on one node, on usable GPUs of one model,
+//! inside one NVLink domain where it fits in one; best fit (the node left with
+//! the fewest free GPUs, ties by name); topology required/preferred.
+
+use std::collections::BTreeMap;
+
+use model::spec::TopologyLevel;
+
+use super::cluster::{Cluster, Gpu, NodeState, Owner};
+use super::ids::{JobId, ModelId, NodeId};
+
+/// GPU positions per replica: one `(node, positions)` entry per replica.
+pub type Placement = Vec<(NodeId, Vec<usize>)>;
+
+/// What a gang asks for on one model.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// The model every replica uses.
+    pub model: ModelId,
+    /// Gang size.
+    pub replicas: u32,
+    /// GPUs per replica.
+    pub per_replica: u32,
+    /// All replicas inside one domain of this level.
+    pub required: Option<TopologyLevel>,
+    /// As few domains of this level as possible.
+    pub preferred: Option<TopologyLevel>,
+}
+
+impl Request {
+    /// What job `job` asks for on model `model`.
+    pub fn for_job(job: &super::jobs::JobInfo, model: ModelId) -> Self {
+        Request {
+            model,
+            replicas: job.replicas,
+            per_replica: job.per_replica,
+            required: job.required,
+            preferred: job.preferred,
+        }
+    }
+
+    /// Total GPUs.
+    pub fn total(&self) -> u64 {
+        u64::from(self.replicas) * u64::from(self.per_replica)
+    }
+}
+
+/// Places on free GPUs of real nodes and applies the placement as
+/// `Owner::Placed(job)`; on failure nothing changes.
+pub fn place_free(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Placement> {
+    if cluster
+        .free_total
+        .get(req.model as usize)
+        .copied()
+        .unwrap_or(0)
+        < req.total()
+    {
+        return None;
+    }
+    if let Some(level) = req.required.or(req.preferred) {
+        let nodes: Vec<NodeId> = cluster.candidates(req.model, 1).collect();
+        let usable = |n: &NodeState, _: usize, g: &Gpu| n.schedulable && g.owner == Owner::Free;
+        let found = in_one_domain(cluster, &nodes, req, level, &usable, &|_| 0);
+        match (found, req.required) {
+            (Some(p), _) => {
+                apply(cluster, &p, Owner::Placed(job));
+                return Some(p);
+            }
+            (None, Some(_)) => return None,
+            (None, None) => {} // preferred: fall back to best fit anywhere
+        }
+    }
+    best_fit_through_index(cluster, req, job)
+}
+
+/// Best fit per replica through the free index, allocating as it goes so each
+/// replica sees the previous ones; rolled back on failure.
+fn best_fit_through_index(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Placement> {
+    let epoch = cluster.epoch;
+    let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
+    for _ in 0..req.replicas {
+        let found = cluster
+            .candidates(req.model, req.per_replica)
+            .find_map(|id| {
+                cluster
+                    .node(id)
+                    .pick_gpus(req.per_replica, |_, g| g.owner == Owner::Free)
+                    .map(|p| (id, p))
+            });
+        match found {
+            Some((id, positions)) => {
+                for &pos in &positions {
+                    cluster.set_owner(id, pos, Owner::Placed(job));
+                }
+                placed.push((id, positions));
+            }
+            None => {
+                // Rolled back: nothing changed, the epoch neither.
+                apply(cluster, &placed, Owner::Free);
+                cluster.epoch = epoch;
+                return None;
+            }
+        }
+    }
+    Some(placed)
+}
+
+/// Places over an explicit node set with a custom notion of usable GPUs,
+/// without changing anything; the caller applies the result.
+pub fn place_scan(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+) -> Option<Placement> {
+    place_ranked(cluster, nodes, req, usable, &|_| 0)
+}
+
+/// Like [`place_scan`], but nodes of a lower `rank` are preferred over any
+/// of a higher rank before best fit applies (scale-up: existing nodes, then
+/// nodes already being added, then new ones).
+pub fn place_ranked(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+) -> Option<Placement> {
+    if let Some(level) = req.required.or(req.preferred) {
+        let found = in_one_domain(cluster, nodes, req, level, usable, rank);
+        if found.is_some() || req.required.is_some() {
+            return found;
+        }
+    }
+    greedy(cluster, nodes, req, usable, rank)
+}
+
+/// Sets the owner of every GPU of a placement.
+pub fn apply(cluster: &mut Cluster, placement: &Placement, owner: Owner) {
+    for (id, positions) in placement {
+        cluster.set_owners(*id, positions, owner);
+    }
+}
+
+/// All replicas inside one domain of `level`: the domain left with the least
+/// usable capacity wins, ties by domain name.
+fn in_one_domain(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    level: TopologyLevel,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+) -> Option<Placement> {
+    let mut domains: BTreeMap<&str, (u64, Vec<NodeId>)> = BTreeMap::new();
+    for &id in nodes {
+        let node = cluster.node(id);
+        if node.model != Some(req.model) {
+            continue;
+        }
+        let Some(key) = node.domain_key(level) else {
+            continue;
+        };
+        let count = usable_count(node, usable);
+        if count == 0 {
+            continue;
+        }
+        let entry = domains.entry(key).or_default();
+        entry.0 += u64::from(count);
+        entry.1.push(id);
+    }
+    // Best domain: lowest worst rank used, then least capacity left, then name.
+    let mut best: Option<((u8, u64), Placement)> = None;
+    for (capacity, members) in domains.values() {
+        if *capacity < req.total() {
+            continue;
+        }
+        let left = capacity - req.total();
+        if best
+            .as_ref()
+            .is_some_and(|((r, l), _)| *r == 0 && *l <= left)
+        {
+            continue;
+        }
+        if let Some(p) = greedy(cluster, members, req, usable, rank) {
+            let worst = p
+                .iter()
+                .map(|(id, _)| rank(cluster.node(*id)))
+                .max()
+                .unwrap_or(0);
+            if best.as_ref().is_none_or(|(key, _)| (worst, left) < *key) {
+                best = Some(((worst, left), p));
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool) -> u32 {
+    node.gpus
+        .iter()
+        .enumerate()
+        .filter(|(pos, g)| usable(node, *pos, g))
+        .count() as u32
+}
+
+/// A node chosen for one replica: (rank, GPUs left), name, node, positions.
+type Choice<'a> = ((u8, u32), &'a str, NodeId, Vec<usize>);
+
+/// Best fit per replica over `nodes`, tracking what earlier replicas took.
+fn greedy(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+) -> Option<Placement> {
+    let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
+    for _ in 0..req.replicas {
+        let mut best: Option<Choice> = None;
+        for &id in nodes {
+            let node = cluster.node(id);
+            if node.model != Some(req.model) {
+                continue;
+            }
+            let mine = taken.get(&id);
+            let is_usable = |pos: usize, g: &Gpu| {
+                usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos))
+            };
+            let avail = node
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(pos, g)| is_usable(*pos, g))
+                .count() as u32;
+            if avail < req.per_replica {
+                continue;
+            }
+            let left = (rank(node), avail - req.per_replica);
+            if best
+                .as_ref()
+                .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))
+            {
+                continue;
+            }
+            if let Some(p) = node.pick_gpus(req.per_replica, is_usable) {
+                best = Some((left, &node.name, id, p));
+            }
+        }
+        let (_, _, id, positions) = best?;
+        taken
+            .entry(id)
+            .or_default()
+            .extend(positions.iter().copied());
+        placed.push((id, positions));
+    }
+    Some(placed)
+}
+
+/// For messages: how many replicas of `per_replica` GPUs fit into the best
+/// single domain of `level` on free GPUs (and that domain's name).
+pub fn largest_block(
+    cluster: &Cluster,
+    model: ModelId,
+    per_replica: u32,
+    level: Option<TopologyLevel>,
+) -> u64 {
+    let mut per_domain: BTreeMap<&str, u64> = BTreeMap::new();
+    for id in cluster.candidates(model, per_replica) {
+        let node = cluster.node(id);
+        let key = match level {
+            Some(l) => match node.domain_key(l) {
+                Some(k) => k,
+                None => continue,
+            },
+            None => node.name.as_str(),
+        };
+        let fits = replicas_fitting(node, per_replica);
+        *per_domain.entry(key).or_default() += fits;
+    }
+    per_domain.values().copied().max().unwrap_or(0)
+}
+
+/// How many replicas of `per_replica` GPUs fit on a node's free GPUs.
+fn replicas_fitting(node: &NodeState, per_replica: u32) -> u64 {
+    let mut taken: Vec<usize> = Vec::new();
+    let mut n = 0;
+    while let Some(p) = node.pick_gpus(per_replica, |pos, g| {
+        g.owner == Owner::Free && !taken.contains(&pos)
+    }) {
+        taken.extend(p);
+        n += 1;
+    }
+    n
+}

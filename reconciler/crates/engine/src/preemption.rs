@@ -1,0 +1,783 @@
+//! Preemption: free GPUs (and quota) for a job that cannot run otherwise.
+//!
+//! Victims are preemptible running jobs that are (a) in the same leaf queue
+//! with lower priority, (b) in a borrowing queue when the preemptor's queue
+//! stays within its guarantee (reclaim), or (c) in a borrowing queue with
+//! lower priority. Another queue's job is only taken from borrowed usage:
+//! its queue, and every ancestor below the common ancestor with the
+//! preemptor's queue, stays at or above its guarantee. Victims are ordered
+//! borrowing first, lower priority first, most recently started first; no
+//! more are taken than needed.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use model::plan::Action;
+
+use super::cluster::{Gpu, NodeState, Owner};
+use super::ids::{JobId, NodeId, QueueId, RunId};
+use super::placement::{self, Placement, Request};
+use super::{Engine, Stopping, reasons};
+
+/// A running job that may be preempted for the current preemptor.
+#[derive(Debug, Clone)]
+struct Candidate {
+    run: RunId,
+    queue: QueueId,
+    gpus: u64,
+    /// Queues whose borrowed usage the victim is taken from (empty for the
+    /// preemptor's own queue): its leaf up to below the common ancestor.
+    borrowed_from: std::rc::Rc<[QueueId]>,
+    rule: Rule,
+}
+
+/// Which rule allows a victim (the words are made only for chosen ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// (a) same leaf queue, lower priority.
+    Priority,
+    /// (b) reclaim: the preemptor's queue stays within its guarantee.
+    Reclaim { usage: u64, guaranteed: u64 },
+    /// (c) a lower-priority job of a borrowing queue.
+    LowerPriorityBorrower { usage: u64, guaranteed: u64 },
+}
+
+/// The memo key of a failed search: nothing about it changes until the
+/// engine admits another job.
+pub type MemoKey = (QueueId, i32, u16, u32, u32, u8, u8);
+
+/// What a candidate list depends on besides the running jobs: the
+/// preemptor's queue and priority, reclaim or not, the model, the length.
+pub type CandidateKey = (QueueId, i32, bool, u16, usize);
+
+/// A candidate list, and whether there are more candidates past it. Valid
+/// until the next preemption: only choosing victims changes which running
+/// jobs are candidates (their state, their queues' borrowing).
+#[derive(Debug)]
+pub struct CandidateList {
+    cands: Vec<Candidate>,
+    more: bool,
+}
+
+/// Tries to preempt for job `j` on the model of `req`; true when victims
+/// were chosen (the job then waits for them).
+pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
+    let job = e.jobs[j as usize].clone();
+    let Some(q) = job.queue else { return false };
+    let key: MemoKey = (
+        q,
+        job.priority,
+        req.model,
+        req.replicas,
+        req.per_replica,
+        req.required.map_or(0, |l| l as u8 + 1),
+        req.preferred.map_or(0, |l| l as u8 + 1),
+    );
+    if e.preempt_memo.get(&key) == Some(&e.generation) {
+        return false;
+    }
+    let m = req.model;
+    let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
+    let own_path = on_path(e, q);
+    let ub = upper_bound(e, &job, q, m, reclaim, &own_path);
+    if ub < job.gpus {
+        e.preempt_memo.insert(key, e.generation);
+        return false;
+    }
+    // The most preferred victims first: search with a prefix of the
+    // candidates in victim order and widen it (×4) only when that fails.
+    // Bounded: a job that cannot fit with the most preferred thousand or so
+    // is left pending rather than searched against every running job.
+    let first = 32usize.max(4 * job.gpus as usize);
+    let mut last = first;
+    while last < max_candidates(job.gpus) {
+        last *= 4;
+    }
+    let mut limit = first;
+    let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, limit);
+    let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    loop {
+        let (cands, more) = (&list.cands, list.more);
+        let shown = &cands[..limit.min(cands.len())];
+        let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
+        let found = if !shown.is_empty() && possible >= job.gpus {
+            search(e, j, q, req, shown)
+        } else {
+            None
+        };
+        if let Some((chosen, p)) = found {
+            commit(e, j, req, shown, &chosen, p);
+            return true;
+        }
+        let more_than_shown = more || cands.len() > limit;
+        if !more_than_shown || limit >= last {
+            break;
+        }
+        if cands.len() <= limit {
+            // Widen once to the most it may grow to; every wider search
+            // looks at a prefix of these.
+            list = candidates_cached(e, j, q, req, reclaim, &own_path, last);
+            // What cannot fit with all of them fits with no prefix either.
+            let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
+            if possible < job.gpus || !replicas_could_fit(e, req, &list.cands) {
+                break;
+            }
+        }
+        limit *= 4;
+    }
+    e.preempt_memo.insert(key, e.generation);
+    false
+}
+
+/// [`candidates`], remembered until the next preemption (jobs of one queue
+/// and priority with other shapes see the same list).
+fn candidates_cached(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    reclaim: bool,
+    own_path: &[bool],
+    limit: usize,
+) -> std::rc::Rc<CandidateList> {
+    let key: CandidateKey = (q, e.jobs[j as usize].priority, reclaim, req.model, limit);
+    if let Some((at, list)) = e.candidate_memo.get(&key)
+        && *at == e.preemptions
+    {
+        return list.clone();
+    }
+    let (cands, more) = candidates(e, j, q, req, reclaim, own_path, limit);
+    let list = std::rc::Rc::new(CandidateList { cands, more });
+    e.candidate_memo.insert(key, (e.preemptions, list.clone()));
+    list
+}
+
+/// How many candidates a search may look at, at most.
+fn max_candidates(gpus: u64) -> usize {
+    (1024usize).max(16 * gpus as usize)
+}
+
+/// `on_path[x]`: whether queue `x` is `q` or one of its ancestors.
+fn on_path(e: &Engine, q: QueueId) -> Vec<bool> {
+    let mut marks = vec![false; e.tree.queues.len()];
+    for a in e.tree.path(q) {
+        marks[a as usize] = true;
+    }
+    marks
+}
+
+/// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
+/// below the common ancestor with the preemptor), when all of them borrow.
+fn borrowing_chain(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> Option<Vec<QueueId>> {
+    let chain: Vec<QueueId> = e
+        .tree
+        .path(vq)
+        .take_while(|a| !own_path[*a as usize])
+        .collect();
+    chain
+        .iter()
+        .all(|a| e.tree.running(*a, m) > e.tree.guaranteed(*a, m))
+        .then_some(chain)
+}
+
+/// At most how many GPUs preemption could free for the job (plus free ones):
+/// a cheap bound from the per-queue victim index, without building candidates.
+fn upper_bound(
+    e: &Engine,
+    job: &super::jobs::JobInfo,
+    q: QueueId,
+    m: u16,
+    reclaim: bool,
+    own_path: &[bool],
+) -> u64 {
+    let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    for (vq, index) in e.victim_index.iter().enumerate() {
+        let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
+            continue;
+        };
+        let vq = vq as QueueId;
+        let below = |p: i32| {
+            let k = by_priority.partition_point(|(pr, _)| *pr < p);
+            if k == 0 { 0 } else { by_priority[k - 1].1 }
+        };
+        if vq == q {
+            bound += below(job.priority);
+        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
+            && borrowing_chain(e, vq, m, own_path).is_some()
+        {
+            bound += if reclaim {
+                by_priority.last().map_or(0, |(_, total)| *total)
+            } else {
+                below(job.priority)
+            };
+        }
+    }
+    bound
+}
+
+/// The first `limit` candidates in victim order — borrowing queues first,
+/// then lower priority, most recently started, name — and whether there are
+/// more. Merges the per-queue victim lists, which are already in that order.
+fn candidates(
+    e: &Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    reclaim: bool,
+    own_path: &[bool],
+    limit: usize,
+) -> (Vec<Candidate>, bool) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    let job = &e.jobs[j as usize];
+    let m = req.model;
+    // Eligible queues: (queue, chain, borrowing, rule, priority bound, list).
+    struct Source<'l> {
+        queue: QueueId,
+        chain: std::rc::Rc<[QueueId]>,
+        borrowing: bool,
+        rule: Rule,
+        below: Option<i32>,
+        list: &'l [super::Victim],
+    }
+    let mut sources: Vec<Source> = Vec::new();
+    for (vq, lists) in e.victim_lists.iter().enumerate() {
+        let Some(victims) = lists.iter().find(|list| list.model == m) else {
+            continue;
+        };
+        let list = &victims.victims[victims.head..];
+        let vq = vq as QueueId;
+        let usage = e.tree.running(vq, m);
+        let guaranteed = e.tree.guaranteed(vq, m);
+        let borrowing = usage > guaranteed;
+        let (chain, rule, below) = if vq == q {
+            (Vec::new(), Rule::Priority, Some(job.priority))
+        } else if !borrowing {
+            continue;
+        } else {
+            let Some(chain) = borrowing_chain(e, vq, m, own_path) else {
+                continue;
+            };
+            if reclaim {
+                (chain, Rule::Reclaim { usage, guaranteed }, None)
+            } else {
+                (
+                    chain,
+                    Rule::LowerPriorityBorrower { usage, guaranteed },
+                    Some(job.priority),
+                )
+            }
+        };
+        sources.push(Source {
+            queue: vq,
+            chain: chain.into(),
+            borrowing,
+            rule,
+            below,
+            list,
+        });
+    }
+    type Key = (
+        bool,
+        i32,
+        Reverse<model::observed::Timestamp>,
+        RunId,
+        usize,
+        usize,
+    );
+    let key = |src: usize, pos: usize| -> Key {
+        let v = &sources[src].list[pos];
+        (
+            !sources[src].borrowing,
+            v.priority,
+            Reverse(v.started),
+            v.run,
+            src,
+            pos,
+        )
+    };
+    let eligible = |src: usize, pos: usize| -> bool {
+        let priority = sources[src].list[pos].priority;
+        sources[src].below.is_none_or(|b| priority < b)
+    };
+    let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
+    for (src, source) in sources.iter().enumerate() {
+        if !source.list.is_empty() && eligible(src, 0) {
+            heap.push(Reverse(key(src, 0)));
+        }
+    }
+    let mut out = Vec::new();
+    while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
+        if pos + 1 < sources[src].list.len() && eligible(src, pos + 1) {
+            heap.push(Reverse(key(src, pos + 1)));
+        }
+        let run = &e.runs[r as usize];
+        if run.stopping != Stopping::No {
+            continue; // preempted earlier in this plan
+        }
+        if out.len() == limit {
+            return (out, true);
+        }
+        let s = &sources[src];
+        out.push(Candidate {
+            run: r,
+            queue: s.queue,
+            gpus: run.gpus,
+            borrowed_from: s.chain.clone(),
+            rule: s.rule,
+        });
+    }
+    (out, false)
+}
+
+/// The runs of the candidates in `chosen` and `extra`.
+fn runs_of(cands: &[Candidate], chosen: &[usize], extra: &[usize]) -> Vec<RunId> {
+    chosen.iter().chain(extra).map(|i| cands[*i].run).collect()
+}
+
+/// GPUs a replica may use on a node: free ones and those of `victims`, but
+/// not `mine` (taken by an earlier replica of the same job).
+fn free_or_victim<'a>(
+    mine: &'a [usize],
+    victims: &'a [RunId],
+) -> impl Fn(usize, &Gpu) -> bool + 'a {
+    move |pos, g| {
+        !mine.contains(&pos)
+            && match g.owner {
+                Owner::Free => true,
+                Owner::Running(r) => victims.contains(&r),
+                _ => false,
+            }
+    }
+}
+
+/// Drops victims from `extra` (first added first) while one replica of
+/// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
+fn trim_on_node(
+    node: &NodeState,
+    mine: &[usize],
+    chosen: &[usize],
+    mut extra: Vec<usize>,
+    cands: &[Candidate],
+    per_replica: u32,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let pick = |extra: &[usize]| {
+        let victims = runs_of(cands, chosen, extra);
+        node.pick_gpus(per_replica, free_or_victim(mine, &victims))
+    };
+    let mut k = 0;
+    while k < extra.len() && extra.len() > 1 {
+        let mut without = extra.clone();
+        without.remove(k);
+        if pick(&without).is_some() {
+            extra = without;
+        } else {
+            k += 1;
+        }
+    }
+    let positions = pick(&extra)?;
+    Some((extra, positions))
+}
+
+/// GPUs taken from each queue's borrowed usage by `chosen`.
+fn taken_from(cands: &[Candidate], chosen: &[usize]) -> HashMap<QueueId, u64> {
+    let mut taken: HashMap<QueueId, u64> = HashMap::default();
+    for &i in chosen {
+        for &a in cands[i].borrowed_from.iter() {
+            *taken.entry(a).or_default() += cands[i].gpus;
+        }
+    }
+    taken
+}
+
+/// Whether candidate `i` may be taken on top of `base` (already chosen) and
+/// `extra` (tentative) without cutting into any queue's guarantee.
+fn headroom_allows(
+    e: &Engine,
+    cands: &[Candidate],
+    base: &HashMap<QueueId, u64>,
+    extra: &[usize],
+    i: usize,
+    m: u16,
+) -> bool {
+    cands[i].borrowed_from.iter().all(|a| {
+        let more: u64 = extra
+            .iter()
+            .filter(|x| cands[**x].borrowed_from.contains(a))
+            .map(|x| cands[*x].gpus)
+            .sum();
+        let taken = base.get(a).copied().unwrap_or(0) + more + cands[i].gpus;
+        e.tree.running(*a, m).saturating_sub(taken) >= e.tree.guaranteed(*a, m)
+            && e.tree.running(*a, m) >= taken
+    })
+}
+
+/// Victim search, node by node: each replica goes where it needs the most
+/// preferred victims (or none); then victims are added in order until the
+/// quota fits; then any victim the job fits without is dropped. Every
+/// cross-queue victim respects the guarantee check. Leaves the engine unchanged.
+fn search(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    cands: &[Candidate],
+) -> Option<(Vec<usize>, Placement)> {
+    // The search charges and releases usage tentatively and leaves the tree
+    // as it found it: its epoch too.
+    let epoch = e.tree.epoch;
+    let found = search_inner(e, j, q, req, cands);
+    e.tree.epoch = epoch;
+    found
+}
+
+fn search_inner(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    cands: &[Candidate],
+) -> Option<(Vec<usize>, Placement)> {
+    let m = req.model;
+    let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        for (node, _) in &e.runs[c.run as usize].placement {
+            let on_node = by_node.entry(*node).or_default();
+            // A run may have several replicas (entries) on one node.
+            if on_node.last() != Some(&i) {
+                on_node.push(i);
+            }
+        }
+    }
+    let mut nodes = e.cluster.free_nodes_and(m, by_node.keys().copied());
+    nodes.retain(|id| {
+        let n = e.cluster.node(*id);
+        n.schedulable && n.model == Some(m)
+    });
+    if !replicas_could_fit(e, req, cands) {
+        return None;
+    }
+
+    let (mut chosen, placement) = match req.required.or(req.preferred) {
+        Some(level) => {
+            let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+            for &id in &nodes {
+                if let Some(key) = e.cluster.node(id).domain_key(level) {
+                    domains.entry(key).or_default().push(id);
+                }
+            }
+            let best = domains
+                .values()
+                .filter_map(|members| node_by_node(e, members, req, cands, &by_node))
+                .min_by(|a, b| a.0.cmp(&b.0));
+            match (best, req.required) {
+                (Some((_, chosen, p)), _) => (chosen, p),
+                (None, Some(_)) => return None,
+                (None, None) => {
+                    let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
+                    (chosen, p)
+                }
+            }
+        }
+        None => {
+            let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
+            (chosen, p)
+        }
+    };
+
+    // The placement stands; what is left is the quota. Release the victims'
+    // usage and add more victims, in order, until the quota fits.
+    for &i in &chosen {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+    }
+    let job_gpus = e.jobs[j as usize].gpus;
+    if e.tree.fits(q, m, job_gpus).is_err() {
+        let mut taken = taken_from(cands, &chosen);
+        for (i, c) in cands.iter().enumerate() {
+            if chosen.contains(&i)
+                || !frees_quota_for(e, q, c.queue)
+                || !headroom_allows(e, cands, &taken, &[], i, m)
+            {
+                continue;
+            }
+            for &a in c.borrowed_from.iter() {
+                *taken.entry(a).or_default() += c.gpus;
+            }
+            e.tree.charge(c.queue, m, c.gpus, false);
+            chosen.push(i);
+            if e.tree.fits(q, m, job_gpus).is_ok() {
+                break;
+            }
+        }
+    }
+    let fit = e.tree.fits(q, m, job_gpus).is_ok();
+    if fit {
+        // Minimal: victims the placement does not use were added for quota;
+        // drop any (least preferred first) the quota fits without.
+        chosen.sort_unstable();
+        for k in (0..chosen.len()).rev() {
+            let i = chosen[k];
+            let c = &cands[i];
+            if uses_run(e, &placement, c.run) {
+                continue;
+            }
+            e.tree.charge(c.queue, m, c.gpus, true);
+            if e.tree.fits(q, m, job_gpus).is_ok() {
+                chosen.remove(k);
+            } else {
+                e.tree.charge(c.queue, m, c.gpus, false);
+            }
+        }
+    }
+    for &i in &chosen {
+        let c = &cands[i];
+        e.tree.charge(c.queue, m, c.gpus, true);
+    }
+    fit.then_some((chosen, placement))
+}
+
+/// A necessary condition for a victim search with `cands`, cheap to check:
+/// counting each node's free GPUs and those of every candidate on it
+/// (ignoring NVLink domains and guarantees), enough replicas fit — inside
+/// one domain of the required topology level, when there is one. More
+/// candidates never make it false.
+fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate]) -> bool {
+    if req.per_replica == 0 {
+        return true;
+    }
+    let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
+    for c in cands {
+        for (node, positions) in &e.runs[c.run as usize].placement {
+            *victim_gpus.entry(*node).or_default() += positions.len() as u32;
+        }
+    }
+    let nodes = e
+        .cluster
+        .free_nodes_and(req.model, victim_gpus.keys().copied());
+    let replicas_on = |id: NodeId| {
+        let node = e.cluster.node(id);
+        if !node.schedulable || node.model != Some(req.model) {
+            return 0;
+        }
+        let usable = node.free + victim_gpus.get(&id).copied().unwrap_or(0);
+        u64::from(usable / req.per_replica)
+    };
+    let needed = u64::from(req.replicas);
+    match req.required {
+        None => nodes.iter().map(|id| replicas_on(*id)).sum::<u64>() >= needed,
+        Some(level) => {
+            let mut per_domain: HashMap<&str, u64> = HashMap::default();
+            for &id in &nodes {
+                if let Some(key) = e.cluster.node(id).domain_key(level) {
+                    let fit = per_domain.entry(key).or_default();
+                    *fit += replicas_on(id);
+                    if *fit >= needed {
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+    }
+}
+
+/// Whether placement `p` uses any GPU of run `run`.
+fn uses_run(e: &Engine, p: &Placement, run: RunId) -> bool {
+    p.iter().any(|(node, positions)| {
+        positions
+            .iter()
+            .any(|pos| e.cluster.node(*node).gpus[*pos].owner == Owner::Running(run))
+    })
+}
+
+/// Whether taking usage from queue `victim` can make room under the limits
+/// on the path of `q` (they share an ancestor with a limit, or are the same).
+fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
+    let theirs: Vec<QueueId> = e.tree.path(victim).collect();
+    e.tree.path(q).any(|a| theirs.contains(&a))
+}
+
+/// The cost of a node-by-node choice: the least preferred victim needed
+/// (lower is better; none is best), then how many victims.
+type Cost = (usize, usize);
+
+/// A node for one replica: (least preferred victim, victims, GPUs left,
+/// name), the node, the extra victims, the GPU positions.
+type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usize>);
+
+/// Places replica after replica on `nodes`, each on the node that needs the
+/// most preferred victims (fewest, then best fit, then name). Returns the
+/// cost, the chosen victims and the placement, or `None` when the replicas
+/// do not fit even with every allowed victim.
+fn node_by_node(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+) -> Option<(Cost, Vec<usize>, Placement)> {
+    let m = req.model;
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
+    let none: Vec<usize> = Vec::new();
+    for _ in 0..req.replicas {
+        let taken_base = taken_from(cands, &chosen);
+        let mut best: Option<NodeChoice> = None;
+        for &id in nodes {
+            let node = e.cluster.node(id);
+            let mine = taken.get(&id).unwrap_or(&none);
+            let local = by_node.get(&id).unwrap_or(&none);
+            let mut extra: Vec<usize> = Vec::new();
+            let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
+            loop {
+                let victims = runs_of(cands, &chosen, &extra);
+                let usable = free_or_victim(mine, &victims);
+                if let Some(positions) = node.pick_gpus(req.per_replica, &usable) {
+                    // Fewest victims on this node: drop any the replica fits without.
+                    let (extra, positions) = if extra.len() > 1 {
+                        trim_on_node(node, mine, &chosen, extra.clone(), cands, req.per_replica)
+                            .unwrap_or((extra.clone(), positions))
+                    } else {
+                        (extra.clone(), positions)
+                    };
+                    let victims = runs_of(cands, &chosen, &extra);
+                    let usable = free_or_victim(mine, &victims);
+                    let worst = extra.iter().max().map_or(0, |i| i + 1);
+                    let avail = node
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .filter(|(p, g)| usable(*p, g))
+                        .count() as u32;
+                    let key = (
+                        worst,
+                        extra.len(),
+                        avail - req.per_replica,
+                        node.name.as_str(),
+                    );
+                    if best.as_ref().is_none_or(|(k, ..)| key < *k) {
+                        best = Some((key, id, extra, positions));
+                    }
+                    break;
+                }
+                // Next allowed victim on this node.
+                let Some(i) = next
+                    .by_ref()
+                    .find(|i| headroom_allows(e, cands, &taken_base, &extra, *i, m))
+                else {
+                    break;
+                };
+                extra.push(i);
+            }
+        }
+        let (_, id, extra, positions) = best?;
+        chosen.extend(extra);
+        taken
+            .entry(id)
+            .or_default()
+            .extend(positions.iter().copied());
+        placement.push((id, positions));
+    }
+    let worst = chosen.iter().max().map_or(0, |i| i + 1);
+    Some(((worst, chosen.len()), chosen, placement))
+}
+
+fn commit(
+    e: &mut Engine,
+    j: JobId,
+    req: &Request,
+    cands: &[Candidate],
+    chosen: &[usize],
+    p: Placement,
+) {
+    e.preemptions += 1;
+    let job_name = e.jobs[j as usize].name;
+    let mut victims: Vec<RunId> = chosen.iter().map(|i| cands[*i].run).collect();
+    victims.sort_by_key(|r| e.runs[*r as usize].name);
+    for &i in chosen {
+        let c = &cands[i];
+        e.tree.charge(c.queue, req.model, c.gpus, false);
+        e.tree.charge_running(c.queue, req.model, c.gpus, false);
+        let grace = e.runs[c.run as usize]
+            .job
+            .map(|vj| e.jobs[vj as usize].grace)
+            .unwrap_or_default();
+        let run = &mut e.runs[c.run as usize];
+        run.stopping = Stopping::Preempted;
+        run.preempted_for = Some(job_name);
+        run.ends_at = Some(e.now + chrono::Duration::milliseconds(grace.as_millis() as i64));
+        // All of the victim's GPUs are kept for the preemptor in this plan.
+        let placement = run.placement.clone();
+        placement::apply(&mut e.cluster, &placement, Owner::Claimed(c.run, j));
+        let victim_name = run.name;
+        let reason = rule_words(e, j, c);
+        e.actions.preempt.push(Action::Preempt {
+            job: victim_name.to_string(),
+            for_job: job_name.to_string(),
+            reason,
+        });
+    }
+    for (id, positions) in &p {
+        for &pos in positions {
+            if e.cluster.node(*id).gpus[pos].owner == Owner::Free {
+                e.cluster.set_owner(*id, pos, Owner::Promised(j));
+            }
+        }
+    }
+    // Victim lists skip stopping runs at their front from now on.
+    let runs = &e.runs;
+    for &i in chosen {
+        for list in e.victim_lists[cands[i].queue as usize].iter_mut() {
+            if list.model != req.model {
+                continue;
+            }
+            while list.head < list.victims.len()
+                && runs[list.victims[list.head].run as usize].stopping != Stopping::No
+            {
+                list.head += 1;
+            }
+        }
+    }
+    let job = &e.jobs[j as usize];
+    if let Some(q) = job.queue {
+        e.tree.charge(q, req.model, job.gpus, true);
+    }
+    let reason = reasons::waiting_for_runs(e, &victims);
+    e.push_pending(j, reason, "preemption");
+}
+
+/// The preempt action's reason.
+fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
+    let job = &e.jobs[j as usize];
+    let run = &e.runs[c.run as usize];
+    let Some(victim) = run.job.map(|vj| &e.jobs[vj as usize]) else {
+        return String::new();
+    };
+    let model = run.model.map_or("", |m| e.models.name(m));
+    let own = job.queue.map_or("", |q| &*e.tree.get(q).name);
+    let theirs = &e.tree.get(c.queue).name;
+    match c.rule {
+        Rule::Priority => format!(
+            "priority: {} ({}) outranks {} ({}) in queue {own}",
+            job.name,
+            reasons::class(job),
+            victim.name,
+            reasons::class(victim),
+        ),
+        Rule::Reclaim { usage, guaranteed } => format!(
+            "reclaim: queue {theirs} is borrowing {} {model} (uses {usage}, guaranteed {guaranteed}); queue {own} stays within its guarantee",
+            usage - guaranteed
+        ),
+        Rule::LowerPriorityBorrower { usage, guaranteed } => format!(
+            "queue {theirs} is borrowing {} {model} and {} ({}) has lower priority than {} ({})",
+            usage - guaranteed,
+            victim.name,
+            reasons::class(victim),
+            job.name,
+            reasons::class(job)
+        ),
+    }
+}

@@ -1,0 +1,302 @@
+//! Words for decisions: why a job was placed, why it waits, what binds.
+
+use model::observed::Timestamp;
+
+use super::backfill::Reservation;
+use super::cluster::Owner;
+use super::ids::{JobId, ModelId, RunId};
+use super::jobs::JobInfo;
+use super::placement;
+use super::{Blocked, Engine, Stopping};
+
+/// RFC 3339, seconds, `Z`.
+pub fn timestamp(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A short clock time for messages (`10:05`, or the date too when not today).
+pub fn clock(t: Timestamp) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
+
+fn clock_near(t: Timestamp, now: Timestamp) -> String {
+    if t.date_naive() == now.date_naive() {
+        t.format("%H:%M").to_string()
+    } else {
+        clock(t)
+    }
+}
+
+/// `class value`, e.g. `high 500`.
+pub fn class(job: &JobInfo) -> String {
+    match job.class {
+        Some(c) => format!("{c} {}", job.priority),
+        None => format!("priority {}", job.priority),
+    }
+}
+
+/// Up to `max` names, then `and N more`.
+pub fn list(names: &[&str], max: usize) -> String {
+    if names.len() <= max {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..max].join(", "), names.len() - max)
+    }
+}
+
+/// Why a job was placed: its queue's quota state after admission.
+pub fn placed(e: &Engine, j: JobId, m: ModelId, how: Option<&str>) -> String {
+    let job = &e.jobs[j as usize];
+    let model = e.models.name(m);
+    let Some(q) = job.queue else {
+        return String::new();
+    };
+    let usage = e.tree.usage(q, m);
+    let guaranteed = e.tree.guaranteed(q, m);
+    let queue = &e.tree.get(q).name;
+    let mut text = if usage <= guaranteed {
+        format!(
+            "queue {queue}: {} {model} within guarantee ({usage} of {guaranteed} in use)",
+            job.gpus
+        )
+    } else {
+        let limit = e
+            .tree
+            .limit(q, m)
+            .map_or("no limit".to_string(), |l| format!("limit {l}"));
+        format!(
+            "queue {queue}: {} {model}, borrowing {} above guarantee {guaranteed} ({limit})",
+            job.gpus,
+            usage - guaranteed
+        )
+    };
+    if how == Some("backfill")
+        && let Some(res) = &e.reservation
+    {
+        text.push_str(&format!(
+            "; backfill: its time limit ends before the reservation for {} at {}",
+            e.jobs[res.job as usize].name,
+            clock_near(res.start, e.now)
+        ));
+    }
+    text
+}
+
+/// Why a job stays pending, and what it waits for.
+pub fn blocked(e: &Engine, job: &JobInfo, blocked: &[Blocked]) -> (String, &'static str) {
+    if blocked.is_empty() {
+        return (
+            "no NodePool provides an acceptable GPU model".to_string(),
+            "unschedulable",
+        );
+    }
+    let parts: Vec<(String, &'static str)> = blocked.iter().map(|b| one(e, job, b)).collect();
+    // Placement problems are more actionable than quota or missing nodes.
+    let waiting = ["reservation", "resources", "quota"]
+        .into_iter()
+        .find(|w| parts.iter().any(|(_, p)| p == w))
+        .unwrap_or("unschedulable");
+    let text: Vec<String> = parts.into_iter().map(|(t, _)| t).collect();
+    (text.join("; "), waiting)
+}
+
+fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
+    match b {
+        Blocked::NoNodes(m) => (
+            format!("no schedulable node has {} GPUs", e.models.name(*m)),
+            "unschedulable",
+        ),
+        Blocked::Quota(m, block) => (
+            format!(
+                "queue {}: {} {} requested, {} left under limit {}",
+                e.tree.get(block.queue).name,
+                block.requested,
+                e.models.name(*m),
+                block.left,
+                block.limit
+            ),
+            "quota",
+        ),
+        Blocked::Reserved(req) => {
+            let (text, _) = one(e, job, &Blocked::Placement(*req));
+            let Some(res) = &e.reservation else {
+                return (text, "resources");
+            };
+            let (reserved, names) = reserved_gpus(e, res);
+            let limit = match job.time_limit {
+                Some(l) => format!(
+                    "its time limit {l} would end at {}, after that",
+                    clock_near(
+                        e.now + chrono::Duration::milliseconds(l.as_millis() as i64),
+                        e.now
+                    )
+                ),
+                None => "a job without a time limit cannot use them".to_string(),
+            };
+            (
+                format!(
+                    "{text}; {reserved} free GPUs on {} are reserved for {} from {} (backfill) and {limit}",
+                    list(&names, 4),
+                    e.jobs[res.job as usize].name,
+                    clock_near(res.start, e.now)
+                ),
+                "reservation",
+            )
+        }
+        Blocked::Placement(req) => {
+            let model = e.models.name(req.model);
+            let shape = format!("{}×{}", req.replicas, req.per_replica);
+            if let Some(level) = req.required {
+                let level_name = level_word(level);
+                let best =
+                    placement::largest_block(&e.cluster, req.model, req.per_replica, Some(level));
+                (
+                    format!(
+                        "needs {shape} {model} in one {level_name}; largest free {level_name} block is {best}×{}{}",
+                        req.per_replica,
+                        pools_at_max(e, req.model)
+                    ),
+                    "resources",
+                )
+            } else {
+                let free = e
+                    .cluster
+                    .free_total
+                    .get(req.model as usize)
+                    .copied()
+                    .unwrap_or(0);
+                let fit = total_fitting(e, req);
+                (
+                    format!(
+                        "needs {shape} {model}; free GPUs fit {fit}×{} ({free} free on schedulable nodes){}",
+                        req.per_replica,
+                        pools_at_max(e, req.model)
+                    ),
+                    "resources",
+                )
+            }
+        }
+    }
+}
+
+/// "; pool cloud is at its maximum size 2" for elastic pools of `model`
+/// that cannot grow any more.
+fn pools_at_max(e: &Engine, model: ModelId) -> String {
+    e.pools
+        .iter()
+        .filter(|p| p.model == model && p.spec.size.max > p.spec.size.min)
+        .filter(|p| {
+            p.virtual_nodes
+                .iter()
+                .all(|id| !e.cluster.node(*id).is_idle() || e.cluster.node(*id).planned)
+        })
+        .map(|p| {
+            format!(
+                "; pool {} is at its maximum size {}",
+                p.name, p.spec.size.max
+            )
+        })
+        .collect()
+}
+
+fn level_word(level: model::spec::TopologyLevel) -> &'static str {
+    use model::spec::TopologyLevel as L;
+    match level {
+        L::None => "fleet",
+        L::Node => "node",
+        L::Rack => "rack",
+        L::Zone => "zone",
+    }
+}
+
+/// Replicas of the request's size that fit on free GPUs, over all nodes.
+fn total_fitting(e: &Engine, req: &placement::Request) -> u64 {
+    placement::largest_block(
+        &e.cluster,
+        req.model,
+        req.per_replica,
+        Some(model::spec::TopologyLevel::None),
+    )
+}
+
+/// "waiting for preemption of a, b (grace 5m, ends 10:05)" or for stopping jobs.
+pub fn waiting_for_runs(e: &Engine, runs: &[RunId]) -> String {
+    let preempted: Vec<&super::Run> = runs
+        .iter()
+        .map(|r| &e.runs[*r as usize])
+        .filter(|r| r.stopping == Stopping::Preempted)
+        .collect();
+    let others: Vec<String> = runs
+        .iter()
+        .map(|r| &e.runs[*r as usize])
+        .filter(|r| r.stopping != Stopping::Preempted)
+        .map(|r| {
+            let why = match r.stopping {
+                Stopping::Cancelled => "cancelled",
+                Stopping::Terminated => "terminated",
+                _ => "stopping",
+            };
+            format!("{} ({why})", r.name)
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if !preempted.is_empty() {
+        let names: Vec<&str> = preempted.iter().map(|r| r.name).collect();
+        let grace = preempted
+            .iter()
+            .filter_map(|r| r.job)
+            .map(|j| e.jobs[j as usize].grace)
+            .max()
+            .unwrap_or_default();
+        let ends = preempted
+            .iter()
+            .filter_map(|r| r.ends_at)
+            .max()
+            .unwrap_or(e.now);
+        parts.push(format!(
+            "waiting for preemption of {} (grace {grace}, ends {})",
+            list(&names, 5),
+            clock_near(ends, e.now)
+        ));
+    }
+    if !others.is_empty() {
+        let names: Vec<&str> = others.iter().map(String::as_str).collect();
+        parts.push(format!(
+            "waiting for GPUs of stopping jobs: {}",
+            list(&names, 5)
+        ));
+    }
+    parts.join("; ")
+}
+
+/// "; backfill reservation from 12:30 on n1, n2 …"
+pub fn reservation(e: &Engine, res: &Reservation) -> String {
+    let (reserved, names) = reserved_gpus(e, res);
+    format!(
+        "; backfill reservation: expected to start by {} on {} ({reserved} free GPUs held; jobs whose time limit ends sooner may use them)",
+        clock_near(res.start, e.now),
+        list(&names, 4)
+    )
+}
+
+/// How many free GPUs a reservation holds, and on which nodes.
+fn reserved_gpus<'e>(e: &'e Engine, res: &Reservation) -> (usize, Vec<&'e str>) {
+    let held = res
+        .nodes
+        .iter()
+        .map(|n| {
+            e.cluster
+                .node(*n)
+                .gpus
+                .iter()
+                .filter(|g| g.owner == Owner::Reserved)
+                .count()
+        })
+        .sum();
+    let names = res
+        .nodes
+        .iter()
+        .map(|n| e.cluster.node(*n).name.as_str())
+        .collect();
+    (held, names)
+}

@@ -1,0 +1,231 @@
+//! Reading an observed-state file (DESIGN.md §3, YAML or JSON) into
+//! [`ObservedState`], with `FILE:LINE:COL` for every problem.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use model::diag::{Diagnostic, Origin, Pos, sort_diagnostics};
+use model::observed::ObservedState;
+
+use crate::yaml::{self, Node, PathSegment};
+
+/// Parses and checks an observed-state file (YAML or JSON). Every problem is
+/// returned with `FILE:LINE:COL`.
+pub fn parse_observed(file: &str, text: &str) -> Result<ObservedState, Vec<Diagnostic>> {
+    // Fast path: straight to the types (JSON with serde_json, YAML with
+    // serde-saphyr), no position tree. Any problem, and the positioned path
+    // below runs again to say where.
+    let fast: Option<ObservedState> = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).ok()
+    } else {
+        serde_saphyr::from_str(text).ok()
+    };
+    if let Some(state) = fast {
+        let none = Node {
+            pos: Pos::default(),
+            value: yaml::Value::Null,
+        };
+        if consistency(&state, &none, &Arc::from(file)).is_empty() {
+            return Ok(state);
+        }
+    }
+    parse_observed_with_positions(file, text)
+}
+
+/// The slow path of [`parse_observed`]: a position tree, then the types, so
+/// that every problem names its line and column.
+fn parse_observed_with_positions(file: &str, text: &str) -> Result<ObservedState, Vec<Diagnostic>> {
+    let file: Arc<str> = Arc::from(file);
+    let at = |pos: Pos| Origin::new(file.clone(), pos);
+    let mut docs = yaml::parse_documents(text).map_err(|err| {
+        vec![Diagnostic::new(
+            at(err.pos),
+            format!("YAML syntax error: {}", err.message),
+        )]
+    })?;
+    let node = match docs.len() {
+        0 => return Ok(ObservedState::default()),
+        1 => docs.remove(0),
+        _ => {
+            return Err(vec![Diagnostic::new(
+                at(docs[1].pos),
+                "observed state must be a single document",
+            )]);
+        }
+    };
+    let state: ObservedState = serde_path_to_error::deserialize(node.to_json()).map_err(|err| {
+        let path = to_path(err.path());
+        let pos = node.locate(path.iter().cloned()).pos;
+        vec![Diagnostic::new(
+            at(pos),
+            format!(
+                "observed state: {}: {}",
+                crate::render_path(&path),
+                err.inner()
+            ),
+        )]
+    })?;
+    let mut problems = consistency(&state, &node, &file);
+    if problems.is_empty() {
+        Ok(state)
+    } else {
+        sort_diagnostics(&mut problems);
+        Err(problems)
+    }
+}
+
+fn to_path(path: &serde_path_to_error::Path) -> Vec<PathSegment<String>> {
+    path.iter()
+        .filter_map(|seg| match seg {
+            serde_path_to_error::Segment::Map { key } => Some(PathSegment::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => Some(PathSegment::Index(*index)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks that cannot be expressed in types: unique names, placements on
+/// existing GPUs, no GPU held twice.
+fn consistency(state: &ObservedState, node: &Node, file: &Arc<str>) -> Vec<Diagnostic> {
+    use PathSegment::{Index, Key};
+    let at = |path: &[PathSegment<&str>]| {
+        Origin::new(file.clone(), node.locate(path.iter().cloned()).pos)
+    };
+    let mut out = Vec::new();
+    let mut gpus: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for (i, n) in state.nodes.iter().enumerate() {
+        if gpus.contains_key(n.name.as_str()) {
+            out.push(Diagnostic::new(
+                at(&[Key("nodes"), Index(i), Key("name")]),
+                format!("observed state: node {:?} is listed twice", n.name),
+            ));
+            continue;
+        }
+        let mut indices = BTreeSet::new();
+        for (j, gpu) in n.gpus.iter().enumerate() {
+            if !indices.insert(gpu.index) {
+                out.push(Diagnostic::new(
+                    at(&[Key("nodes"), Index(i), Key("gpus"), Index(j), Key("index")]),
+                    format!(
+                        "observed state: node {}: GPU {} is listed twice",
+                        n.name, gpu.index
+                    ),
+                ));
+            }
+        }
+        gpus.insert(&n.name, indices);
+    }
+    let mut jobs = BTreeSet::new();
+    let mut held: BTreeMap<(&str, u32), &str> = BTreeMap::new();
+    for (i, run) in state.running.iter().enumerate() {
+        if !jobs.insert(run.job.as_str()) {
+            out.push(Diagnostic::new(
+                at(&[Key("running"), Index(i), Key("job")]),
+                format!("observed state: job {:?} is running twice", run.job),
+            ));
+        }
+        for (j, part) in run.placement.iter().enumerate() {
+            let Some(indices) = gpus.get(part.node.as_str()) else {
+                out.push(Diagnostic::new(
+                    at(&[
+                        Key("running"),
+                        Index(i),
+                        Key("placement"),
+                        Index(j),
+                        Key("node"),
+                    ]),
+                    format!(
+                        "observed state: job {} runs on unknown node {:?}",
+                        run.job, part.node
+                    ),
+                ));
+                continue;
+            };
+            for gpu in &part.gpus {
+                let origin = || {
+                    at(&[
+                        Key("running"),
+                        Index(i),
+                        Key("placement"),
+                        Index(j),
+                        Key("gpus"),
+                    ])
+                };
+                if !indices.contains(gpu) {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: job {} holds GPU {gpu} of node {}, which has no such GPU",
+                            run.job, part.node
+                        ),
+                    ));
+                } else if let Some(other) =
+                    held.insert((part.node.as_str(), *gpu), run.job.as_str())
+                {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: GPU {gpu} of node {} is held by both {other} and {}",
+                            part.node, run.job
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_design_example() {
+        let text = "time: 2026-11-21T10:00:00Z\nnodes:\n  - name: n0\n    pool: p\n    labels: {rack: r0}\n    gpus:\n      - {index: 0, model: H100, healthy: true}\n      - {index: 1, model: H100, healthy: false}\nrunning:\n  - job: a\n    started: 2026-11-21T08:00:00Z\n    placement: [{node: n0, gpus: [0]}]\n    preemptingSince: null\nqueued:\n  - {job: b, since: 2026-11-21T09:30:00Z}\n";
+        let state = parse_observed("o.yaml", text).unwrap();
+        assert_eq!(state.nodes[0].gpus.len(), 2);
+        assert!(!state.nodes[0].gpus[1].healthy);
+        assert_eq!(state.running[0].placement[0].gpus, vec![0]);
+        assert_eq!(state.queued[0].job, "b");
+    }
+
+    #[test]
+    fn fast_and_positioned_paths_agree() {
+        let text = "time: 2026-11-21T10:00:00Z\nnodes:\n  - name: n0\n    pool: p\n    gpus: [{index: 0, model: A}, {index: 1, model: A, healthy: false}]\nrunning:\n  - {job: a, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}], preemptedFor: b}\nqueued:\n  - {job: b, since: 2026-11-21T09:00:00Z, nominated: [{node: n0, gpus: [0]}]}\ncompleted:\n  - {job: c, finished: 2026-11-21T09:10:00Z, exitCode: 0}\n";
+        let fast = parse_observed("o.yaml", text).unwrap();
+        let slow = parse_observed_with_positions("o.yaml", text).unwrap();
+        assert_eq!(fast, slow);
+        let json = serde_json::to_string(&fast).unwrap();
+        assert_eq!(parse_observed("o.json", &json).unwrap(), fast);
+    }
+
+    #[test]
+    fn json_is_accepted() {
+        let text =
+            r#"{"nodes": [{"name": "n0", "gpus": [{"index": 0, "model": "A"}]}], "running": []}"#;
+        let state = parse_observed("o.json", text).unwrap();
+        assert!(state.nodes[0].gpus[0].healthy);
+    }
+
+    #[test]
+    fn type_errors_have_positions() {
+        let text = "nodes:\n  - name: n0\n    gpus:\n      - {index: zero, model: A}\n";
+        let errs = parse_observed("o.yaml", text).unwrap_err();
+        assert_eq!(errs[0].origin.pos.line, 4, "{errs:?}");
+        assert!(
+            errs[0].message.contains("nodes[0].gpus[0].index"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn double_booked_gpus_are_rejected() {
+        let text = "nodes:\n  - name: n0\n    gpus: [{index: 0, model: A}]\nrunning:\n  - {job: a, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}]}\n  - {job: b, started: 2026-11-21T08:00:00Z, placement: [{node: n0, gpus: [0]}]}\n  - {job: c, started: 2026-11-21T08:00:00Z, placement: [{node: n9, gpus: [0]}]}\n";
+        let errs = parse_observed("o.yaml", text).unwrap_err();
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errs.len(), 2, "{text:?}");
+        assert!(text[0].contains("held by both a and b"), "{text:?}");
+        assert!(text[1].contains("unknown node \"n9\""), "{text:?}");
+    }
+}

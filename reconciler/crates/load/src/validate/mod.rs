@@ -1,0 +1,18 @@
+//! Validation beyond the schema: names, references, the queue tree's quota
+//! arithmetic, priority classes, jobs against pools, and policies.
+
+mod policy;
+mod semantic;
+mod suggest;
+
+use crate::Documents;
+use model::diag::Diagnostic;
+
+pub use policy::{CompiledPolicy, PolicyError};
+pub use suggest::closest;
+
+/// Runs every cross-document check and every policy, appending to `diagnostics`.
+pub fn check_documents(docs: &Documents, diagnostics: &mut Vec<Diagnostic>) {
+    semantic::check(docs, diagnostics);
+    policy::check(docs, diagnostics);
+}

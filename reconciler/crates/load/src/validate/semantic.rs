@@ -1,0 +1,444 @@
+//! Cross-document checks with precise positions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap;
+
+use super::suggest::hint;
+use crate::yaml::PathSegment::{Index, Key};
+use crate::{Document, Documents};
+use model::diag::Diagnostic;
+use model::spec::{Kind, QueueSpec};
+
+pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    duplicates("NodePool", &docs.pools, out);
+    duplicates("Queue", &docs.queues, out);
+    duplicates("PriorityClass", &docs.priority_classes, out);
+    duplicates("Job", &docs.jobs, out);
+    duplicates("Policy", &docs.policies, out);
+    pools(docs, out);
+    queues(docs, out);
+    priority_classes(docs, out);
+    jobs(docs, out);
+}
+
+fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
+    // Positions are looked up only for duplicates: this runs over every Job.
+    let mut first: FxHashMap<&str, usize> = FxHashMap::default();
+    first.reserve(docs.len());
+    for (i, doc) in docs.iter().enumerate() {
+        match first.get(doc.name()) {
+            Some(&original) => out.push(Diagnostic::new(
+                doc.origin_of(&["metadata", "name"]),
+                format!(
+                    "{kind} {}: duplicate name (first defined at {})",
+                    doc.name(),
+                    docs[original].origin_of(&["metadata", "name"])
+                ),
+            )),
+            None => {
+                first.insert(doc.name(), i);
+            }
+        }
+    }
+}
+
+fn pools(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    for pool in &docs.pools {
+        let size = pool.object.spec.size;
+        if size.min > size.max {
+            out.push(Diagnostic::new(
+                pool.origin_of(&["spec", "size", "min"]),
+                format!(
+                    "NodePool {}: spec.size: min {} is greater than max {}",
+                    pool.name(),
+                    size.min,
+                    size.max
+                ),
+            ));
+        }
+    }
+}
+
+/// The provided models, for reference checks.
+fn pool_models(docs: &Documents) -> BTreeSet<&str> {
+    docs.pools
+        .iter()
+        .map(|p| p.object.spec.gpu.model.as_str())
+        .collect()
+}
+
+fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    let by_name: BTreeMap<&str, &Document<QueueSpec>> =
+        docs.queues.iter().map(|q| (q.name(), q)).collect();
+    let models = pool_models(docs);
+
+    for queue in &docs.queues {
+        let spec = &queue.object.spec;
+        if let Some(parent) = &spec.parent
+            && !by_name.contains_key(parent.as_str())
+            && !docs.rejected.may_define(Kind::Queue, parent)
+        {
+            out.push(Diagnostic::new(
+                queue.origin_of(&["spec", "parent"]),
+                format!(
+                    "Queue {}: spec.parent: unknown queue {parent:?}{}",
+                    queue.name(),
+                    hint(parent, by_name.keys().copied())
+                ),
+            ));
+        }
+        let mut seen_models = BTreeSet::new();
+        for (i, quota) in spec.quota.iter().enumerate() {
+            let entry = |field: &'static str| {
+                queue.origin_at(&[Key("spec"), Key("quota"), Index(i), Key(field)])
+            };
+            if !seen_models.insert(quota.model.as_str()) {
+                out.push(Diagnostic::new(
+                    entry("model"),
+                    format!(
+                        "Queue {}: spec.quota[{i}].model: {:?} is listed more than once",
+                        queue.name(),
+                        quota.model
+                    ),
+                ));
+            }
+            if !models.contains(quota.model.as_str()) && !docs.rejected.may_provide(&quota.model) {
+                out.push(Diagnostic::new(
+                    entry("model"),
+                    format!(
+                        "Queue {}: spec.quota[{i}].model: no NodePool provides GPU model {:?}{}",
+                        queue.name(),
+                        quota.model,
+                        hint(&quota.model, models.iter().copied())
+                    ),
+                ));
+            }
+            if let Some(limit) = quota.limit
+                && limit < quota.guaranteed
+            {
+                out.push(Diagnostic::new(
+                    entry("limit"),
+                    format!(
+                        "Queue {}: spec.quota[{i}].limit: limit {limit} is below guaranteed {} for {}",
+                        queue.name(),
+                        quota.guaranteed,
+                        quota.model
+                    ),
+                ));
+            }
+        }
+    }
+
+    cycles(docs, &by_name, out);
+    guaranteed_sums(docs, &by_name, out);
+}
+
+/// Reports every queue that sits on a cycle of `parent` links, once per queue.
+fn cycles(
+    docs: &Documents,
+    by_name: &BTreeMap<&str, &Document<QueueSpec>>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    for queue in &docs.queues {
+        let mut path: Vec<&str> = vec![queue.name()];
+        let mut current = queue;
+        while let Some(parent) = current.object.spec.parent.as_deref() {
+            let Some(next) = by_name.get(parent) else {
+                break;
+            };
+            if let Some(start) = path.iter().position(|n| *n == parent) {
+                let cycle = &path[start..];
+                if cycle.contains(&queue.name()) && reported.insert(queue.name()) {
+                    let mut shown: Vec<&str> = cycle.to_vec();
+                    shown.push(parent);
+                    out.push(Diagnostic::new(
+                        queue.origin_of(&["spec", "parent"]),
+                        format!(
+                            "Queue {}: spec.parent: cycle in the queue tree: {}",
+                            queue.name(),
+                            shown.join(" → ")
+                        ),
+                    ));
+                }
+                break;
+            }
+            path.push(parent);
+            current = next;
+        }
+    }
+}
+
+/// Children's guaranteed per model must sum to at most the parent's.
+fn guaranteed_sums(
+    docs: &Documents,
+    by_name: &BTreeMap<&str, &Document<QueueSpec>>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut children: BTreeMap<&str, Vec<&Document<QueueSpec>>> = BTreeMap::new();
+    for queue in &docs.queues {
+        if let Some(parent) = queue.object.spec.parent.as_deref() {
+            children.entry(parent).or_default().push(queue);
+        }
+    }
+    let provided = pool_models(docs);
+    for (parent_name, kids) in &children {
+        let Some(parent) = by_name.get(parent_name) else {
+            continue;
+        };
+        // A model no pool provides is already reported on each quota entry.
+        let models: BTreeSet<&str> = kids
+            .iter()
+            .flat_map(|k| k.object.spec.quota.iter().map(|q| q.model.as_str()))
+            .filter(|m| provided.contains(m))
+            .collect();
+        for model in models {
+            let sum: u64 = kids
+                .iter()
+                .map(|k| u64::from(k.object.spec.guaranteed(model)))
+                .sum();
+            let own = u64::from(parent.object.spec.guaranteed(model));
+            if sum > own {
+                let parts: Vec<String> = kids
+                    .iter()
+                    .filter(|k| k.object.spec.guaranteed(model) > 0)
+                    .map(|k| format!("{} {}", k.name(), k.object.spec.guaranteed(model)))
+                    .collect();
+                let origin = match parent
+                    .object
+                    .spec
+                    .quota
+                    .iter()
+                    .position(|q| q.model == model)
+                {
+                    Some(i) => {
+                        parent.origin_at(&[Key("spec"), Key("quota"), Index(i), Key("guaranteed")])
+                    }
+                    None => parent.key_origin_of(&["spec", "quota"]),
+                };
+                out.push(Diagnostic::new(
+                    origin,
+                    format!(
+                        "Queue {parent_name}: children's guaranteed {model} sum to {sum} ({}), above this queue's guaranteed {own}",
+                        parts.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+fn priority_classes(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    let defaults: Vec<&str> = docs
+        .priority_classes
+        .iter()
+        .filter(|p| p.object.spec.default)
+        .map(|p| p.name())
+        .collect();
+    if defaults.len() > 1 {
+        for class in docs
+            .priority_classes
+            .iter()
+            .filter(|p| p.object.spec.default)
+        {
+            let others: Vec<&str> = defaults
+                .iter()
+                .copied()
+                .filter(|n| *n != class.name())
+                .collect();
+            out.push(Diagnostic::new(
+                class.origin_of(&["spec", "default"]),
+                format!(
+                    "PriorityClass {}: spec.default: more than one default priority class (also {})",
+                    class.name(),
+                    others.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    let queues: BTreeMap<&str, &Document<QueueSpec>> =
+        docs.queues.iter().map(|q| (q.name(), q)).collect();
+    let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for queue in &docs.queues {
+        if let Some(parent) = queue.object.spec.parent.as_deref() {
+            children.entry(parent).or_default().push(queue.name());
+        }
+    }
+    let classes: BTreeSet<&str> = docs.priority_classes.iter().map(|p| p.name()).collect();
+    let models = pool_models(docs);
+    // Jobs share few selectors: whether a replica fits is decided once per
+    // selector and per replica size.
+    let mut fits: FxHashMap<(Option<&[String]>, u32), bool> = FxHashMap::default();
+
+    for job in &docs.jobs {
+        let spec = &job.object.spec;
+        let name = job.name();
+        let queue = spec.queue.as_str();
+        if !queues.contains_key(queue) {
+            if docs.rejected.may_define(Kind::Queue, queue) {
+                // The queue's own errors are reported.
+            } else {
+                out.push(Diagnostic::new(
+                    job.origin_of(&["spec", "queue"]),
+                    format!(
+                        "Job {name}: spec.queue: unknown queue {queue:?}{}",
+                        hint(queue, queues.keys().copied())
+                    ),
+                ));
+            }
+        } else if let Some(kids) = children.get(queue) {
+            let mut kids = kids.clone();
+            kids.sort_unstable();
+            out.push(Diagnostic::new(
+                job.origin_of(&["spec", "queue"]),
+                format!(
+                    "Job {name}: spec.queue: {queue:?} is not a leaf queue (it has children {}); jobs go to leaf queues",
+                    kids.join(", ")
+                ),
+            ));
+        }
+        if let Some(class) = spec.priority_class.as_deref()
+            && !classes.contains(class)
+            && !docs.rejected.may_define(Kind::PriorityClass, class)
+        {
+            out.push(Diagnostic::new(
+                job.origin_of(&["spec", "priorityClass"]),
+                format!(
+                    "Job {name}: spec.priorityClass: unknown priority class {class:?}{}",
+                    hint(class, classes.iter().copied())
+                ),
+            ));
+        }
+        let mut unknown_model = false;
+        if let Some(selector) = &spec.gpu {
+            for (i, model) in selector.models.iter().enumerate() {
+                if !models.contains(model.as_str()) {
+                    unknown_model = true;
+                    if docs.rejected.may_provide(model) {
+                        continue;
+                    }
+                    out.push(Diagnostic::new(
+                        job.origin_at(&[Key("spec"), Key("gpu"), Key("models"), Index(i)]),
+                        format!(
+                            "Job {name}: spec.gpu.models[{i}]: no NodePool provides GPU model {model:?}{}",
+                            hint(model, models.iter().copied())
+                        ),
+                    ));
+                }
+            }
+        }
+        // A pool that failed to load may be the one the replica fits.
+        if !unknown_model {
+            let selector = spec.gpu.as_ref().map(|g| g.models.as_slice());
+            let key = (selector.filter(|m| !m.is_empty()), spec.gpus_per_replica);
+            let fine = *fits.entry(key).or_insert_with(|| {
+                docs.rejected.may_provide_any(|m| spec.accepts_model(m))
+                    || largest_acceptable_pool(docs, spec)
+                        .is_some_and(|pool| pool.object.spec.gpu.count >= spec.gpus_per_replica)
+            });
+            if !fine {
+                replica_fits_a_node(docs, job, out);
+            }
+        }
+    }
+}
+
+/// The pool with the most GPUs per node among those of a model `spec`
+/// accepts (ties: the first by name).
+fn largest_acceptable_pool<'d>(
+    docs: &'d Documents,
+    spec: &model::spec::JobSpec,
+) -> Option<&'d Document<model::spec::NodePoolSpec>> {
+    docs.pools
+        .iter()
+        .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
+        .max_by(|a, b| {
+            a.object
+                .spec
+                .gpu
+                .count
+                .cmp(&b.object.spec.gpu.count)
+                .then_with(|| b.name().cmp(a.name()))
+        })
+}
+
+/// A replica never spans nodes: it must fit the largest node of an acceptable model.
+fn replica_fits_a_node(
+    docs: &Documents,
+    job: &Document<model::spec::JobSpec>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let spec = &job.object.spec;
+    match largest_acceptable_pool(docs, spec) {
+        Some(pool) if pool.object.spec.gpu.count < spec.gpus_per_replica => {
+            out.push(Diagnostic::new(
+                job.origin_of(&["spec", "gpusPerReplica"]),
+                format!(
+                    "Job {}: spec.gpusPerReplica: {} GPUs per replica, but the largest node of an acceptable model has {} (NodePool {}: {} × {}); a replica never spans nodes",
+                    job.name(),
+                    spec.gpus_per_replica,
+                    pool.object.spec.gpu.count,
+                    pool.name(),
+                    pool.object.spec.gpu.count,
+                    pool.object.spec.gpu.model
+                ),
+            ));
+        }
+        Some(_) => {}
+        None if !docs.pools.is_empty() => {
+            out.push(Diagnostic::new(
+                job.key_origin_of(&["spec", "gpu"]),
+                format!(
+                    "Job {}: no NodePool provides an acceptable GPU model",
+                    job.name()
+                ),
+            ));
+        }
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{SourceFile, load_fleet};
+
+    fn messages(text: &str) -> Vec<String> {
+        load_fleet(&[SourceFile::new("a.yaml", text)])
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    const POOL: &str = "apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: p}\nspec: {gpu: {model: X, count: 8}, size: {min: 1, max: 1}}\n";
+
+    #[test]
+    fn a_model_no_pool_provides_is_reported_once_not_as_oversubscription() {
+        let text = format!(
+            "{POOL}---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: top}}\nspec:\n  quota: [{{model: X, guaranteed: 8}}]\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: kid}}\nspec: {{parent: top, quota: [{{model: Z, guaranteed: 8}}]}}\n"
+        );
+        let got = messages(&text);
+        assert_eq!(
+            got,
+            ["a.yaml:15:37: Queue kid: spec.quota[0].model: no NodePool provides GPU model \"Z\""]
+        );
+    }
+
+    #[test]
+    fn oversubscription_of_an_unlisted_model_points_at_the_quota_key() {
+        let text = format!(
+            "{POOL}---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: top}}\nspec:\n  weight: 2\n  quota: []\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: kid}}\nspec: {{parent: top, quota: [{{model: X, guaranteed: 8}}]}}\n"
+        );
+        let got = messages(&text);
+        assert_eq!(
+            got,
+            [
+                "a.yaml:11:3: Queue top: children's guaranteed X sum to 8 (kid 8), above this queue's guaranteed 0"
+            ]
+        );
+    }
+}

@@ -1,0 +1,808 @@
+//! One reconcile iteration: read the desired fleet at its newest revision,
+//! observe the fleet through the executor, plan with the engine, carry the
+//! plan out, record. The loop around it (timers, webhook, metrics endpoint)
+//! is in [`run`]; this module is synchronous and has no clock of its own.
+//!
+//! Architecture invariants:
+//! - A revision that fails validation is never applied: the last valid one
+//!   stays in force (as Flux's last applied revision), and the failure is
+//!   recorded once per revision.
+//! - Every action is recorded as intended (one transaction) before the
+//!   executor carries it out, and as done, with its effect on the job records
+//!   and an audit line, in the next. On start, intents left by a crash are
+//!   carried out again; executors make that idempotent.
+
+pub mod exec;
+pub mod metrics;
+pub mod run;
+pub mod source;
+pub mod state;
+pub mod status;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::exec::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
+use crate::state::{
+    AuditEntry, Batch, Intent, JobRecord, Phase, Revisions, StateError, StopKind, Stopping, Store,
+};
+use engine::{PlanInput, plan};
+use load::load_fleet;
+use model::diag::Diagnostic;
+use model::observed::{
+    CompletedJob, NodeGpus, ObservedNode, ObservedState, QueuedJob, RunningJob, Timestamp,
+};
+use model::plan::{Action, Plan};
+use model::spec::{Duration, Fleet, JobSpec, Object};
+
+pub use source::{FetchError, FleetSource, Revision};
+
+/// Why an iteration failed as a whole (a refused revision is not a failure).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The state store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The executor failed to observe the fleet.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The desired fleet could not be read.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+}
+
+/// How many diagnostics of a refused revision are kept in its error.
+const KEPT_DIAGNOSTICS: usize = 5;
+
+/// An action as carried out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Executed {
+    /// The action.
+    pub action: Action,
+    /// What came of it.
+    pub result: ActionResult,
+}
+
+/// What came of one action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionResult {
+    /// Done, or started and under way.
+    Applied(Outcome),
+    /// The same effect was already under way (not carried out again).
+    AlreadyUnderway,
+    /// The executor failed; the next plan tries again.
+    Failed(String),
+}
+
+/// Everything one iteration saw and did.
+#[derive(Debug, Clone)]
+pub struct Iteration {
+    /// The reconciler's clock.
+    pub time: Timestamp,
+    /// The revision in force (the newest valid one).
+    pub revision: Option<Revision>,
+    /// The newest revision, when it was refused.
+    pub refused: Option<(Revision, Vec<Diagnostic>)>,
+    /// The plan (none without any valid revision yet).
+    pub plan: Option<Plan>,
+    /// Events the fleet reported.
+    pub events: Vec<Event>,
+    /// Actions carried out.
+    pub executed: Vec<Executed>,
+    /// Intents left by an earlier crash that were carried out again.
+    pub recovered: usize,
+    /// The nodes observed (ready ones).
+    pub nodes: Vec<ObservedNode>,
+}
+
+/// A plan ready to be carried out (`gitfleet apply` shows it first).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The iteration so far (no actions executed yet).
+    pub iteration: Iteration,
+    /// The job records as stored after preparing (read once per iteration;
+    /// this reconciler is the database's only writer).
+    records: Records,
+}
+
+/// Job records by name.
+type Records = BTreeMap<String, JobRecord>;
+
+/// Job specs by name, for look-ups while carrying actions out.
+type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
+
+fn specs_of(fleet: &Fleet) -> Specs<'_> {
+    fleet.jobs.iter().map(|j| (j.name(), j)).collect()
+}
+
+/// The reconciler: a source, a store, an executor, and the last valid fleet.
+pub struct Reconciler {
+    source: FleetSource,
+    store: Arc<Store>,
+    executor: Box<dyn Executor + Send>,
+    good: Option<(Revision, Arc<Fleet>)>,
+}
+
+impl std::fmt::Debug for Reconciler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconciler")
+            .field("source", &self.source)
+            .field("executor", &self.executor.name())
+            .finish()
+    }
+}
+
+/// A job's grace period from its priority class (or the default class).
+pub fn grace_of(fleet: &Fleet, job: Option<&Object<JobSpec>>) -> Duration {
+    let named = job.and_then(|j| j.spec.priority_class.as_deref());
+    let class = match named {
+        Some(name) => fleet.priority_classes.iter().find(|c| c.name() == name),
+        None => fleet.priority_classes.iter().find(|c| c.spec.default),
+    };
+    class.map(|c| c.spec.grace_period).unwrap_or_default()
+}
+
+impl Reconciler {
+    /// A reconciler over `source`, keeping state in `store`, acting through `executor`.
+    pub fn new(source: FleetSource, store: Arc<Store>, executor: Box<dyn Executor + Send>) -> Self {
+        Reconciler {
+            source,
+            store,
+            executor,
+            good: None,
+        }
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The executor's name.
+    pub fn executor_name(&self) -> &'static str {
+        self.executor.name()
+    }
+
+    /// The desired fleet in force, if any.
+    pub fn fleet(&self) -> Option<&Fleet> {
+        self.good.as_ref().map(|(_, f)| f.as_ref())
+    }
+
+    /// One whole iteration at `now`.
+    pub fn iterate(&mut self, now: Timestamp) -> Result<Iteration, ReconcileError> {
+        let prepared = self.prepare(now)?;
+        self.apply(prepared)
+    }
+
+    /// Reads the desired fleet, observes, and plans; carries nothing out but
+    /// intents left by a crash and the fleet's own events.
+    pub fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
+        let recovered = self.recover(now)?;
+        let (revision, refused) = self.desired(now)?;
+        let mut records = self.store.jobs()?;
+        let Some((_, fleet)) = self.good.clone() else {
+            return Ok(Prepared {
+                records,
+                iteration: Iteration {
+                    time: now,
+                    revision: None,
+                    refused,
+                    plan: None,
+                    events: Vec::new(),
+                    executed: Vec::new(),
+                    recovered,
+                    nodes: Vec::new(),
+                },
+            });
+        };
+        self.executor.set_fleet(&fleet)?;
+        let events = self.observe_events(&fleet, now, &mut records)?;
+        let observed = self.observed(&fleet, now, &records)?;
+        let plan = plan(&PlanInput {
+            fleet: &fleet,
+            observed: &observed,
+            now,
+            revision: revision.as_ref().map(|r| r.id.as_str()),
+        });
+        self.note_pending(&plan, now, &mut records)?;
+        Ok(Prepared {
+            records,
+            iteration: Iteration {
+                time: now,
+                revision,
+                refused,
+                plan: Some(plan),
+                events,
+                executed: Vec::new(),
+                recovered,
+                nodes: observed.nodes,
+            },
+        })
+    }
+
+    /// Carries out a prepared plan and records the revision as applied.
+    pub fn apply(&mut self, prepared: Prepared) -> Result<Iteration, ReconcileError> {
+        let Prepared {
+            mut iteration,
+            mut records,
+        } = prepared;
+        let now = iteration.time;
+        if let (Some(plan), Some(revision), Some((_, fleet))) =
+            (&iteration.plan, &iteration.revision, self.good.clone())
+        {
+            let specs = specs_of(&fleet);
+            for action in &plan.actions {
+                let intent = ActionSource::New(&revision.id);
+                let result = self.carry_out(&fleet, &specs, &mut records, intent, action, now)?;
+                iteration.executed.push(Executed {
+                    action: action.clone(),
+                    result,
+                });
+            }
+            let mut revisions = self.store.revisions()?;
+            revisions.last_applied = Some(revision.id.clone());
+            if iteration.refused.is_none() {
+                revisions.last_attempted = Some(revision.id.clone());
+                revisions.last_error = None;
+            }
+            self.store.commit(&Batch {
+                revisions: Some(revisions),
+                clock: Some(now),
+                ..Batch::default()
+            })?;
+        } else {
+            self.store.commit(&Batch {
+                clock: Some(now),
+                ..Batch::default()
+            })?;
+        }
+        Ok(iteration)
+    }
+
+    /// Carries out intents a crash left behind.
+    fn recover(&mut self, now: Timestamp) -> Result<usize, ReconcileError> {
+        let intents = self.store.pending_intents()?;
+        if intents.is_empty() {
+            return Ok(0);
+        }
+        let fleet = match &self.good {
+            Some((_, f)) => f.clone(),
+            None => {
+                // Recovering before any fleet is loaded: load the newest valid one.
+                self.desired(now)?;
+                match &self.good {
+                    Some((_, f)) => f.clone(),
+                    None => Arc::new(Fleet::default()),
+                }
+            }
+        };
+        self.executor.set_fleet(&fleet)?;
+        let specs = specs_of(&fleet);
+        let mut records = self.store.jobs()?;
+        let count = intents.len();
+        for (id, intent) in intents {
+            let left = ActionSource::Recorded(id, &intent.revision);
+            self.carry_out(
+                &fleet,
+                &specs,
+                &mut records,
+                left,
+                &intent.action,
+                intent.time,
+            )?;
+        }
+        Ok(count)
+    }
+
+    /// Makes the newest revision the one in force when it is valid; returns
+    /// the revision in force and the refused one, if any.
+    #[allow(clippy::type_complexity)]
+    fn desired(
+        &mut self,
+        now: Timestamp,
+    ) -> Result<(Option<Revision>, Option<(Revision, Vec<Diagnostic>)>), ReconcileError> {
+        let newest = self.source.current()?;
+        if let Some((rev, _)) = &self.good
+            && (rev.id == newest.id || (rev.content == newest.content && !rev.content.is_empty()))
+        {
+            if rev.id != newest.id {
+                self.good = self.good.take().map(|(_, f)| (newest.clone(), f));
+            }
+            return Ok((Some(newest), None));
+        }
+        let revisions = self.store.revisions()?;
+        let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
+            && revisions.last_error.is_some();
+        if !already_refused {
+            let Some(files) = self.source.files(&newest)? else {
+                // The directory changed while it was read (an empty file
+                // list would be a valid, empty fleet): next iteration.
+                let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                return Ok((in_force, None));
+            };
+            let loaded = load_fleet(&files);
+            if loaded.is_valid() {
+                self.good = Some((newest.clone(), Arc::new(loaded.fleet)));
+                return Ok((Some(newest), None));
+            }
+            self.record_refusal(&newest, &loaded.diagnostics, revisions, now)?;
+            self.restore_last_applied()?;
+            let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+            return Ok((in_force, Some((newest, loaded.diagnostics))));
+        }
+        self.restore_last_applied()?;
+        let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+        Ok((in_force, Some((newest, Vec::new()))))
+    }
+
+    fn record_refusal(
+        &self,
+        newest: &Revision,
+        diagnostics: &[Diagnostic],
+        mut revisions: Revisions,
+        now: Timestamp,
+    ) -> Result<(), ReconcileError> {
+        let mut message: Vec<String> = diagnostics
+            .iter()
+            .take(KEPT_DIAGNOSTICS)
+            .map(ToString::to_string)
+            .collect();
+        if diagnostics.len() > KEPT_DIAGNOSTICS {
+            message.push(format!(
+                "… and {} more",
+                diagnostics.len() - KEPT_DIAGNOSTICS
+            ));
+        }
+        if diagnostics.is_empty() {
+            message.push("the fleet's files could not be read".to_string());
+        }
+        let message = message.join("\n");
+        revisions.last_attempted = Some(newest.id.clone());
+        revisions.last_error = Some(message.clone());
+        self.store.commit(&Batch {
+            revisions: Some(revisions),
+            audit: vec![AuditEntry {
+                time: now,
+                revision: newest.id.clone(),
+                what: "refused".to_string(),
+                subject: format!("revision {}", newest.short()),
+                detail: message,
+            }],
+            ..Batch::default()
+        })?;
+        Ok(())
+    }
+
+    /// After a restart, the last applied revision is loaded again (Git only).
+    fn restore_last_applied(&mut self) -> Result<(), ReconcileError> {
+        if self.good.is_some() {
+            return Ok(());
+        }
+        let Some(id) = self.store.revisions()?.last_applied else {
+            return Ok(());
+        };
+        let Some(repo) = self.source.git() else {
+            return Ok(());
+        };
+        let Ok(oid) = repo.resolve_oid(&id) else {
+            return Ok(());
+        };
+        let content = repo
+            .fleet_id_at(oid)
+            .map_err(FetchError::from)?
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let revision = Revision { id, content };
+        if let Some(files) = self.source.files(&revision)? {
+            let loaded = load_fleet(&files);
+            if loaded.is_valid() {
+                self.good = Some((revision, Arc::new(loaded.fleet)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls the executor and records what the fleet did.
+    fn observe_events(
+        &mut self,
+        fleet: &Fleet,
+        now: Timestamp,
+        records: &mut Records,
+    ) -> Result<Vec<Event>, ReconcileError> {
+        let specs = specs_of(fleet);
+        let running: Vec<RunningView<'_>> = records
+            .values()
+            .filter(|r| r.phase == Phase::Running)
+            .map(|r| {
+                let spec = specs.get(r.job.as_str()).copied();
+                RunningView {
+                    record: r,
+                    spec,
+                    grace: grace_of(fleet, spec),
+                }
+            })
+            .collect();
+        let events = self.executor.poll(now, &running)?;
+        drop(running);
+        let mut batch = Batch::default();
+        let mut touched = BTreeSet::new();
+        for event in &events {
+            touched.insert(event.job().to_string());
+            touched.extend(apply_event(records, event, &mut batch.audit));
+        }
+        // Pending jobs no longer in Git are forgotten (they never ran).
+        records.retain(|name, record| {
+            let forget = record.phase == Phase::Pending && !specs.contains_key(name.as_str());
+            if forget {
+                batch.remove_jobs.push(name.clone());
+            }
+            !forget
+        });
+        batch.jobs = touched
+            .iter()
+            .filter_map(|name| records.get(name).cloned())
+            .collect();
+        self.store.commit(&batch)?;
+        Ok(events)
+    }
+
+    /// The observed state the engine plans from.
+    fn observed(
+        &mut self,
+        fleet: &Fleet,
+        now: Timestamp,
+        records: &Records,
+    ) -> Result<ObservedState, ReconcileError> {
+        let busy: BTreeSet<&str> = records
+            .values()
+            .filter(|r| r.phase == Phase::Running)
+            .flat_map(|r| r.placement.iter().map(|p| p.node.as_str()))
+            .collect();
+        let nodes: Vec<ObservedNode> = self.executor.nodes(now, &busy)?;
+        let in_git: BTreeSet<&str> = fleet.jobs.iter().map(|j| j.name()).collect();
+        let mut state = ObservedState {
+            time: Some(now),
+            nodes,
+            ..ObservedState::default()
+        };
+        for record in records.values() {
+            match record.phase {
+                Phase::Running => {
+                    let preempting = record
+                        .stopping
+                        .as_ref()
+                        .filter(|s| s.kind == StopKind::Preempt);
+                    state.running.push(RunningJob {
+                        job: record.job.clone(),
+                        started: record.started.unwrap_or(record.first_seen),
+                        placement: record.placement.clone(),
+                        preempting_since: preempting.map(|s| s.since),
+                        preempted_for: preempting.and_then(|s| s.for_job.clone()),
+                    });
+                }
+                Phase::Pending if in_git.contains(record.job.as_str()) => {
+                    state.queued.push(QueuedJob {
+                        job: record.job.clone(),
+                        since: record.first_seen,
+                        nominated: record.nominated.clone(),
+                    });
+                }
+                Phase::Pending => {}
+                Phase::Succeeded | Phase::Failed | Phase::Stopped => {
+                    state.completed.push(CompletedJob {
+                        job: record.job.clone(),
+                        finished: record.finished.unwrap_or(now),
+                        exit_code: record.exit_code,
+                        reason: record.reason.clone(),
+                    });
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// Records pending jobs as first seen now, with their reasons.
+    fn note_pending(
+        &self,
+        plan: &Plan,
+        now: Timestamp,
+        records: &mut Records,
+    ) -> Result<(), ReconcileError> {
+        let mut batch = Batch::default();
+        for pending in &plan.pending {
+            let mut record = match records.get(&pending.job) {
+                Some(r) if r.phase != Phase::Pending => continue,
+                Some(r) if r.reason.as_deref() == Some(&*pending.reason) => continue,
+                Some(r) => r.clone(),
+                None => JobRecord::new_pending(&pending.job, now),
+            };
+            record.reason = Some(pending.reason.to_string());
+            batch.jobs.push(record);
+        }
+        self.store.commit(&batch)?;
+        for record in batch.jobs {
+            records.insert(record.job.clone(), record);
+        }
+        Ok(())
+    }
+
+    /// Records `action` as intended (unless it is an intent a crash left),
+    /// carries it out, and records the outcome in the store and in `records`.
+    fn carry_out(
+        &mut self,
+        fleet: &Fleet,
+        specs: &Specs<'_>,
+        records: &mut Records,
+        intent: ActionSource<'_>,
+        action: &Action,
+        now: Timestamp,
+    ) -> Result<ActionResult, ReconcileError> {
+        let record = action.job().and_then(|j| records.get(j)).cloned();
+        let (id, revision) = match intent {
+            ActionSource::Recorded(id, revision) => (id, revision),
+            ActionSource::New(revision) => {
+                if underway(action, record.as_ref(), self.executor.as_ref()) {
+                    return Ok(ActionResult::AlreadyUnderway);
+                }
+                let id = self.store.record_intent(&Intent {
+                    revision: revision.to_string(),
+                    time: now,
+                    action: action.clone(),
+                })?;
+                (id, revision)
+            }
+        };
+        let spec = action.job().and_then(|j| specs.get(j).copied());
+        let ctx = ActionContext {
+            spec,
+            record: record.as_ref(),
+            grace: grace_of(fleet, spec),
+            revision,
+        };
+        let outcome = self.executor.execute(action, &ctx, now);
+        let mut batch = Batch {
+            done_intent: Some(id),
+            ..Batch::default()
+        };
+        let result = match outcome {
+            Ok(outcome) => {
+                let changed = record_action(records, action, outcome, revision, now);
+                batch.jobs = changed
+                    .iter()
+                    .filter_map(|name| records.get(name).cloned())
+                    .collect();
+                batch.audit.push(audit_of(action, revision, now, ""));
+                ActionResult::Applied(outcome)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                batch.audit.push(audit_of(
+                    action,
+                    revision,
+                    now,
+                    &format!("failed: {message}"),
+                ));
+                ActionResult::Failed(message)
+            }
+        };
+        self.store.commit(&batch)?;
+        Ok(result)
+    }
+}
+
+/// An action to carry out: a new one from the plan (of this revision), or an
+/// intent a crash left recorded (its id and revision).
+#[derive(Debug, Clone, Copy)]
+enum ActionSource<'a> {
+    New(&'a str),
+    Recorded(u64, &'a str),
+}
+
+/// Whether the action's effect is already under way, so it is not repeated.
+fn underway(action: &Action, record: Option<&JobRecord>, executor: &(dyn Executor + Send)) -> bool {
+    let stopping = record.and_then(|r| r.stopping.as_ref()).map(|s| s.kind);
+    match action {
+        Action::Preempt { .. } => stopping.is_some(),
+        Action::Terminate { .. } | Action::Cancel { .. } => {
+            stopping.is_some() || record.is_some_and(|r| r.phase != Phase::Running)
+        }
+        Action::Place { .. } => record.is_some_and(|r| r.phase == Phase::Running),
+        Action::Scale { .. } | Action::Drain { .. } => executor.already_done(action),
+    }
+}
+
+fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> AuditEntry {
+    let (subject, detail) = match action {
+        Action::Place {
+            job,
+            placement,
+            reason,
+        } => (
+            job.clone(),
+            format!("{} ({reason})", model::plan::placement_short(placement)),
+        ),
+        Action::Preempt {
+            job,
+            for_job,
+            reason,
+        } => (job.clone(), format!("for {for_job}: {reason}")),
+        Action::Scale {
+            pool,
+            from,
+            to,
+            reason,
+            ..
+        } => (pool.clone(), format!("{from} → {to}: {reason}")),
+        Action::Drain { node, reason } => (node.clone(), reason.clone()),
+        Action::Terminate { job, reason } | Action::Cancel { job, reason } => {
+            (job.clone(), reason.clone())
+        }
+    };
+    let detail = if extra.is_empty() {
+        detail
+    } else {
+        format!("{detail}; {extra}")
+    };
+    AuditEntry {
+        time: now,
+        revision: revision.to_string(),
+        what: action.kind().to_string(),
+        subject,
+        detail,
+    }
+}
+
+/// Updates the job records for an action carried out; returns the jobs changed.
+fn record_action(
+    records: &mut Records,
+    action: &Action,
+    outcome: Outcome,
+    revision: &str,
+    now: Timestamp,
+) -> Vec<String> {
+    match action {
+        Action::Place { job, placement, .. } => {
+            let record = records
+                .entry(job.clone())
+                .or_insert_with(|| JobRecord::new_pending(job, now));
+            record.phase = Phase::Running;
+            record.started = Some(now);
+            record.placement = placement.clone();
+            record.nominated.clear();
+            record.stopping = None;
+            record.reason = None;
+            record.revision = Some(revision.to_string());
+            vec![job.clone()]
+        }
+        Action::Preempt { job, for_job, .. } => stop(
+            records,
+            job,
+            StopKind::Preempt,
+            Some(for_job),
+            outcome,
+            revision,
+            now,
+        ),
+        Action::Terminate { job, .. } => stop(
+            records,
+            job,
+            StopKind::Terminate,
+            None,
+            outcome,
+            revision,
+            now,
+        ),
+        Action::Cancel { job, .. } => {
+            stop(records, job, StopKind::Cancel, None, outcome, revision, now)
+        }
+        Action::Scale { .. } | Action::Drain { .. } => Vec::new(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stop(
+    records: &mut Records,
+    job: &str,
+    kind: StopKind,
+    for_job: Option<&String>,
+    outcome: Outcome,
+    revision: &str,
+    now: Timestamp,
+) -> Vec<String> {
+    let Some(record) = records.get_mut(job) else {
+        return Vec::new();
+    };
+    record.stopping = Some(Stopping {
+        kind,
+        since: now,
+        for_job: for_job.cloned(),
+    });
+    record.revision = Some(revision.to_string());
+    if kind == StopKind::Preempt {
+        record.preemptions += 1;
+    }
+    let mut changed = vec![job.to_string()];
+    if outcome == Outcome::Done {
+        let mut audit = Vec::new();
+        let event = Event::Stopped {
+            job: job.to_string(),
+            at: now,
+        };
+        changed.extend(apply_event(records, &event, &mut audit));
+    }
+    changed
+}
+
+/// Updates the records for an event; returns the jobs changed (besides the event's own).
+fn apply_event(records: &mut Records, event: &Event, audit: &mut Vec<AuditEntry>) -> Vec<String> {
+    let mut also = Vec::new();
+    let Some(record) = records.get_mut(event.job()) else {
+        return also;
+    };
+    match event {
+        Event::Exited { at, exit_code, .. } => {
+            record.phase = match exit_code {
+                Some(0) => Phase::Succeeded,
+                _ => Phase::Failed,
+            };
+            record.finished = Some(*at);
+            record.exit_code = *exit_code;
+            record.reason = Some(match exit_code {
+                Some(0) => "succeeded".to_string(),
+                Some(code) => format!("failed: exit code {code}"),
+                None => "failed: exit code unknown".to_string(),
+            });
+            record.placement.clear();
+            record.stopping = None;
+            audit.push(fleet_event(*at, record.phase.as_str(), record));
+        }
+        Event::Stopped { at, .. } => {
+            let stopping = record.stopping.take();
+            let freed: Vec<NodeGpus> = std::mem::take(&mut record.placement);
+            match stopping.as_ref().map(|s| s.kind) {
+                Some(StopKind::Preempt) => {
+                    // Pending again, as a job seen now; its GPUs go to the
+                    // job it was preempted for.
+                    record.phase = Phase::Pending;
+                    record.first_seen = *at;
+                    record.started = None;
+                    let for_job = stopping.and_then(|s| s.for_job);
+                    record.reason = for_job.as_ref().map(|f| format!("preempted for {f}"));
+                    audit.push(fleet_event(*at, "stopped", record));
+                    if let Some(for_job) = for_job
+                        && let Some(target) = records.get_mut(&for_job)
+                        && target.phase == Phase::Pending
+                    {
+                        target.nominated.extend(freed);
+                        also.push(for_job);
+                    }
+                }
+                kind => {
+                    record.phase = Phase::Stopped;
+                    record.finished = Some(*at);
+                    record.reason = Some(
+                        match kind {
+                            Some(StopKind::Terminate) => "time limit exceeded",
+                            Some(StopKind::Cancel) => "removed from Git",
+                            _ => "stopped",
+                        }
+                        .to_string(),
+                    );
+                    audit.push(fleet_event(*at, "stopped", record));
+                }
+            }
+        }
+    }
+    also
+}
+
+/// An audit line for something the fleet did (no revision caused it).
+fn fleet_event(at: Timestamp, what: &str, record: &JobRecord) -> AuditEntry {
+    AuditEntry {
+        time: at,
+        revision: String::new(),
+        what: what.to_string(),
+        subject: record.job.clone(),
+        detail: record.reason.clone().unwrap_or_default(),
+    }
+}

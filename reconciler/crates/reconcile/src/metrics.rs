@@ -1,0 +1,340 @@
+//! Prometheus metrics of the reconciler, in the text exposition format
+//! (`prometheus` crate; checked with `promtool check metrics` in the tests).
+//!
+//! Gauges describe the fleet after the last iteration; counters add up over
+//! the process's life.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use super::{ActionResult, Iteration};
+use crate::state::{JobRecord, Phase};
+use model::observed::ObservedNode;
+use model::spec::Fleet;
+
+/// The reconciler's metrics.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    gpus: IntGaugeVec,
+    gpus_allocated: IntGaugeVec,
+    gpus_idle: IntGaugeVec,
+    gpus_unhealthy: IntGaugeVec,
+    utilization: Gauge,
+    fragmentation: Gauge,
+    queue_depth: IntGaugeVec,
+    pending_by_reason: IntGaugeVec,
+    jobs: IntGaugeVec,
+    actions: IntCounterVec,
+    preemptions: IntCounter,
+    action_errors: IntCounter,
+    reconcile_duration: Histogram,
+    reconcile_errors: IntCounter,
+    refused: IntCounter,
+    applied_revision: GaugeVec,
+    last_success: IntGauge,
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
+    let _ = registry.register(Box::new(metric.clone()));
+    metric
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics, registered, at zero.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let labels = ["pool", "model"];
+        let gpus = gauge_vec(&registry, "gitfleet_gpus", "GPUs on ready nodes.", &labels);
+        let gpus_allocated = gauge_vec(
+            &registry,
+            "gitfleet_gpus_allocated",
+            "GPUs held by running jobs.",
+            &labels,
+        );
+        let gpus_idle = gauge_vec(
+            &registry,
+            "gitfleet_gpus_idle",
+            "Healthy GPUs that no job holds.",
+            &labels,
+        );
+        let gpus_unhealthy = gauge_vec(
+            &registry,
+            "gitfleet_gpus_unhealthy",
+            "GPUs reported unhealthy.",
+            &labels,
+        );
+        let queue_depth = gauge_vec(
+            &registry,
+            "gitfleet_queue_pending_jobs",
+            "Pending jobs by leaf queue and priority class.",
+            &["queue", "priority_class"],
+        );
+        let pending_by_reason = gauge_vec(
+            &registry,
+            "gitfleet_pending_jobs",
+            "Pending jobs by what they wait for (quota, resources, preemption, ...).",
+            &["reason"],
+        );
+        let jobs = gauge_vec(&registry, "gitfleet_jobs", "Jobs by phase.", &["phase"]);
+        let simple = |name: &str, help: &str| {
+            let g = Gauge::new(name, help)
+                .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
+            let _ = registry.register(Box::new(g.clone()));
+            g
+        };
+        let utilization = simple(
+            "gitfleet_gpu_utilization_ratio",
+            "Allocated GPUs divided by GPUs on ready nodes.",
+        );
+        let fragmentation = simple(
+            "gitfleet_gpu_fragmentation_ratio",
+            "Share of idle healthy GPUs that sit on partly used nodes (unusable for whole-node jobs).",
+        );
+        let counter = |name: &str, help: &str| {
+            let c = IntCounter::new(name, help)
+                .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
+            let _ = registry.register(Box::new(c.clone()));
+            c
+        };
+        let preemptions = counter("gitfleet_preemptions_total", "Preemptions carried out.");
+        let action_errors = counter(
+            "gitfleet_action_errors_total",
+            "Actions the executor failed to carry out.",
+        );
+        let reconcile_errors = counter(
+            "gitfleet_reconcile_errors_total",
+            "Iterations that failed (state, executor or source errors).",
+        );
+        let refused = counter(
+            "gitfleet_refused_revisions_total",
+            "Revisions refused because they failed validation.",
+        );
+        let actions = IntCounterVec::new(
+            Opts::new("gitfleet_actions_total", "Actions carried out, by type."),
+            &["type"],
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(actions.clone()));
+        let reconcile_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "gitfleet_reconcile_duration_seconds",
+                "Wall time of one reconcile iteration.",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(reconcile_duration.clone()));
+        let applied_revision = GaugeVec::new(
+            Opts::new(
+                "gitfleet_applied_revision_info",
+                "The last applied revision (value 1).",
+            ),
+            &["revision"],
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(applied_revision.clone()));
+        let last_success = IntGauge::new(
+            "gitfleet_last_reconcile_timestamp_seconds",
+            "Unix time (reconciler clock) of the last successful iteration.",
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(last_success.clone()));
+        Metrics {
+            registry,
+            gpus,
+            gpus_allocated,
+            gpus_idle,
+            gpus_unhealthy,
+            utilization,
+            fragmentation,
+            queue_depth,
+            pending_by_reason,
+            jobs,
+            actions,
+            preemptions,
+            action_errors,
+            reconcile_duration,
+            reconcile_errors,
+            refused,
+            applied_revision,
+            last_success,
+        }
+    }
+
+    /// Counts an iteration that failed as a whole.
+    pub fn record_error(&self) {
+        self.reconcile_errors.inc();
+    }
+
+    /// Updates everything from an iteration and the job records after it.
+    pub fn record(
+        &self,
+        iteration: &Iteration,
+        fleet: Option<&Fleet>,
+        records: &BTreeMap<String, JobRecord>,
+        seconds: f64,
+    ) {
+        self.reconcile_duration.observe(seconds);
+        self.last_success.set(iteration.time.timestamp());
+        if let Some((_, diagnostics)) = &iteration.refused
+            && !diagnostics.is_empty()
+        {
+            self.refused.inc();
+        }
+        for done in &iteration.executed {
+            match &done.result {
+                ActionResult::Applied(_) => {
+                    self.actions.with_label_values(&[done.action.kind()]).inc();
+                    if done.action.kind() == "preempt" {
+                        self.preemptions.inc();
+                    }
+                }
+                ActionResult::Failed(_) => self.action_errors.inc(),
+                ActionResult::AlreadyUnderway => {}
+            }
+        }
+        if let Some(revision) = &iteration.revision {
+            self.applied_revision.reset();
+            self.applied_revision
+                .with_label_values(&[revision.id.as_str()])
+                .set(1.0);
+        }
+        self.jobs.reset();
+        for phase in Phase::ALL {
+            let n = records.values().filter(|r| r.phase == phase).count();
+            self.jobs.with_label_values(&[phase.as_str()]).set(n as i64);
+        }
+        self.record_gpus(&iteration.nodes, records);
+        self.record_pending(iteration, fleet);
+    }
+
+    fn record_gpus(&self, nodes: &[ObservedNode], records: &BTreeMap<String, JobRecord>) {
+        let mut held: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+        for record in records.values().filter(|r| r.phase == Phase::Running) {
+            for p in &record.placement {
+                held.entry(p.node.as_str()).or_default().extend(&p.gpus);
+            }
+        }
+        #[derive(Default)]
+        struct Tally {
+            total: i64,
+            allocated: i64,
+            idle: i64,
+            unhealthy: i64,
+        }
+        let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
+        let (mut idle_all, mut idle_partial) = (0i64, 0i64);
+        for node in nodes {
+            let pool = node.pool.clone().unwrap_or_default();
+            let busy = held.get(node.name.as_str());
+            let mut node_idle = 0;
+            for gpu in &node.gpus {
+                let t = tallies
+                    .entry((pool.clone(), gpu.model.clone()))
+                    .or_default();
+                t.total += 1;
+                let taken = busy.is_some_and(|b| b.contains(&gpu.index));
+                if taken {
+                    t.allocated += 1;
+                } else if gpu.healthy {
+                    t.idle += 1;
+                    node_idle += 1;
+                }
+                if !gpu.healthy {
+                    t.unhealthy += 1;
+                }
+            }
+            idle_all += node_idle;
+            if node_idle > 0 && node_idle < node.gpus.len() as i64 {
+                idle_partial += node_idle;
+            }
+        }
+        for vec in [
+            &self.gpus,
+            &self.gpus_allocated,
+            &self.gpus_idle,
+            &self.gpus_unhealthy,
+        ] {
+            vec.reset();
+        }
+        let (mut total, mut allocated) = (0i64, 0i64);
+        for ((pool, model), t) in &tallies {
+            let labels = [pool.as_str(), model.as_str()];
+            self.gpus.with_label_values(&labels).set(t.total);
+            self.gpus_allocated
+                .with_label_values(&labels)
+                .set(t.allocated);
+            self.gpus_idle.with_label_values(&labels).set(t.idle);
+            self.gpus_unhealthy
+                .with_label_values(&labels)
+                .set(t.unhealthy);
+            total += t.total;
+            allocated += t.allocated;
+        }
+        self.utilization.set(if total == 0 {
+            0.0
+        } else {
+            allocated as f64 / total as f64
+        });
+        self.fragmentation.set(if idle_all == 0 {
+            0.0
+        } else {
+            idle_partial as f64 / idle_all as f64
+        });
+    }
+
+    fn record_pending(&self, iteration: &Iteration, fleet: Option<&Fleet>) {
+        self.queue_depth.reset();
+        self.pending_by_reason.reset();
+        let Some(plan) = &iteration.plan else { return };
+        let default_class = fleet
+            .and_then(|f| f.priority_classes.iter().find(|c| c.spec.default))
+            .map(|c| c.name().to_string())
+            .unwrap_or_default();
+        let classes: BTreeMap<&str, &str> = fleet
+            .map(|f| {
+                f.jobs
+                    .iter()
+                    .map(|j| {
+                        let class = j.spec.priority_class.as_deref().unwrap_or(&default_class);
+                        (j.name(), class)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let class_of = |job: &str| classes.get(job).copied().unwrap_or(default_class.as_str());
+        for pending in &plan.pending {
+            let queue = pending.queue.as_deref().unwrap_or_default();
+            self.queue_depth
+                .with_label_values(&[queue, class_of(&pending.job)])
+                .inc();
+            let reason = pending.waiting_for.as_deref().unwrap_or("other");
+            self.pending_by_reason.with_label_values(&[reason]).inc();
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        let encoder = TextEncoder::new();
+        if let Err(e) = encoder.encode(&self.registry.gather(), &mut buffer) {
+            return format!("# error encoding metrics: {e}\n");
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}

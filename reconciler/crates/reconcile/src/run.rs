@@ -1,0 +1,348 @@
+//! The reconcile loop: iterate, write `status.json`, update the metrics,
+//! then wait for the interval, a webhook (`POST /hooks/git`) or a signal.
+//! An HTTP endpoint serves `/metrics` (Prometheus), `/healthz` and `/status`.
+//!
+//! The iteration itself is synchronous (redb, git2, the engine) and runs on
+//! the loop's task with `block_in_place`; the HTTP server runs beside it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use super::metrics::Metrics;
+use super::status::Status;
+use super::{Iteration, ReconcileError, Reconciler};
+use model::observed::Timestamp;
+use model::spec::Duration;
+
+/// Where the reconciler's time comes from.
+pub trait Clock: Send {
+    /// The time of the next iteration.
+    fn now(&mut self) -> Timestamp;
+}
+
+/// The wall clock, in whole seconds.
+#[derive(Debug, Default)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&mut self) -> Timestamp {
+        whole_seconds(chrono::Utc::now())
+    }
+}
+
+fn whole_seconds(t: Timestamp) -> Timestamp {
+    chrono::DateTime::from_timestamp(t.timestamp(), 0).unwrap_or(t)
+}
+
+/// The simulator's clock: starts at `start` and runs `speed` times faster
+/// than the wall clock, or moves by a fixed `step` per iteration.
+#[derive(Debug)]
+pub struct SimClock {
+    start: Timestamp,
+    started: Instant,
+    speed: f64,
+    step: Option<Duration>,
+    ticks: u32,
+}
+
+impl SimClock {
+    /// A clock that reads `start` at its first iteration.
+    pub fn new(start: Timestamp, speed: f64, step: Option<Duration>) -> Self {
+        SimClock {
+            start,
+            started: Instant::now(),
+            speed,
+            step,
+            ticks: 0,
+        }
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&mut self) -> Timestamp {
+        let ticks = self.ticks;
+        self.ticks += 1;
+        let elapsed_ms = match self.step {
+            Some(step) => step.as_millis() as f64 * f64::from(ticks),
+            None => self.started.elapsed().as_secs_f64() * 1000.0 * self.speed,
+        };
+        whole_seconds(self.start + chrono::Duration::milliseconds(elapsed_ms as i64))
+    }
+}
+
+/// How the loop runs.
+#[derive(Debug, Clone)]
+pub struct LoopOptions {
+    /// Time between iterations when nothing wakes the loop.
+    pub interval: std::time::Duration,
+    /// Return after this many iterations (`--once` is 1); `None`: until a signal.
+    pub iterations: Option<u32>,
+    /// Where to serve metrics, health and the webhook (`None`: nowhere).
+    pub listen: Option<SocketAddr>,
+    /// The state directory (for `status.json`).
+    pub state_dir: PathBuf,
+}
+
+/// What the loop tells its caller.
+#[derive(Debug)]
+pub enum LoopEvent<'a> {
+    /// The HTTP endpoint is up.
+    Listening(SocketAddr),
+    /// The HTTP endpoint could not start (the loop runs without it).
+    NotListening(SocketAddr, std::io::Error),
+    /// An iteration finished.
+    Iterated {
+        /// What it did.
+        iteration: &'a Iteration,
+        /// The status after it.
+        status: &'a Status,
+    },
+    /// An iteration failed as a whole; the loop goes on.
+    Failed(&'a ReconcileError),
+    /// A webhook woke the loop.
+    Woken,
+}
+
+/// Why the loop could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The runtime or the listener could not start.
+    #[error("{what}: {source}")]
+    Io {
+        /// What failed.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The only iteration of `--once` failed.
+    #[error(transparent)]
+    Reconcile(#[from] ReconcileError),
+}
+
+/// What the HTTP handlers share with the loop.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The metrics.
+    pub metrics: Metrics,
+    /// The status after the last iteration.
+    pub status: Mutex<Option<Status>>,
+    /// Wakes the loop (webhook).
+    pub wake: Notify,
+}
+
+/// Runs one iteration and records its status (file, metrics).
+pub fn iterate_and_record(
+    reconciler: &mut Reconciler,
+    now: Timestamp,
+    shared: &Shared,
+    state_dir: &std::path::Path,
+) -> Result<(Iteration, Status), ReconcileError> {
+    let started = Instant::now();
+    let result = reconciler.iterate(now);
+    let iteration = match result {
+        Ok(iteration) => iteration,
+        Err(e) => {
+            shared.metrics.record_error();
+            return Err(e);
+        }
+    };
+    let status = record(reconciler, &iteration, started, shared, state_dir)?;
+    tracing::info!(
+        revision = iteration
+            .revision
+            .as_ref()
+            .map(|r| r.id.as_str())
+            .unwrap_or(""),
+        refused = iteration
+            .refused
+            .as_ref()
+            .map(|(r, _)| r.id.as_str())
+            .unwrap_or(""),
+        actions = iteration.executed.len(),
+        events = iteration.events.len(),
+        recovered = iteration.recovered,
+        running = status.jobs.get("running").copied().unwrap_or(0),
+        pending = status.jobs.get("pending").copied().unwrap_or(0),
+        gpus_allocated = status.gpus.allocated,
+        gpus_total = status.gpus.total,
+        duration_ms = status.last_iteration.duration_ms,
+        "reconciled"
+    );
+    Ok((iteration, status))
+}
+
+/// Writes the status after `iteration` and updates the metrics.
+pub fn record(
+    reconciler: &Reconciler,
+    iteration: &Iteration,
+    started: Instant,
+    shared: &Shared,
+    state_dir: &std::path::Path,
+) -> Result<Status, ReconcileError> {
+    let seconds = started.elapsed().as_secs_f64();
+    let records = reconciler.store().jobs()?;
+    let revisions = reconciler.store().revisions()?;
+    let status = Status::new(
+        iteration,
+        reconciler.executor_name(),
+        revisions,
+        &records,
+        seconds * 1000.0,
+    );
+    if let Err(e) = status.write(state_dir) {
+        tracing::warn!(error = %e, "cannot write status.json");
+    }
+    shared
+        .metrics
+        .record(iteration, reconciler.fleet(), &records, seconds);
+    if let Ok(mut slot) = shared.status.lock() {
+        *slot = Some(status.clone());
+    }
+    Ok(status)
+}
+
+/// Runs the loop until a signal (or after one iteration with `once`).
+pub fn run_loop(
+    mut reconciler: Reconciler,
+    mut clock: Box<dyn Clock>,
+    options: LoopOptions,
+    mut observer: impl FnMut(LoopEvent<'_>),
+) -> Result<(), RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| RunError::Io {
+            what: "cannot start the async runtime".to_string(),
+            source,
+        })?;
+    runtime.block_on(async move {
+        let shared = Arc::new(Shared::default());
+        let once = options.iterations == Some(1);
+        if let (Some(addr), false) = (options.listen, once) {
+            // The endpoint is an aid, not the job: without it the loop goes on.
+            match TcpListener::bind(addr).await {
+                Ok(listener) => {
+                    let local = listener.local_addr().unwrap_or(addr);
+                    observer(LoopEvent::Listening(local));
+                    tokio::spawn(serve(listener, shared.clone()));
+                }
+                Err(e) => observer(LoopEvent::NotListening(addr, e)),
+            }
+        }
+        let mut count = 0;
+        loop {
+            count += 1;
+            let now = clock.now();
+            let result = tokio::task::block_in_place(|| {
+                iterate_and_record(&mut reconciler, now, &shared, &options.state_dir)
+            });
+            match &result {
+                Ok((iteration, status)) => observer(LoopEvent::Iterated { iteration, status }),
+                Err(e) => {
+                    tracing::error!(error = %e, "reconcile iteration failed");
+                    observer(LoopEvent::Failed(e));
+                }
+            }
+            if once {
+                return result.map(|_| ()).map_err(RunError::from);
+            }
+            if options.iterations.is_some_and(|n| count >= n) {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(options.interval) => {}
+                _ = shared.wake.notified() => observer(LoopEvent::Woken),
+                _ = shutdown_signal() => return Ok(()),
+            }
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The HTTP endpoint's routes.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/status", get(status))
+        .route("/hooks/git", post(hook))
+        .with_state(shared)
+}
+
+/// Serves the routes on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    if let Err(e) = axum::serve(listener, router(shared)).await {
+        tracing::error!(error = %e, "HTTP endpoint stopped");
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        shared.metrics.render(),
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let body = shared.status.lock().ok().and_then(|s| {
+        s.as_ref()
+            .and_then(|s| serde_json::to_string_pretty(s).ok())
+    });
+    match body {
+        Some(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            text,
+        ),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "application/json")],
+            "{\"error\":\"no iteration yet\"}".to_string(),
+        ),
+    }
+}
+
+async fn hook(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    shared.wake.notify_one();
+    (StatusCode::ACCEPTED, "reconcile scheduled\n")
+}

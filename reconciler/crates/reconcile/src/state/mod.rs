@@ -1,0 +1,443 @@
+//! The reconciler's embedded state: one redb database in the state directory
+//! (default `.gitfleet/state.redb`).
+//!
+//! redb is a pure-Rust, ACID, copy-on-write B-tree store: every [`Batch`] is
+//! one transaction that is either wholly on disk or not at all, which is what
+//! crash safety needs (an action is recorded as intended in one transaction
+//! and as done — with its effect on the job records — in the next). It
+//! builds with no C toolchain and no server, and its file is locked by one
+//! process at a time, so two reconcilers cannot share a state directory.
+//!
+//! Tables hold JSON values (serde), so a record can gain fields without a
+//! migration; old values read with defaults.
+
+mod records;
+
+pub use records::{AuditEntry, Intent, JobRecord, Phase, Revisions, StopKind, Stopping};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use model::observed::Timestamp;
+
+/// Singletons: revisions, the clock.
+const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+/// Job name → [`JobRecord`].
+const JOBS: TableDefinition<&str, &str> = TableDefinition::new("jobs");
+/// Executor-owned values (the sim executor's virtual nodes), by key.
+const EXECUTOR: TableDefinition<&str, &str> = TableDefinition::new("executor");
+/// Sequence → [`Intent`], removed when the action is done.
+const INTENTS: TableDefinition<u64, &str> = TableDefinition::new("intents");
+/// Sequence → [`AuditEntry`], append-only.
+const AUDIT: TableDefinition<u64, &str> = TableDefinition::new("audit");
+
+const REVISIONS_KEY: &str = "revisions";
+const CLOCK_KEY: &str = "clock";
+
+/// The database file's name inside the state directory.
+pub const DB_FILE: &str = "state.redb";
+
+/// Why the state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The state directory could not be created.
+    #[error("cannot create state directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the database.
+    #[error(
+        "state {path} is in use by another gitfleet process (one reconciler per state directory)"
+    )]
+    Locked {
+        /// The database file.
+        path: String,
+    },
+    /// redb failed.
+    #[error("state {path}: {message}")]
+    Database {
+        /// The database file.
+        path: String,
+        /// redb's message.
+        message: String,
+    },
+    /// A stored value does not parse (written by a newer gitfleet?).
+    #[error("state {path}: table {table}, key {key}: {message}")]
+    Corrupt {
+        /// The database file.
+        path: String,
+        /// The table.
+        table: &'static str,
+        /// The key.
+        key: String,
+        /// serde's message.
+        message: String,
+    },
+}
+
+/// Writes that land together or not at all.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    /// Job records to insert or replace.
+    pub jobs: Vec<JobRecord>,
+    /// Job records to delete.
+    pub remove_jobs: Vec<String>,
+    /// Audit lines to append.
+    pub audit: Vec<AuditEntry>,
+    /// An intent to mark done (delete).
+    pub done_intent: Option<u64>,
+    /// New revision bookkeeping.
+    pub revisions: Option<Revisions>,
+    /// The reconciler's clock.
+    pub clock: Option<Timestamp>,
+    /// Executor values to insert or replace (JSON).
+    pub executor_put: Vec<(String, String)>,
+    /// Executor values to delete.
+    pub executor_remove: Vec<String>,
+}
+
+impl Batch {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+            && self.remove_jobs.is_empty()
+            && self.audit.is_empty()
+            && self.done_intent.is_none()
+            && self.revisions.is_none()
+            && self.clock.is_none()
+            && self.executor_put.is_empty()
+            && self.executor_remove.is_empty()
+    }
+}
+
+/// The open state database.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the state in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let path = dir.join(DB_FILE);
+        let shown = path.display().to_string();
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Locked {
+                path: shown.clone(),
+            },
+            other => StateError::Database {
+                path: shown.clone(),
+                message: other.to_string(),
+            },
+        })?;
+        let store = Store { db, path };
+        store.create_tables()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StateError {
+        StateError::Database {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    fn create_tables(&self) -> Result<(), StateError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            txn.open_table(META).map_err(|e| self.err(e))?;
+            txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
+            txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+            txn.open_table(AUDIT).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    fn decode<T: DeserializeOwned>(
+        &self,
+        table: &'static str,
+        key: &str,
+        text: &str,
+    ) -> Result<T, StateError> {
+        serde_json::from_str(text).map_err(|e| StateError::Corrupt {
+            path: self.path.display().to_string(),
+            table,
+            key: key.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    fn meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(META).map_err(|e| self.err(e))?;
+        match table.get(key).map_err(|e| self.err(e))? {
+            Some(value) => self.decode("meta", key, value.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Revision bookkeeping (empty on a new state).
+    pub fn revisions(&self) -> Result<Revisions, StateError> {
+        Ok(self.meta(REVISIONS_KEY)?.unwrap_or_default())
+    }
+
+    /// The reconciler's clock as last recorded.
+    pub fn clock(&self) -> Result<Option<Timestamp>, StateError> {
+        self.meta(CLOCK_KEY)
+    }
+
+    /// Every job record, by name.
+    pub fn jobs(&self) -> Result<BTreeMap<String, JobRecord>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+        let mut out = BTreeMap::new();
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let record: JobRecord = self.decode("jobs", key.value(), value.value())?;
+            out.insert(key.value().to_string(), record);
+        }
+        Ok(out)
+    }
+
+    /// Every executor value, by key.
+    pub fn executor_values(&self) -> Result<BTreeMap<String, String>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
+        let mut out = BTreeMap::new();
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            out.insert(key.value().to_string(), value.value().to_string());
+        }
+        Ok(out)
+    }
+
+    /// Actions recorded as intended and not yet done, oldest first.
+    pub fn pending_intents(&self) -> Result<Vec<(u64, Intent)>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let id = key.value();
+            out.push((id, self.decode("intents", &id.to_string(), value.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Records an action as intended, before it is carried out; returns its id.
+    pub fn record_intent(&self, intent: &Intent) -> Result<u64, StateError> {
+        let text = to_json(intent);
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let id;
+        {
+            let mut table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+            id = next_key(&table).map_err(|e| self.err(e))?;
+            table.insert(id, text.as_str()).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))?;
+        Ok(id)
+    }
+
+    /// The audit log from sequence `from` on (all of it with 0).
+    pub fn audit(&self, from: u64) -> Result<Vec<(u64, AuditEntry)>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in table.range(from..).map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let id = key.value();
+            out.push((id, self.decode("audit", &id.to_string(), value.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Writes a batch in one transaction.
+    pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            if let Some(revisions) = &batch.revisions {
+                meta.insert(REVISIONS_KEY, to_json(revisions).as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+            if let Some(clock) = &batch.clock {
+                meta.insert(CLOCK_KEY, to_json(clock).as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+            let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            for record in &batch.jobs {
+                jobs.insert(record.job.as_str(), to_json(record).as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+            for name in &batch.remove_jobs {
+                jobs.remove(name.as_str()).map_err(|e| self.err(e))?;
+            }
+            let mut executor = txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
+            for (key, value) in &batch.executor_put {
+                executor
+                    .insert(key.as_str(), value.as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+            for key in &batch.executor_remove {
+                executor.remove(key.as_str()).map_err(|e| self.err(e))?;
+            }
+            if let Some(id) = batch.done_intent {
+                let mut intents = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+                intents.remove(id).map_err(|e| self.err(e))?;
+            }
+            let mut audit = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
+            let first = next_key(&audit).map_err(|e| self.err(e))?;
+            for (key, entry) in (first..).zip(&batch.audit) {
+                audit
+                    .insert(key, to_json(entry).as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}
+
+/// The key after the table's last one (1 for an empty table).
+fn next_key(table: &redb::Table<'_, u64, &str>) -> Result<u64, redb::StorageError> {
+    Ok(table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1))
+}
+
+/// Serializes a value that cannot fail to serialize (plain data, string keys).
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::plan::Action;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn batches_persist_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            let mut record = JobRecord::new_pending("a", t("2026-11-21T10:00:00Z"));
+            record.phase = Phase::Running;
+            store
+                .commit(&Batch {
+                    jobs: vec![record],
+                    revisions: Some(Revisions {
+                        last_applied: Some("abc".into()),
+                        last_attempted: Some("abc".into()),
+                        last_error: None,
+                    }),
+                    clock: Some(t("2026-11-21T10:05:00Z")),
+                    audit: vec![AuditEntry {
+                        time: t("2026-11-21T10:00:00Z"),
+                        revision: "abc".into(),
+                        what: "place".into(),
+                        subject: "a".into(),
+                        detail: String::new(),
+                    }],
+                    ..Batch::default()
+                })
+                .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.jobs().unwrap()["a"].phase, Phase::Running);
+        assert_eq!(
+            store.revisions().unwrap().last_applied.as_deref(),
+            Some("abc")
+        );
+        assert_eq!(store.clock().unwrap(), Some(t("2026-11-21T10:05:00Z")));
+        assert_eq!(store.audit(0).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn intents_stay_until_marked_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let intent = Intent {
+            revision: "r1".into(),
+            time: t("2026-11-21T10:00:00Z"),
+            action: Action::Cancel {
+                job: "x".into(),
+                reason: "removed from Git".into(),
+            },
+        };
+        let a = store.record_intent(&intent).unwrap();
+        let b = store.record_intent(&intent).unwrap();
+        assert!(b > a);
+        assert_eq!(store.pending_intents().unwrap().len(), 2);
+        store
+            .commit(&Batch {
+                done_intent: Some(a),
+                ..Batch::default()
+            })
+            .unwrap();
+        let left = store.pending_intents().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].0, b);
+    }
+
+    #[test]
+    fn a_second_process_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Store::open(dir.path()).unwrap();
+        match Store::open(dir.path()) {
+            Err(StateError::Locked { .. }) => {}
+            other => panic!("expected Locked, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn audit_is_append_only_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for what in ["place", "preempt", "cancel"] {
+            store
+                .commit(&Batch {
+                    audit: vec![AuditEntry {
+                        time: t("2026-11-21T10:00:00Z"),
+                        revision: "r".into(),
+                        what: what.into(),
+                        subject: "j".into(),
+                        detail: String::new(),
+                    }],
+                    ..Batch::default()
+                })
+                .unwrap();
+        }
+        let log = store.audit(0).unwrap();
+        let whats: Vec<&str> = log.iter().map(|(_, e)| e.what.as_str()).collect();
+        assert_eq!(whats, ["place", "preempt", "cancel"]);
+        assert_eq!(store.audit(log[1].0).unwrap().len(), 2);
+    }
+}

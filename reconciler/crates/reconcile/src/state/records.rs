@@ -1,0 +1,196 @@
+//! What the reconciler remembers between iterations, as plain data. The
+//! store (`super::Store`) keeps these as JSON values in redb tables.
+
+use serde::{Deserialize, Serialize};
+
+use model::observed::{NodeGpus, Timestamp};
+use model::plan::Action;
+
+/// Where a job is in its life, as the reconciler knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Seen in Git, not running (waiting, or preempted and waiting again).
+    Pending,
+    /// Holding GPUs (also while a preemption's grace period or a stop runs).
+    Running,
+    /// Ended with exit code 0 (or its simulated duration passed).
+    Succeeded,
+    /// Ended with a non-zero exit code; not restarted blindly.
+    Failed,
+    /// Stopped by gitfleet: time limit, or removed from Git.
+    Stopped,
+}
+
+impl Phase {
+    /// Every phase, in life order.
+    pub const ALL: [Phase; 5] = [
+        Phase::Pending,
+        Phase::Running,
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Stopped,
+    ];
+
+    /// The job has ended and will not run again under this name.
+    pub fn is_final(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed | Phase::Stopped)
+    }
+
+    /// Lower-case name, as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "pending",
+            Phase::Running => "running",
+            Phase::Succeeded => "succeeded",
+            Phase::Failed => "failed",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// Why gitfleet is stopping a running job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopKind {
+    /// Preempted for another job: it becomes pending again once stopped.
+    Preempt,
+    /// Past its time limit: it ends.
+    Terminate,
+    /// Removed from Git: it ends.
+    Cancel,
+}
+
+impl StopKind {
+    /// Lower-case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::Preempt => "preempt",
+            StopKind::Terminate => "terminate",
+            StopKind::Cancel => "cancel",
+        }
+    }
+}
+
+/// Everything known about one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRecord {
+    /// The Job's name.
+    pub job: String,
+    /// Where it is now.
+    pub phase: Phase,
+    /// When the reconciler first saw it pending (its age in fair-share order).
+    pub first_seen: Timestamp,
+    /// When it started running (time limits count from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Timestamp>,
+    /// The GPUs it holds while running.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<NodeGpus>,
+    /// A stop under way: what kind and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping: Option<Stopping>,
+    /// GPUs freed by preemptions for this pending job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nominated: Vec<NodeGpus>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<Timestamp>,
+    /// Its exit code, when it ended by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Pending: the binding constraint; ended: how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The revision whose plan last changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// How many times it was preempted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preemptions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A stop under way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopping {
+    /// Why.
+    pub kind: StopKind,
+    /// When the signal was sent (a preemption's grace period counts from here).
+    pub since: Timestamp,
+    /// The job a preemption makes room for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_job: Option<String>,
+}
+
+impl JobRecord {
+    /// A job seen for the first time, pending.
+    pub fn new_pending(job: &str, now: Timestamp) -> Self {
+        JobRecord {
+            job: job.to_string(),
+            phase: Phase::Pending,
+            first_seen: now,
+            started: None,
+            placement: Vec::new(),
+            stopping: None,
+            nominated: Vec::new(),
+            finished: None,
+            exit_code: None,
+            reason: None,
+            revision: None,
+            preemptions: 0,
+        }
+    }
+
+    /// GPUs it holds.
+    pub fn gpus(&self) -> usize {
+        self.placement.iter().map(|p| p.gpus.len()).sum()
+    }
+}
+
+/// An action recorded before it is carried out; removed when done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Intent {
+    /// The revision whose plan asked for it.
+    pub revision: String,
+    /// When it was planned.
+    pub time: Timestamp,
+    /// The action.
+    pub action: Action,
+}
+
+/// One line of the append-only audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When it happened (the reconciler's clock).
+    pub time: Timestamp,
+    /// The revision whose plan caused it (empty for events the fleet caused).
+    pub revision: String,
+    /// What happened: an action's type (`place`, `preempt`, …) or an event
+    /// (`succeeded`, `failed`, `stopped`, `refused`).
+    pub what: String,
+    /// The job, node or pool concerned.
+    pub subject: String,
+    /// Details: the action's reason, an exit code, an error.
+    pub detail: String,
+}
+
+/// The reconciler's bookkeeping about revisions (as Flux's status).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revisions {
+    /// The last revision whose plan was carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied: Option<String>,
+    /// The last revision tried (may be invalid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted: Option<String>,
+    /// Why the last attempt was refused, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
