@@ -3,6 +3,7 @@
 //! only if its own time limit ends before the reservation starts.
 
 use model::observed::Timestamp;
+use model::time::after;
 
 use super::Engine;
 use super::cluster::{Gpu, NodeState, Owner};
@@ -53,11 +54,7 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
         }
         let job = &e.jobs[*k as usize];
         if let Some(limit) = job.time_limit {
-            events.push((
-                e.now + chrono::Duration::milliseconds(limit.as_millis() as i64),
-                job.name,
-                Holder::Placed(*k),
-            ));
+            events.push((after(e.now, limit), job.name, Holder::Placed(*k)));
         }
     }
     if events.is_empty() {
@@ -159,9 +156,8 @@ pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Pla
 
 /// Whether `job`, started at `now`, reaches its time limit by `start`.
 pub fn ends_before(now: Timestamp, job: &JobInfo, start: Timestamp) -> bool {
-    job.time_limit.is_some_and(|limit| {
-        now + chrono::Duration::milliseconds(limit.as_millis() as i64) <= start
-    })
+    job.time_limit
+        .is_some_and(|limit| after(now, limit) <= start)
 }
 
 /// A placement on free GPUs and the reservation's GPUs.

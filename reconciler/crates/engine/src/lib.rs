@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap as HashMap;
 use model::observed::{NodeGpus, ObservedState, Timestamp};
 use model::plan::{Action, Pending, Plan, Summary};
 use model::spec::{Fleet, NodePoolSpec, NvLink};
+use model::time::after;
 
 use cluster::{Cluster, Owner};
 use ids::QueueId;
@@ -354,12 +355,9 @@ impl<'a> Engine<'a> {
                 None => (Stopping::Cancelled, Some(self.now)),
                 Some(j) => {
                     let info = &self.jobs[j as usize];
-                    let limit_end = info
-                        .time_limit
-                        .map(|l| r.started + chrono::Duration::milliseconds(l.as_millis() as i64));
+                    let limit_end = info.time_limit.map(|l| after(r.started, l));
                     if let Some(since) = r.preempting_since {
-                        let grace = chrono::Duration::milliseconds(info.grace.as_millis() as i64);
-                        (Stopping::Preempted, Some(since + grace))
+                        (Stopping::Preempted, Some(after(since, info.grace)))
                     } else if limit_end.is_some_and(|end| end <= self.now) {
                         (Stopping::Terminated, Some(self.now))
                     } else {

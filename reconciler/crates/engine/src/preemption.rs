@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 
 use model::plan::Action;
+use model::time::after;
 
 use super::cluster::{Gpu, NodeState, Owner};
 use super::ids::{JobId, NodeId, QueueId, RunId};
@@ -708,7 +709,7 @@ fn commit(
         let run = &mut e.runs[c.run as usize];
         run.stopping = Stopping::Preempted;
         run.preempted_for = Some(job_name);
-        run.ends_at = Some(e.now + chrono::Duration::milliseconds(grace.as_millis() as i64));
+        run.ends_at = Some(after(e.now, grace));
         // All of the victim's GPUs are kept for the preemptor in this plan.
         let placement = run.placement.clone();
         placement::apply(&mut e.cluster, &placement, Owner::Claimed(c.run, j));

@@ -1,6 +1,7 @@
 //! Words for decisions: why a job was placed, why it waits, what binds.
 
 use model::observed::Timestamp;
+use model::time::after;
 
 use super::backfill::Reservation;
 use super::cluster::Owner;
@@ -126,10 +127,7 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
             let limit = match job.time_limit {
                 Some(l) => format!(
                     "its time limit {l} would end at {}, after that",
-                    clock_near(
-                        e.now + chrono::Duration::milliseconds(l.as_millis() as i64),
-                        e.now
-                    )
+                    clock_near(after(e.now, l), e.now)
                 ),
                 None => "a job without a time limit cannot use them".to_string(),
             };

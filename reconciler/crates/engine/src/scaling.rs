@@ -149,8 +149,7 @@ fn scale_down(e: &Engine, p: usize) -> Option<Action> {
     if removable == 0 {
         return None;
     }
-    let after = pool.spec.scale_down_after();
-    let after = chrono::Duration::milliseconds(after.as_millis() as i64);
+    let wait = pool.spec.scale_down_after();
     let mut idle: Vec<(&NodeState, model::observed::Timestamp)> = e
         .cluster
         .real_nodes()
@@ -158,7 +157,7 @@ fn scale_down(e: &Engine, p: usize) -> Option<Action> {
         .filter(|n| n.pool == Some(p as u32) && n.is_idle())
         .filter_map(|n| {
             n.idle_since
-                .filter(|since| *since + after <= e.now)
+                .filter(|since| model::time::after(*since, wait) <= e.now)
                 .map(|s| (n, s))
         })
         .collect();

@@ -8,3 +8,4 @@ pub mod nvlink;
 pub mod observed;
 pub mod plan;
 pub mod spec;
+pub mod time;

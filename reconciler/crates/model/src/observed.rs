@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::Fleet;
 
-/// A point in time (UTC).
-pub type Timestamp = chrono::DateTime<chrono::Utc>;
+pub use crate::time::Timestamp;
 
 /// The live fleet.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

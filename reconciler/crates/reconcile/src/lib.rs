@@ -33,7 +33,7 @@ use model::observed::{
     CompletedJob, NodeGpus, ObservedNode, ObservedState, QueuedJob, RunningJob, Timestamp,
 };
 use model::plan::{Action, Plan};
-use model::spec::{Duration, Fleet, JobSpec, Object};
+use model::spec::{Fleet, JobSpec, Object};
 
 pub use source::{FetchError, FleetSource, Revision};
 
@@ -130,16 +130,6 @@ impl std::fmt::Debug for Reconciler {
             .field("executor", &self.executor.name())
             .finish()
     }
-}
-
-/// A job's grace period from its priority class (or the default class).
-pub fn grace_of(fleet: &Fleet, job: Option<&Object<JobSpec>>) -> Duration {
-    let named = job.and_then(|j| j.spec.priority_class.as_deref());
-    let class = match named {
-        Some(name) => fleet.priority_classes.iter().find(|c| c.name() == name),
-        None => fleet.priority_classes.iter().find(|c| c.spec.default),
-    };
-    class.map(|c| c.spec.grace_period).unwrap_or_default()
 }
 
 impl Reconciler {
@@ -418,7 +408,7 @@ impl Reconciler {
                 RunningView {
                     record: r,
                     spec,
-                    grace: grace_of(fleet, spec),
+                    grace: fleet.grace_period_of(spec.map(|s| &s.spec)),
                 }
             })
             .collect();
@@ -556,7 +546,7 @@ impl Reconciler {
         let ctx = ActionContext {
             spec,
             record: record.as_ref(),
-            grace: grace_of(fleet, spec),
+            grace: fleet.grace_period_of(spec.map(|s| &s.spec)),
             revision,
         };
         let outcome = self.executor.execute(action, &ctx, now);

@@ -23,6 +23,7 @@ use super::status::Status;
 use super::{Iteration, ReconcileError, Reconciler};
 use model::observed::Timestamp;
 use model::spec::Duration;
+use model::time::after;
 
 /// Where the reconciler's time comes from.
 pub trait Clock: Send {
@@ -76,7 +77,7 @@ impl Clock for SimClock {
             Some(step) => step.as_millis() as f64 * f64::from(ticks),
             None => self.started.elapsed().as_secs_f64() * 1000.0 * self.speed,
         };
-        whole_seconds(self.start + chrono::Duration::milliseconds(elapsed_ms as i64))
+        whole_seconds(after(self.start, Duration::from_millis(elapsed_ms as u64)))
     }
 }
 

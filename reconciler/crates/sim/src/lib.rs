@@ -6,20 +6,15 @@ pub mod generate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::Duration as Span;
-
 use model::observed::{
     CompletedJob, NodeGpus, ObservedState, QueuedJob, RunningJob, Timestamp, pool_node,
 };
 use model::plan::{Action, Plan};
 use model::spec::{Duration, Fleet};
+use model::time::after;
 
 /// The annotation that says how long a job runs in the simulator.
 pub const SIM_DURATION_ANNOTATION: &str = "gitfleet/sim-duration";
-
-fn span(d: Duration) -> Span {
-    Span::milliseconds(d.as_millis() as i64)
-}
 
 /// Carries out `plan` at `now`: placements start, preemptions begin their
 /// grace period, terminated and cancelled jobs stop, pools scale (new nodes
@@ -126,19 +121,12 @@ pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> Observ
     next.time = Some(to);
     let specs: BTreeMap<&str, &model::spec::Object<model::spec::JobSpec>> =
         fleet.jobs.iter().map(|j| (j.name(), j)).collect();
-    let grace_of = |job: &str| -> Duration {
-        let class = specs
-            .get(job)
-            .and_then(|j| j.spec.priority_class.as_deref())
-            .and_then(|c| fleet.priority_classes.iter().find(|p| p.name() == c))
-            .or_else(|| fleet.priority_classes.iter().find(|p| p.spec.default));
-        class.map(|c| c.spec.grace_period).unwrap_or_default()
-    };
+    let grace_of = |job: &str| fleet.grace_period_of(specs.get(job).map(|j| &j.spec));
     let mut finished = Vec::new();
     let mut freed_for: Vec<(String, Vec<NodeGpus>)> = Vec::new();
     next.running.retain(|run| {
         if let Some(since) = run.preempting_since
-            && since + span(grace_of(&run.job)) <= to
+            && after(since, grace_of(&run.job)) <= to
         {
             // Its grace period is over: it stops and is pending again (and
             // gets a new first-seen time when the next plan lists it); its
@@ -153,9 +141,9 @@ pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> Observ
             .and_then(|j| j.metadata.annotations.get(SIM_DURATION_ANNOTATION))
             .and_then(|d| d.parse::<Duration>().ok());
         if let Some(d) = duration
-            && run.started + span(d) <= to
+            && after(run.started, d) <= to
         {
-            finished.push((run.job.clone(), run.started + span(d)));
+            finished.push((run.job.clone(), after(run.started, d)));
             return false;
         }
         true

@@ -55,6 +55,15 @@ impl Duration {
     pub const fn as_secs(self) -> u64 {
         self.millis / 1000
     }
+
+    /// The same span as a `chrono` delta, for date arithmetic. Spans beyond
+    /// what `chrono` holds (about 292 million years) saturate at its maximum.
+    pub fn to_chrono(self) -> chrono::TimeDelta {
+        i64::try_from(self.millis)
+            .ok()
+            .and_then(chrono::TimeDelta::try_milliseconds)
+            .unwrap_or(chrono::TimeDelta::MAX)
+    }
 }
 
 impl FromStr for Duration {

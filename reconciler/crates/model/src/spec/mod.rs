@@ -133,6 +133,26 @@ impl Fleet {
         }
     }
 
+    /// The priority class a job runs under: the one it names, else the
+    /// fleet's default class (none when it names an unknown class or the
+    /// fleet has no default).
+    pub fn priority_class_of(&self, job: &JobSpec) -> Option<&Object<PriorityClassSpec>> {
+        match job.priority_class.as_deref() {
+            Some(name) => self.priority_classes.iter().find(|c| c.name() == name),
+            None => self.priority_classes.iter().find(|c| c.spec.default),
+        }
+    }
+
+    /// A job's grace period (from [`Fleet::priority_class_of`]; zero
+    /// without a class). `None` is a job no longer in Git: the default class's.
+    pub fn grace_period_of(&self, job: Option<&JobSpec>) -> Duration {
+        let class = match job {
+            Some(job) => self.priority_class_of(job),
+            None => self.priority_classes.iter().find(|c| c.spec.default),
+        };
+        class.map(|c| c.spec.grace_period).unwrap_or_default()
+    }
+
     /// The GPU models that at least one pool provides, sorted.
     pub fn pool_models(&self) -> Vec<&str> {
         let mut models: Vec<&str> = self

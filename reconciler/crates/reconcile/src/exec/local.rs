@@ -39,7 +39,8 @@ use serde::{Deserialize, Serialize};
 use super::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
 use model::observed::{NodeGpus, ObservedNode, Timestamp};
 use model::plan::Action;
-use model::spec::{Duration, JobSpec, Object, is_dns_label};
+use model::spec::{JobSpec, Object, is_dns_label};
+use model::time::after;
 
 /// The file in a job's directory that records its processes.
 pub const PIDS_FILE: &str = "pids.json";
@@ -215,14 +216,6 @@ fn signal_group(pid: i32, signal: Signal) {
 fn attempt_of(ctx: &ActionContext<'_>) -> Option<String> {
     ctx.record
         .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions))
-}
-
-/// `now + d`, saturating.
-fn after(now: Timestamp, d: Duration) -> Timestamp {
-    i64::try_from(d.as_millis())
-        .ok()
-        .and_then(|ms| now.checked_add_signed(chrono::Duration::milliseconds(ms)))
-        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
 }
 
 /// The job's rendezvous port: derived from its name (FNV-1a) in

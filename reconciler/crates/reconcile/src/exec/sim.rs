@@ -15,6 +15,7 @@ use crate::state::{Batch, StopKind, Store};
 use model::observed::{ObservedNode, Timestamp, derive_inventory, pool_node};
 use model::plan::Action;
 use model::spec::{Duration, Fleet, NodePoolSpec};
+use model::time::after;
 use sim::SIM_DURATION_ANNOTATION;
 
 /// The annotation that sets a simulated job's exit code (default 0).
@@ -43,10 +44,6 @@ pub struct SimExecutor {
     pools: BTreeMap<String, NodePoolSpec>,
     seed: Option<Vec<ObservedNode>>,
     provision_delay: Duration,
-}
-
-fn span(d: Duration) -> chrono::Duration {
-    chrono::Duration::milliseconds(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl SimExecutor {
@@ -116,7 +113,7 @@ impl SimExecutor {
                 message: "no such pool in the fleet".to_string(),
             })?;
             let ready_at =
-                (!self.provision_delay.is_zero()).then(|| now + span(self.provision_delay));
+                (!self.provision_delay.is_zero()).then(|| after(now, self.provision_delay));
             let mut i = 0;
             let mut added = 0;
             while added < to - current {
@@ -248,7 +245,7 @@ impl Executor for SimExecutor {
             let record = view.record;
             if let Some(stop) = &record.stopping {
                 let ends = match stop.kind {
-                    StopKind::Preempt => stop.since + span(view.grace),
+                    StopKind::Preempt => after(stop.since, view.grace),
                     StopKind::Terminate | StopKind::Cancel => stop.since,
                 };
                 if ends <= now {
@@ -270,7 +267,7 @@ impl Executor for SimExecutor {
                 .and_then(|d| d.parse::<Duration>().ok())
                 .or(spec.spec.time_limit);
             if let Some(d) = duration
-                && started + span(d) <= now
+                && after(started, d) <= now
                 && record.stopping.is_none()
             {
                 let exit_code = spec
@@ -281,7 +278,7 @@ impl Executor for SimExecutor {
                     .unwrap_or(0);
                 events.push(Event::Exited {
                     job: record.job.clone(),
-                    at: started + span(d),
+                    at: after(started, d),
                     exit_code: Some(exit_code),
                 });
             }
