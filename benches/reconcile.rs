@@ -7,6 +7,7 @@
 //!
 //! Medians of many iterations; the state (redb) is on the temporary disk.
 
+use futures_executor::block_on;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -62,7 +63,7 @@ fn main() {
     let store = Arc::new(Store::open(&dir.path().join("state")).expect("state"));
     let sim =
         SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO).expect("sim");
-    let mut reconciler = Reconciler::new(FleetSource::detect(&repo, None), store, Box::new(sim));
+    let mut reconciler = Reconciler::new(FleetSource::detect(&repo, None), store, sim);
     let start: Timestamp = "2026-11-21T10:00:00Z".parse().expect("time");
     let mut minute = 0;
     let mut tick = || {
@@ -71,14 +72,14 @@ fn main() {
     };
 
     let first = Instant::now();
-    let iteration = reconciler.iterate(tick()).expect("first iteration");
+    let iteration = block_on(reconciler.iterate(tick())).expect("first iteration");
     let first = first.elapsed();
     let placed = iteration.executed.len();
 
     let mut unchanged = Vec::new();
     for _ in 0..UNCHANGED_RUNS {
         let t = Instant::now();
-        reconciler.iterate(tick()).expect("iteration");
+        block_on(reconciler.iterate(tick())).expect("iteration");
         unchanged.push(t.elapsed());
     }
 
@@ -94,7 +95,7 @@ fn main() {
         std::fs::write(&queues, original.replacen("limit: 560", limit, 1)).expect("write");
         git(&["commit", "-q", "-am", "quota change"], &repo);
         let t = Instant::now();
-        let iteration = reconciler.iterate(tick()).expect("iteration");
+        let iteration = block_on(reconciler.iterate(tick())).expect("iteration");
         changed.push(t.elapsed());
         assert!(iteration.refused.is_none());
     }

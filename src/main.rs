@@ -2,6 +2,7 @@
 //! by the `reconciler` library.
 
 mod commands;
+mod executor;
 
 /// mimalloc instead of glibc's malloc: loading a large fleet allocates and
 /// frees millions of small YAML nodes and strings, on several threads. Built

@@ -5,8 +5,8 @@
 pub use diff::{plan_diff, specdiff};
 pub use engine::drift;
 pub use model::{diag, nvlink, observed, plan, spec};
-pub use reconcile::{exec, state};
+pub use reconcile::state;
 pub use sim::generate;
-pub use {diff, engine, git as source, inventory, load, model, reconcile, report, sim};
+pub use {diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim};
 
 pub use load::validate;

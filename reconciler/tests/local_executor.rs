@@ -7,12 +7,69 @@ use std::time::{Duration as StdDuration, Instant};
 
 use reconciler::diag::{Origin, Pos};
 use reconciler::exec::local::{LocalExecutor, PIDS_FILE};
-use reconciler::exec::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
+use reconciler::exec::{ActionContext, Event, ExecError, Executor, JobView, Outcome, StopView};
 use reconciler::observed::{NodeGpus, ObservedNode, Timestamp};
 use reconciler::plan::Action;
 use reconciler::spec::{Duration, JobSpec, Metadata, Object};
 use reconciler::state::{JobRecord, Phase, StopKind, Stopping};
 use serde_json::json;
+
+/// The executor's async methods, driven to completion for these tests.
+trait Blocking {
+    fn poll(&mut self, now: Timestamp, running: &[JobView<'_>]) -> Result<Vec<Event>, ExecError>;
+    fn nodes_at(&mut self, now: Timestamp, running: &[JobView<'_>]) -> Vec<ObservedNode>;
+    fn run(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, ExecError>;
+}
+
+impl Blocking for LocalExecutor {
+    fn poll(&mut self, now: Timestamp, running: &[JobView<'_>]) -> Result<Vec<Event>, ExecError> {
+        futures_executor::block_on(self.observe(now, running)).map(|o| o.events)
+    }
+
+    fn nodes_at(&mut self, now: Timestamp, running: &[JobView<'_>]) -> Vec<ObservedNode> {
+        futures_executor::block_on(self.observe(now, running))
+            .unwrap()
+            .nodes
+    }
+
+    fn run(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        futures_executor::block_on(self.execute(action, ctx, now))
+    }
+}
+
+/// What the reconciler shows an executor of a job it believes runs.
+fn view<'a>(
+    record: &'a JobRecord,
+    spec: Option<&'a Object<JobSpec>>,
+    grace: Duration,
+) -> JobView<'a> {
+    JobView {
+        job: &record.job,
+        placement: &record.placement,
+        started: record.started,
+        stop: record.stopping.as_ref().map(|s| StopView {
+            kind: s.kind,
+            since: s.since,
+        }),
+        spec,
+        grace,
+    }
+}
+
+/// The attempt the reconciler names for a record (first seen, preemptions).
+fn attempt(record: &JobRecord) -> String {
+    format!("{}#{}", record.first_seen.to_rfc3339(), record.preemptions)
+}
 
 /// Real time any process state change may take to show.
 const SETTLE: StdDuration = StdDuration::from_secs(5);
@@ -108,11 +165,11 @@ fn place(
     };
     let ctx = ActionContext {
         spec: Some(spec),
-        record: Some(&pending),
+        attempt: Some(attempt(&pending)),
         grace: Duration::ZERO,
         revision: "r1",
     };
-    exec.execute(&action, &ctx, t(0))
+    exec.run(&action, &ctx, t(0))
 }
 
 fn preempt(
@@ -129,11 +186,11 @@ fn preempt(
     };
     let ctx = ActionContext {
         spec: Some(spec),
-        record: Some(running),
+        attempt: Some(attempt(running)),
         grace,
         revision: "r2",
     };
-    exec.execute(&action, &ctx, now).unwrap()
+    exec.run(&action, &ctx, now).unwrap()
 }
 
 /// Polls at `now` until an event comes, for at most [`SETTLE`].
@@ -145,11 +202,7 @@ fn poll_until_event(
     now: Timestamp,
 ) -> Event {
     let started = Instant::now();
-    let view = RunningView {
-        record,
-        spec: Some(spec),
-        grace,
-    };
+    let view = view(record, Some(spec), grace);
     loop {
         let mut events = exec.poll(now, &[view]).unwrap();
         if let Some(event) = events.pop() {
@@ -208,11 +261,7 @@ fn starts_a_process_and_records_its_pid() {
     assert!(alive(pid));
     assert!(pids["replicas"][0]["startTime"].as_u64().unwrap() > 0);
     let running = record("sleeper", &gpus, None);
-    let view = RunningView {
-        record: &running,
-        spec: Some(&spec),
-        grace: Duration::ZERO,
-    };
+    let view = view(&running, Some(&spec), Duration::ZERO);
     assert!(
         f.exec.poll(t(1), &[view]).unwrap().is_empty(),
         "still running"
@@ -225,14 +274,11 @@ fn starts_a_process_and_records_its_pid() {
     };
     let ctx = ActionContext {
         spec: None,
-        record: Some(&running),
+        attempt: Some(attempt(&running)),
         grace: Duration::ZERO,
         revision: "r2",
     };
-    assert_eq!(
-        f.exec.execute(&cancel, &ctx, t(2)).unwrap(),
-        Outcome::Underway
-    );
+    assert_eq!(f.exec.run(&cancel, &ctx, t(2)).unwrap(), Outcome::Underway);
     let stopping = record(
         "sleeper",
         &gpus,
@@ -383,11 +429,7 @@ fn a_replica_that_ignores_sigterm_is_killed_after_the_grace_period() {
             for_job: Some("other".into()),
         }),
     );
-    let view = RunningView {
-        record: &stopping,
-        spec: Some(&spec),
-        grace,
-    };
+    let view = view(&stopping, Some(&spec), grace);
     // Within the grace period it keeps running: it ignores SIGTERM.
     for _ in 0..10 {
         assert!(
@@ -484,11 +526,7 @@ fn a_restarted_executor_adopts_running_replicas() {
     assert_eq!(f.pids("adopted")["replicas"][0]["pid"], pid);
 
     let running = record("adopted", &gpus, None);
-    let view = RunningView {
-        record: &running,
-        spec: Some(&spec),
-        grace: Duration::ZERO,
-    };
+    let view = view(&running, Some(&spec), Duration::ZERO);
     assert!(
         f.exec.poll(t(1), &[view]).unwrap().is_empty(),
         "adopted, running"
@@ -524,11 +562,11 @@ fn a_job_placed_again_after_preemption_starts_anew() {
     };
     let ctx = ActionContext {
         spec: Some(&spec),
-        record: Some(&pending),
+        attempt: Some(attempt(&pending)),
         grace: Duration::ZERO,
         revision: "r3",
     };
-    f.exec.execute(&action, &ctx, t(100)).unwrap();
+    f.exec.run(&action, &ctx, t(100)).unwrap();
     assert_ne!(f.pids("again")["replicas"][0]["pid"], first);
 }
 
@@ -554,7 +592,7 @@ fn refuses_what_it_cannot_do() {
 
     let ctx = ActionContext {
         spec: None,
-        record: None,
+        attempt: None,
         grace: Duration::ZERO,
         revision: "r",
     };
@@ -565,7 +603,7 @@ fn refuses_what_it_cannot_do() {
         reason: String::new(),
         nodes: vec![],
     };
-    let err = f.exec.execute(&scale, &ctx, t(0)).unwrap_err();
+    let err = f.exec.run(&scale, &ctx, t(0)).unwrap_err();
     assert!(err.to_string().contains("cannot scale pools"), "{err}");
 
     let drain = Action::Drain {
@@ -573,19 +611,38 @@ fn refuses_what_it_cannot_do() {
         reason: "GPU 2 unhealthy".into(),
     };
     assert!(!f.exec.already_done(&drain));
-    assert_eq!(f.exec.execute(&drain, &ctx, t(0)).unwrap(), Outcome::Done);
+    assert_eq!(f.exec.run(&drain, &ctx, t(0)).unwrap(), Outcome::Done);
     assert!(f.exec.already_done(&drain));
 }
 
 #[test]
 fn nodes_track_idleness() {
     let mut f = Fixture::new();
-    let idle = f.exec.nodes(t(0), &BTreeSet::new()).unwrap();
+    let idle = f.exec.nodes_at(t(0), &[]);
     assert_eq!(idle.len(), 1);
     assert_eq!(idle[0].idle_since, Some(t(0)));
-    let busy = f.exec.nodes(t(5), &BTreeSet::from(["local-0"])).unwrap();
+    // A job that runs keeps its node busy.
+    let spec = job("busy", 1, &["sleep", "30"], &[]);
+    let gpus = placement(&[&[0]]);
+    assert_eq!(place(&mut f.exec, &spec, &gpus).unwrap(), Outcome::Done);
+    let running = record("busy", &gpus, None);
+    let busy = f
+        .exec
+        .nodes_at(t(5), &[view(&running, Some(&spec), Duration::ZERO)]);
     assert_eq!(busy[0].idle_since, None);
-    let again = f.exec.nodes(t(9), &BTreeSet::new()).unwrap();
+    // Once it is no longer running, the node is idle from then on.
+    let cancel = Action::Cancel {
+        job: "busy".into(),
+        reason: String::new(),
+    };
+    let ctx = ActionContext {
+        spec: None,
+        attempt: None,
+        grace: Duration::ZERO,
+        revision: "r2",
+    };
+    f.exec.run(&cancel, &ctx, t(6)).unwrap();
+    let again = f.exec.nodes_at(t(9), &[]);
     assert_eq!(again[0].idle_since, Some(t(9)));
 }
 
@@ -643,11 +700,7 @@ fn adopts_a_process_that_is_not_its_child() {
     let spec = job("orphan", 1, &["true"], &[]);
     let gpus = placement(&[&[0]]);
     let running = record("orphan", &gpus, None);
-    let view = RunningView {
-        record: &running,
-        spec: Some(&spec),
-        grace: Duration::ZERO,
-    };
+    let view = view(&running, Some(&spec), Duration::ZERO);
     assert!(
         f.exec.poll(t(1), &[view]).unwrap().is_empty(),
         "adopted, running"

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
-use reconciler::exec::Executor;
 use reconciler::exec::sim::SimExecutor;
 use reconciler::observed::{ObservedState, Timestamp};
 use reconciler::reconcile::run::{
@@ -24,6 +23,7 @@ use reconciler::state::Store;
 
 use super::OutputFormat;
 use super::plan::{read_observed, resolve_now};
+use crate::executor::{AnyExecutor, runtime};
 
 /// Which executor carries out plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -152,7 +152,7 @@ fn kube_unavailable() -> miette::Report {
 
 /// Everything an iteration needs, built from the arguments.
 struct Setup {
-    reconciler: Reconciler,
+    reconciler: Reconciler<AnyExecutor>,
     clock: Box<dyn Clock>,
 }
 
@@ -206,14 +206,14 @@ fn setup(args: &SourceArgs) -> Result<Setup> {
         },
         None => None,
     };
-    let (executor, clock): (Box<dyn Executor + Send>, Box<dyn Clock>) = match args.executor {
+    let (executor, clock): (AnyExecutor, Box<dyn Clock>) = match args.executor {
         ExecutorKind::Sim => {
             let seed = observed.as_ref().map(|o| o.nodes.clone());
             let sim =
                 SimExecutor::open(store.clone(), seed, args.provision_delay).into_diagnostic()?;
             let start = sim_start(args, &store, observed.as_ref())?;
             (
-                Box::new(sim),
+                AnyExecutor::Sim(sim),
                 Box::new(SimClock::new(start, args.speed, args.sim_step)),
             )
         }
@@ -224,7 +224,10 @@ fn setup(args: &SourceArgs) -> Result<Setup> {
                     "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
                 ));
             }
-            (local_executor(args, observed)?, Box::new(WallClock))
+            (
+                AnyExecutor::Local(local_executor(args, observed)?),
+                Box::new(WallClock),
+            )
         }
     };
     Ok(Setup {
@@ -236,7 +239,7 @@ fn setup(args: &SourceArgs) -> Result<Setup> {
 fn local_executor(
     args: &SourceArgs,
     observed: Option<ObservedState>,
-) -> Result<Box<dyn Executor + Send>> {
+) -> Result<reconciler::exec::local::LocalExecutor> {
     let Some(observed) = observed else {
         return Err(miette!(
             "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
@@ -245,7 +248,7 @@ fn local_executor(
     let exec =
         reconciler::exec::local::LocalExecutor::new(args.state.join("local"), observed.nodes)
             .into_diagnostic()?;
-    Ok(Box::new(exec))
+    Ok(exec)
 }
 
 /// The sim clock's start: --now, else the state's clock (a restart goes on
@@ -297,7 +300,8 @@ pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
         ProgressBar::hidden()
     };
     let mut failed = false;
-    let result = run_loop(reconciler, clock, options, |event| {
+    let runtime = runtime()?;
+    let result = runtime.block_on(run_loop(reconciler, clock, options, |event| {
         spinner.suspend(|| match &event {
             LoopEvent::Listening(addr) => {
                 println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");
@@ -321,7 +325,7 @@ pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
             ));
             spinner.reset_elapsed();
         }
-    });
+    }));
     spinner.finish_and_clear();
     result.into_diagnostic()?;
     // `--once` on a refused revision exits 1, so CI notices.
@@ -410,7 +414,10 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
     } = setup(&args.source)?;
     let now = clock.now();
     let started = Instant::now();
-    let prepared = reconciler.prepare(now).into_diagnostic()?;
+    let runtime = runtime()?;
+    let prepared = runtime
+        .block_on(reconciler.prepare(now))
+        .into_diagnostic()?;
     let iteration = &prepared.iteration;
     if let Some((revision, diagnostics)) = &iteration.refused {
         for d in diagnostics {
@@ -436,7 +443,9 @@ pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     // Even with nothing to do, the iteration is recorded (revision, status).
-    let applied = reconciler.apply(prepared).into_diagnostic()?;
+    let applied = runtime
+        .block_on(reconciler.apply(prepared))
+        .into_diagnostic()?;
     record(
         &reconciler,
         &applied,

@@ -12,7 +12,6 @@
 //!   and an audit line, in the next. On start, intents left by a crash are
 //!   carried out again; executors make that idempotent.
 
-pub mod exec;
 pub mod metrics;
 pub mod run;
 pub mod source;
@@ -22,11 +21,11 @@ pub mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::exec::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
 use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, Phase, Revisions, StateError, StopKind, Stopping, Store,
 };
 use engine::{PlanInput, plan};
+use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::load_fleet;
 use model::diag::Diagnostic;
 use model::observed::{
@@ -51,6 +50,22 @@ pub enum ReconcileError {
     Fetch(#[from] FetchError),
 }
 
+impl ReconcileError {
+    /// Whether the failure may go away by itself (an executor's transient
+    /// failure, [`ExecError::is_transient`]): the loop then retries sooner.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ReconcileError::Exec(e) if e.is_transient())
+    }
+
+    /// How long the executor asked to wait before the next try, if it said.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ReconcileError::Exec(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
 /// How many diagnostics of a refused revision are kept in its error.
 const KEPT_DIAGNOSTICS: usize = 5;
 
@@ -61,6 +76,8 @@ pub struct Executed {
     pub action: Action,
     /// What came of it.
     pub result: ActionResult,
+    /// It failed in a way that may go away by itself (the loop retries sooner).
+    pub transient: bool,
 }
 
 /// What came of one action.
@@ -116,14 +133,14 @@ fn specs_of(fleet: &Fleet) -> Specs<'_> {
 }
 
 /// The reconciler: a source, a store, an executor, and the last valid fleet.
-pub struct Reconciler {
+pub struct Reconciler<E> {
     source: FleetSource,
     store: Arc<Store>,
-    executor: Box<dyn Executor + Send>,
+    executor: E,
     good: Option<(Revision, Arc<Fleet>)>,
 }
 
-impl std::fmt::Debug for Reconciler {
+impl<E: Executor> std::fmt::Debug for Reconciler<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reconciler")
             .field("source", &self.source)
@@ -132,9 +149,9 @@ impl std::fmt::Debug for Reconciler {
     }
 }
 
-impl Reconciler {
+impl<E: Executor> Reconciler<E> {
     /// A reconciler over `source`, keeping state in `store`, acting through `executor`.
-    pub fn new(source: FleetSource, store: Arc<Store>, executor: Box<dyn Executor + Send>) -> Self {
+    pub fn new(source: FleetSource, store: Arc<Store>, executor: E) -> Self {
         Reconciler {
             source,
             store,
@@ -159,15 +176,15 @@ impl Reconciler {
     }
 
     /// One whole iteration at `now`.
-    pub fn iterate(&mut self, now: Timestamp) -> Result<Iteration, ReconcileError> {
-        let prepared = self.prepare(now)?;
-        self.apply(prepared)
+    pub async fn iterate(&mut self, now: Timestamp) -> Result<Iteration, ReconcileError> {
+        let prepared = self.prepare(now).await?;
+        self.apply(prepared).await
     }
 
     /// Reads the desired fleet, observes, and plans; carries nothing out but
     /// intents left by a crash and the fleet's own events.
-    pub fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
-        let recovered = self.recover(now)?;
+    pub async fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
+        let recovered = self.recover(now).await?;
         let (revision, refused) = self.desired(now)?;
         let mut records = self.store.jobs()?;
         let Some((_, fleet)) = self.good.clone() else {
@@ -185,9 +202,9 @@ impl Reconciler {
                 },
             });
         };
-        self.executor.set_fleet(&fleet)?;
-        let events = self.observe_events(&fleet, now, &mut records)?;
-        let observed = self.observed(&fleet, now, &records)?;
+        self.executor.set_fleet(&fleet).await?;
+        let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
+        let observed = self.observed(&fleet, now, &records, nodes);
         let plan = plan(&PlanInput {
             fleet: &fleet,
             observed: &observed,
@@ -211,7 +228,7 @@ impl Reconciler {
     }
 
     /// Carries out a prepared plan and records the revision as applied.
-    pub fn apply(&mut self, prepared: Prepared) -> Result<Iteration, ReconcileError> {
+    pub async fn apply(&mut self, prepared: Prepared) -> Result<Iteration, ReconcileError> {
         let Prepared {
             mut iteration,
             mut records,
@@ -223,10 +240,13 @@ impl Reconciler {
             let specs = specs_of(&fleet);
             for action in &plan.actions {
                 let intent = ActionSource::New(&revision.id);
-                let result = self.carry_out(&fleet, &specs, &mut records, intent, action, now)?;
+                let (result, transient) = self
+                    .carry_out(&fleet, &specs, &mut records, intent, action, now)
+                    .await?;
                 iteration.executed.push(Executed {
                     action: action.clone(),
                     result,
+                    transient,
                 });
             }
             let mut revisions = self.store.revisions()?;
@@ -250,7 +270,7 @@ impl Reconciler {
     }
 
     /// Carries out intents a crash left behind.
-    fn recover(&mut self, now: Timestamp) -> Result<usize, ReconcileError> {
+    async fn recover(&mut self, now: Timestamp) -> Result<usize, ReconcileError> {
         let intents = self.store.pending_intents()?;
         if intents.is_empty() {
             return Ok(0);
@@ -266,7 +286,7 @@ impl Reconciler {
                 }
             }
         };
-        self.executor.set_fleet(&fleet)?;
+        self.executor.set_fleet(&fleet).await?;
         let specs = specs_of(&fleet);
         let mut records = self.store.jobs()?;
         let count = intents.len();
@@ -279,7 +299,8 @@ impl Reconciler {
                 left,
                 &intent.action,
                 intent.time,
-            )?;
+            )
+            .await?;
         }
         Ok(count)
     }
@@ -392,31 +413,38 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Polls the executor and records what the fleet did.
-    fn observe_events(
+    /// Observes the fleet through the executor and records what it did.
+    async fn observe(
         &mut self,
         fleet: &Fleet,
         now: Timestamp,
         records: &mut Records,
-    ) -> Result<Vec<Event>, ReconcileError> {
+    ) -> Result<Observation, ReconcileError> {
         let specs = specs_of(fleet);
-        let running: Vec<RunningView<'_>> = records
+        let running: Vec<JobView<'_>> = records
             .values()
             .filter(|r| r.phase == Phase::Running)
             .map(|r| {
                 let spec = specs.get(r.job.as_str()).copied();
-                RunningView {
-                    record: r,
+                JobView {
+                    job: &r.job,
+                    placement: &r.placement,
+                    started: r.started,
+                    stop: r.stopping.as_ref().map(|s| StopView {
+                        kind: s.kind,
+                        since: s.since,
+                    }),
                     spec,
                     grace: fleet.grace_period_of(spec.map(|s| &s.spec)),
                 }
             })
             .collect();
-        let events = self.executor.poll(now, &running)?;
+        let observation = self.executor.observe(now, &running).await?;
         drop(running);
+        let events = &observation.events;
         let mut batch = Batch::default();
         let mut touched = BTreeSet::new();
-        for event in &events {
+        for event in events {
             touched.insert(event.job().to_string());
             touched.extend(apply_event(records, event, &mut batch.audit));
         }
@@ -433,22 +461,17 @@ impl Reconciler {
             .filter_map(|name| records.get(name).cloned())
             .collect();
         self.store.commit(&batch)?;
-        Ok(events)
+        Ok(observation)
     }
 
     /// The observed state the engine plans from.
     fn observed(
-        &mut self,
+        &self,
         fleet: &Fleet,
         now: Timestamp,
         records: &Records,
-    ) -> Result<ObservedState, ReconcileError> {
-        let busy: BTreeSet<&str> = records
-            .values()
-            .filter(|r| r.phase == Phase::Running)
-            .flat_map(|r| r.placement.iter().map(|p| p.node.as_str()))
-            .collect();
-        let nodes: Vec<ObservedNode> = self.executor.nodes(now, &busy)?;
+        nodes: Vec<ObservedNode>,
+    ) -> ObservedState {
         let in_git: BTreeSet<&str> = fleet.jobs.iter().map(|j| j.name()).collect();
         let mut state = ObservedState {
             time: Some(now),
@@ -488,7 +511,7 @@ impl Reconciler {
                 }
             }
         }
-        Ok(state)
+        state
     }
 
     /// Records pending jobs as first seen now, with their reasons.
@@ -518,7 +541,7 @@ impl Reconciler {
 
     /// Records `action` as intended (unless it is an intent a crash left),
     /// carries it out, and records the outcome in the store and in `records`.
-    fn carry_out(
+    async fn carry_out(
         &mut self,
         fleet: &Fleet,
         specs: &Specs<'_>,
@@ -526,13 +549,13 @@ impl Reconciler {
         intent: ActionSource<'_>,
         action: &Action,
         now: Timestamp,
-    ) -> Result<ActionResult, ReconcileError> {
+    ) -> Result<(ActionResult, bool), ReconcileError> {
         let record = action.job().and_then(|j| records.get(j)).cloned();
         let (id, revision) = match intent {
             ActionSource::Recorded(id, revision) => (id, revision),
             ActionSource::New(revision) => {
-                if underway(action, record.as_ref(), self.executor.as_ref()) {
-                    return Ok(ActionResult::AlreadyUnderway);
+                if underway(action, record.as_ref(), &self.executor) {
+                    return Ok((ActionResult::AlreadyUnderway, false));
                 }
                 let id = self.store.record_intent(&Intent {
                     revision: revision.to_string(),
@@ -543,17 +566,21 @@ impl Reconciler {
             }
         };
         let spec = action.job().and_then(|j| specs.get(j).copied());
+        let attempt = record
+            .as_ref()
+            .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));
         let ctx = ActionContext {
             spec,
-            record: record.as_ref(),
+            attempt,
             grace: fleet.grace_period_of(spec.map(|s| &s.spec)),
             revision,
         };
-        let outcome = self.executor.execute(action, &ctx, now);
+        let outcome = self.executor.execute(action, &ctx, now).await;
         let mut batch = Batch {
             done_intent: Some(id),
             ..Batch::default()
         };
+        let transient = outcome.as_ref().is_err_and(ExecError::is_transient);
         let result = match outcome {
             Ok(outcome) => {
                 let changed = record_action(records, action, outcome, revision, now);
@@ -576,7 +603,7 @@ impl Reconciler {
             }
         };
         self.store.commit(&batch)?;
-        Ok(result)
+        Ok((result, transient))
     }
 }
 
@@ -589,7 +616,7 @@ enum ActionSource<'a> {
 }
 
 /// Whether the action's effect is already under way, so it is not repeated.
-fn underway(action: &Action, record: Option<&JobRecord>, executor: &(dyn Executor + Send)) -> bool {
+fn underway(action: &Action, record: Option<&JobRecord>, executor: &impl Executor) -> bool {
     let stopping = record.and_then(|r| r.stopping.as_ref()).map(|s| s.kind);
     match action {
         Action::Preempt { .. } => stopping.is_some(),

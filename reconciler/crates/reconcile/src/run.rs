@@ -2,8 +2,11 @@
 //! then wait for the interval, a webhook (`POST /hooks/git`) or a signal.
 //! An HTTP endpoint serves `/metrics` (Prometheus), `/healthz` and `/status`.
 //!
-//! The iteration itself is synchronous (redb, git2, the engine) and runs on
-//! the loop's task with `block_in_place`; the HTTP server runs beside it.
+//! The loop is `async` and runs on the caller's tokio runtime (the binary
+//! owns it); the HTTP server is a task beside it. An iteration that fails
+//! transiently (an executor's fleet busy or unreachable) is tried again
+//! after a backoff that doubles from one second up to the interval, as
+//! kube-rs controllers requeue on error.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +24,7 @@ use tokio::sync::Notify;
 use super::metrics::Metrics;
 use super::status::Status;
 use super::{Iteration, ReconcileError, Reconciler};
+use exec::Executor;
 use model::observed::Timestamp;
 use model::spec::Duration;
 use model::time::after;
@@ -117,18 +121,26 @@ pub enum LoopEvent<'a> {
 /// Why the loop could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The runtime or the listener could not start.
-    #[error("{what}: {source}")]
-    Io {
-        /// What failed.
-        what: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
     /// The only iteration of `--once` failed.
     #[error(transparent)]
     Reconcile(#[from] ReconcileError),
+}
+
+/// The first wait after a transient failure; it doubles up to the interval.
+const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long the loop waits after an iteration: the interval, or a backoff
+/// after a transient failure (`failures` in a row).
+pub fn next_wait(
+    interval: std::time::Duration,
+    failures: u32,
+    retry_after: Option<std::time::Duration>,
+) -> std::time::Duration {
+    if failures == 0 {
+        return interval;
+    }
+    let backoff = FIRST_BACKOFF.saturating_mul(1u32 << (failures - 1).min(16));
+    retry_after.unwrap_or(backoff).min(interval)
 }
 
 /// What the HTTP handlers share with the loop.
@@ -143,14 +155,14 @@ pub struct Shared {
 }
 
 /// Runs one iteration and records its status (file, metrics).
-pub fn iterate_and_record(
-    reconciler: &mut Reconciler,
+pub async fn iterate_and_record<E: Executor>(
+    reconciler: &mut Reconciler<E>,
     now: Timestamp,
     shared: &Shared,
     state_dir: &std::path::Path,
 ) -> Result<(Iteration, Status), ReconcileError> {
     let started = Instant::now();
-    let result = reconciler.iterate(now);
+    let result = reconciler.iterate(now).await;
     let iteration = match result {
         Ok(iteration) => iteration,
         Err(e) => {
@@ -184,8 +196,8 @@ pub fn iterate_and_record(
 }
 
 /// Writes the status after `iteration` and updates the metrics.
-pub fn record(
-    reconciler: &Reconciler,
+pub fn record<E: Executor>(
+    reconciler: &Reconciler<E>,
     iteration: &Iteration,
     started: Instant,
     shared: &Shared,
@@ -214,61 +226,58 @@ pub fn record(
 }
 
 /// Runs the loop until a signal (or after one iteration with `once`).
-pub fn run_loop(
-    mut reconciler: Reconciler,
+pub async fn run_loop<E: Executor>(
+    mut reconciler: Reconciler<E>,
     mut clock: Box<dyn Clock>,
     options: LoopOptions,
     mut observer: impl FnMut(LoopEvent<'_>),
 ) -> Result<(), RunError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|source| RunError::Io {
-            what: "cannot start the async runtime".to_string(),
-            source,
-        })?;
-    runtime.block_on(async move {
-        let shared = Arc::new(Shared::default());
-        let once = options.iterations == Some(1);
-        if let (Some(addr), false) = (options.listen, once) {
-            // The endpoint is an aid, not the job: without it the loop goes on.
-            match TcpListener::bind(addr).await {
-                Ok(listener) => {
-                    let local = listener.local_addr().unwrap_or(addr);
-                    observer(LoopEvent::Listening(local));
-                    tokio::spawn(serve(listener, shared.clone()));
-                }
-                Err(e) => observer(LoopEvent::NotListening(addr, e)),
+    let shared = Arc::new(Shared::default());
+    let once = options.iterations == Some(1);
+    if let (Some(addr), false) = (options.listen, once) {
+        // The endpoint is an aid, not the job: without it the loop goes on.
+        match TcpListener::bind(addr).await {
+            Ok(listener) => {
+                let local = listener.local_addr().unwrap_or(addr);
+                observer(LoopEvent::Listening(local));
+                tokio::spawn(serve(listener, shared.clone()));
+            }
+            Err(e) => observer(LoopEvent::NotListening(addr, e)),
+        }
+    }
+    let mut count = 0;
+    let mut failures = 0u32;
+    loop {
+        count += 1;
+        let now = clock.now();
+        let result = iterate_and_record(&mut reconciler, now, &shared, &options.state_dir).await;
+        let mut retry_after = None;
+        match &result {
+            Ok((iteration, status)) => {
+                let transient = iteration.executed.iter().any(|e| e.transient);
+                failures = if transient { failures + 1 } else { 0 };
+                observer(LoopEvent::Iterated { iteration, status });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, transient = e.is_transient(), "reconcile iteration failed");
+                failures = if e.is_transient() { failures + 1 } else { 0 };
+                retry_after = e.retry_after();
+                observer(LoopEvent::Failed(e));
             }
         }
-        let mut count = 0;
-        loop {
-            count += 1;
-            let now = clock.now();
-            let result = tokio::task::block_in_place(|| {
-                iterate_and_record(&mut reconciler, now, &shared, &options.state_dir)
-            });
-            match &result {
-                Ok((iteration, status)) => observer(LoopEvent::Iterated { iteration, status }),
-                Err(e) => {
-                    tracing::error!(error = %e, "reconcile iteration failed");
-                    observer(LoopEvent::Failed(e));
-                }
-            }
-            if once {
-                return result.map(|_| ()).map_err(RunError::from);
-            }
-            if options.iterations.is_some_and(|n| count >= n) {
-                return Ok(());
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(options.interval) => {}
-                _ = shared.wake.notified() => observer(LoopEvent::Woken),
-                _ = shutdown_signal() => return Ok(()),
-            }
+        if once {
+            return result.map(|_| ()).map_err(RunError::from);
         }
-    })
+        if options.iterations.is_some_and(|n| count >= n) {
+            return Ok(());
+        }
+        let wait = next_wait(options.interval, failures, retry_after);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shared.wake.notified() => observer(LoopEvent::Woken),
+            _ = shutdown_signal() => return Ok(()),
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -346,4 +355,32 @@ async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 async fn hook(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     shared.wake.notify_one();
     (StatusCode::ACCEPTED, "reconcile scheduled\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    #[test]
+    fn waits_the_interval_without_failures() {
+        assert_eq!(next_wait(MINUTE, 0, None), MINUTE);
+    }
+
+    #[test]
+    fn backs_off_doubling_up_to_the_interval() {
+        let waits: Vec<u64> = (1..=8)
+            .map(|n| next_wait(MINUTE, n, None).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(next_wait(MINUTE, u32::MAX, None), MINUTE);
+    }
+
+    #[test]
+    fn a_retry_after_from_the_fleet_wins_below_the_interval() {
+        let five = std::time::Duration::from_secs(5);
+        assert_eq!(next_wait(MINUTE, 1, Some(five)), five);
+        assert_eq!(next_wait(MINUTE, 1, Some(MINUTE * 2)), MINUTE);
+    }
 }

@@ -334,6 +334,30 @@ fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
+/// The executor's values live in the state's `executor` table, so they are
+/// written in the same database as the reconciler's records.
+impl exec::KeyValue for Store {
+    fn entries(&self, prefix: &str) -> Result<BTreeMap<String, String>, exec::KvError> {
+        let mut all = self
+            .executor_values()
+            .map_err(|e| exec::KvError(e.to_string()))?;
+        all.retain(|key, _| key.starts_with(prefix));
+        Ok(all)
+    }
+
+    fn write(&self, changes: &[(String, Option<String>)]) -> Result<(), exec::KvError> {
+        let mut batch = Batch::default();
+        for (key, value) in changes {
+            match value {
+                Some(v) => batch.executor_put.push((key.clone(), v.clone())),
+                None => batch.executor_remove.push(key.clone()),
+            }
+        }
+        self.commit(&batch)
+            .map_err(|e| exec::KvError(e.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,28 +49,7 @@ impl Phase {
     }
 }
 
-/// Why gitfleet is stopping a running job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StopKind {
-    /// Preempted for another job: it becomes pending again once stopped.
-    Preempt,
-    /// Past its time limit: it ends.
-    Terminate,
-    /// Removed from Git: it ends.
-    Cancel,
-}
-
-impl StopKind {
-    /// Lower-case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopKind::Preempt => "preempt",
-            StopKind::Terminate => "terminate",
-            StopKind::Cancel => "cancel",
-        }
-    }
-}
+pub use exec::StopKind;
 
 /// Everything known about one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

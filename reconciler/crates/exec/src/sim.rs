@@ -5,18 +5,20 @@
 //! after a provisioning delay. Its nodes are kept in the state store, so a
 //! restarted reconciler finds the same fleet.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
-use crate::state::{Batch, StopKind, Store};
+use crate::{
+    ActionContext, Capabilities, Event, ExecError, Executor, JobView, KeyValue, Observation,
+    Outcome, StopKind, busy_nodes,
+};
+use ::sim::SIM_DURATION_ANNOTATION;
 use model::observed::{ObservedNode, Timestamp, derive_inventory, pool_node};
 use model::plan::Action;
 use model::spec::{Duration, Fleet, NodePoolSpec};
 use model::time::after;
-use sim::SIM_DURATION_ANNOTATION;
 
 /// The annotation that sets a simulated job's exit code (default 0).
 pub const SIM_EXIT_CODE_ANNOTATION: &str = "gitfleet/sim-exit-code";
@@ -39,7 +41,7 @@ struct SimNode {
 /// The virtual fleet.
 #[derive(Debug)]
 pub struct SimExecutor {
-    store: Arc<Store>,
+    store: Arc<dyn KeyValue>,
     nodes: BTreeMap<String, SimNode>,
     pools: BTreeMap<String, NodePoolSpec>,
     seed: Option<Vec<ObservedNode>>,
@@ -49,20 +51,17 @@ pub struct SimExecutor {
 impl SimExecutor {
     /// Opens the virtual fleet kept in `store`. When the store has none yet,
     /// it is made from `seed` (an observed-state file's nodes) or, without
-    /// one, from the pools on the first [`SimExecutor::sync_fleet`].
+    /// one, from the pools on the first [`SimExecutor::adopt_fleet`].
     pub fn open(
-        store: Arc<Store>,
+        store: Arc<dyn KeyValue>,
         seed: Option<Vec<ObservedNode>>,
         provision_delay: Duration,
     ) -> Result<Self, ExecError> {
         let mut nodes = BTreeMap::new();
-        for (key, value) in store.executor_values()? {
+        for (key, value) in store.entries(NODE_PREFIX)? {
             if let Some(name) = key.strip_prefix(NODE_PREFIX) {
                 let node: SimNode = serde_json::from_str(&value).map_err(|e| {
-                    ExecError::Inventory(format!(
-                        "sim node {name} in {}: {e}",
-                        store.path().display()
-                    ))
+                    ExecError::Inventory(format!("sim node {name} in the state: {e}"))
                 })?;
                 nodes.insert(name.to_string(), node);
             }
@@ -77,17 +76,20 @@ impl SimExecutor {
     }
 
     fn save(&self, names: &[&str]) -> Result<(), ExecError> {
-        let mut batch = Batch::default();
-        for name in names {
-            match self.nodes.get(*name) {
-                Some(node) => batch.executor_put.push((
-                    format!("{NODE_PREFIX}{name}"),
-                    serde_json::to_string(node).unwrap_or_default(),
-                )),
-                None => batch.executor_remove.push(format!("{NODE_PREFIX}{name}")),
-            }
+        let changes: Vec<(String, Option<String>)> = names
+            .iter()
+            .map(|name| {
+                let value = self
+                    .nodes
+                    .get(*name)
+                    .map(|node| serde_json::to_string(node).unwrap_or_default());
+                (format!("{NODE_PREFIX}{name}"), value)
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
         }
-        self.store.commit(&batch)?;
+        self.store.write(&changes)?;
         Ok(())
     }
 
@@ -166,7 +168,7 @@ impl SimExecutor {
     /// Gives the executor the desired fleet: the pools it scales, and (on a
     /// new state without an observed file) the derived inventory as its
     /// first nodes.
-    pub fn set_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
+    pub fn adopt_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
         self.pools = fleet
             .pools
             .iter()
@@ -195,19 +197,12 @@ impl SimExecutor {
     }
 }
 
-impl Executor for SimExecutor {
-    fn name(&self) -> &'static str {
-        "sim"
-    }
-
-    fn set_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
-        SimExecutor::set_fleet(self, fleet)
-    }
-
-    fn nodes(
+impl SimExecutor {
+    /// Nodes ready at `now`, with `idleSince` kept for the nodes not in `busy`.
+    fn ready_nodes(
         &mut self,
         now: Timestamp,
-        busy: &BTreeSet<&str>,
+        busy: &[&str],
     ) -> Result<Vec<ObservedNode>, ExecError> {
         let mut changed = Vec::new();
         for (name, sim) in &mut self.nodes {
@@ -215,7 +210,7 @@ impl Executor for SimExecutor {
                 sim.ready_at = None;
                 changed.push(name.clone());
             }
-            let idle = !busy.contains(name.as_str());
+            let idle = !busy.contains(&name.as_str());
             if !idle && sim.node.idle_since.is_some() {
                 sim.node.idle_since = None;
                 changed.push(name.clone());
@@ -235,28 +230,24 @@ impl Executor for SimExecutor {
             .collect())
     }
 
-    fn poll(
-        &mut self,
-        now: Timestamp,
-        running: &[RunningView<'_>],
-    ) -> Result<Vec<Event>, ExecError> {
+    /// What the running jobs did by `now`.
+    fn events(now: Timestamp, running: &[JobView<'_>]) -> Vec<Event> {
         let mut events = Vec::new();
         for view in running {
-            let record = view.record;
-            if let Some(stop) = &record.stopping {
+            if let Some(stop) = &view.stop {
                 let ends = match stop.kind {
                     StopKind::Preempt => after(stop.since, view.grace),
                     StopKind::Terminate | StopKind::Cancel => stop.since,
                 };
                 if ends <= now {
                     events.push(Event::Stopped {
-                        job: record.job.clone(),
+                        job: view.job.to_string(),
                         at: ends,
                     });
                     continue;
                 }
             }
-            let Some(started) = record.started else {
+            let Some(started) = view.started else {
                 continue;
             };
             let Some(spec) = view.spec else { continue };
@@ -268,7 +259,7 @@ impl Executor for SimExecutor {
                 .or(spec.spec.time_limit);
             if let Some(d) = duration
                 && after(started, d) <= now
-                && record.stopping.is_none()
+                && view.stop.is_none()
             {
                 let exit_code = spec
                     .metadata
@@ -277,32 +268,16 @@ impl Executor for SimExecutor {
                     .and_then(|c| c.parse::<i32>().ok())
                     .unwrap_or(0);
                 events.push(Event::Exited {
-                    job: record.job.clone(),
+                    job: view.job.to_string(),
                     at: after(started, d),
                     exit_code: Some(exit_code),
                 });
             }
         }
-        Ok(events)
+        events
     }
 
-    fn already_done(&self, action: &Action) -> bool {
-        match action {
-            Action::Scale { pool, to, from, .. } if to > from => {
-                self.pool_nodes(pool).count() as u32 >= *to
-                    && self.pool_nodes(pool).any(|n| n.ready_at.is_some())
-            }
-            Action::Drain { node, .. } => self.nodes.get(node).is_some_and(|n| n.drained),
-            _ => false,
-        }
-    }
-
-    fn execute(
-        &mut self,
-        action: &Action,
-        _ctx: &ActionContext<'_>,
-        now: Timestamp,
-    ) -> Result<Outcome, ExecError> {
+    fn execute_now(&mut self, action: &Action, now: Timestamp) -> Result<Outcome, ExecError> {
         match action {
             Action::Place { placement, job, .. } => {
                 for p in placement {
@@ -335,10 +310,64 @@ impl Executor for SimExecutor {
     }
 }
 
+impl Executor for SimExecutor {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scales_pools: true,
+            grace_periods: true,
+            exit_codes: true,
+        }
+    }
+
+    async fn set_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
+        self.adopt_fleet(fleet)
+    }
+
+    async fn observe(
+        &mut self,
+        now: Timestamp,
+        running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
+        let events = Self::events(now, running);
+        let nodes = self.ready_nodes(now, &busy_nodes(running, &events))?;
+        Ok(Observation { events, nodes })
+    }
+
+    fn already_done(&self, action: &Action) -> bool {
+        match action {
+            Action::Scale { pool, to, from, .. } if to > from => {
+                self.pool_nodes(pool).count() as u32 >= *to
+                    && self.pool_nodes(pool).any(|n| n.ready_at.is_some())
+            }
+            Action::Drain { node, .. } => self.nodes.get(node).is_some_and(|n| n.drained),
+            _ => false,
+        }
+    }
+
+    async fn execute(
+        &mut self,
+        action: &Action,
+        _ctx: &ActionContext<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        self.execute_now(action, now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MemoryKv;
+    use futures_executor::block_on;
     use load::{SourceFile, load_fleet};
+
+    fn nodes(sim: &mut SimExecutor, now: Timestamp) -> Vec<ObservedNode> {
+        block_on(sim.observe(now, &[])).unwrap().nodes
+    }
 
     fn t(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -353,12 +382,11 @@ mod tests {
 
     #[test]
     fn seeds_from_pools_and_persists_nodes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
         let mut sim = SimExecutor::open(store.clone(), None, Duration::ZERO).unwrap();
-        sim.set_fleet(&fleet()).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
         let now = t("2026-11-21T10:00:00Z");
-        let nodes = sim.nodes(now, &BTreeSet::new()).unwrap();
+        let nodes = nodes(&mut sim, now);
         assert_eq!(nodes.len(), 2);
         drop(sim);
         let again = SimExecutor::open(store, None, Duration::ZERO).unwrap();
@@ -367,11 +395,10 @@ mod tests {
 
     #[test]
     fn scale_up_waits_for_provisioning() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let store = Arc::new(MemoryKv::default());
         let delay: Duration = "5m".parse().unwrap();
         let mut sim = SimExecutor::open(store, None, delay).unwrap();
-        sim.set_fleet(&fleet()).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
         let now = t("2026-11-21T10:00:00Z");
         let action = Action::Scale {
             pool: "p".into(),
@@ -382,16 +409,16 @@ mod tests {
         };
         let ctx = ActionContext {
             spec: None,
-            record: None,
+            attempt: None,
             grace: Duration::ZERO,
             revision: "r",
         };
         assert!(!sim.already_done(&action));
-        sim.execute(&action, &ctx, now).unwrap();
+        block_on(sim.execute(&action, &ctx, now)).unwrap();
         assert!(sim.already_done(&action), "a second scale is not needed");
-        assert_eq!(sim.nodes(now, &BTreeSet::new()).unwrap().len(), 2);
+        assert_eq!(nodes(&mut sim, now).len(), 2);
         let later = t("2026-11-21T10:05:00Z");
-        assert_eq!(sim.nodes(later, &BTreeSet::new()).unwrap().len(), 4);
+        assert_eq!(nodes(&mut sim, later).len(), 4);
         let down = Action::Scale {
             pool: "p".into(),
             from: 4,
@@ -399,13 +426,8 @@ mod tests {
             reason: String::new(),
             nodes: vec!["p-1".into()],
         };
-        sim.execute(&down, &ctx, later).unwrap();
-        let names: Vec<String> = sim
-            .nodes(later, &BTreeSet::new())
-            .unwrap()
-            .into_iter()
-            .map(|n| n.name)
-            .collect();
+        block_on(sim.execute(&down, &ctx, later)).unwrap();
+        let names: Vec<String> = nodes(&mut sim, later).into_iter().map(|n| n.name).collect();
         assert_eq!(names, ["p-0", "p-2"], "named node first, then the newest");
     }
 }

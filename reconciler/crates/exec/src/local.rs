@@ -22,7 +22,7 @@
 //!   pid is never signalled.
 //! - Time limits are not enforced here: the engine plans `terminate`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener};
@@ -36,7 +36,10 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
-use super::{ActionContext, Event, ExecError, Executor, Outcome, RunningView};
+use crate::{
+    ActionContext, Capabilities, Event, ExecError, Executor, JobView, Observation, Outcome,
+    busy_nodes,
+};
 use model::observed::{NodeGpus, ObservedNode, Timestamp};
 use model::plan::Action;
 use model::spec::{JobSpec, Object, is_dns_label};
@@ -102,7 +105,7 @@ struct StopState {
 #[serde(rename_all = "camelCase")]
 struct JobFile {
     job: String,
-    /// Which placement of the job this is (see [`attempt_of`]).
+    /// Which placement of the job this is ([`ActionContext::attempt`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     attempt: Option<String>,
     master_port: u16,
@@ -208,14 +211,6 @@ fn signal_group(pid: i32, signal: Signal) {
     {
         tracing::warn!(pid, %signal, error = %e, "cannot signal process group");
     }
-}
-
-/// Identifies one placement of a job: a job placed again after a preemption
-/// has another `first_seen` and preemption count, so its old `pids.json` is
-/// not taken for the new start.
-fn attempt_of(ctx: &ActionContext<'_>) -> Option<String> {
-    ctx.record
-        .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions))
 }
 
 /// The job's rendezvous port: derived from its name (FNV-1a) in
@@ -448,7 +443,7 @@ impl LocalExecutor {
                 here.join(", ")
             )));
         }
-        let attempt = attempt_of(ctx);
+        let attempt = ctx.attempt.clone();
         let mut file = match self.load("place", job)? {
             // Carried out again after a crash: adopt what was started.
             Some(file) if file.attempt == attempt && file.same_placement(placement) => file,
@@ -532,16 +527,11 @@ impl LocalExecutor {
     }
 
     /// Checks one job the reconciler thinks runs; returns its event, if it ended.
-    fn poll_job(
-        &mut self,
-        view: &RunningView<'_>,
-        now: Timestamp,
-    ) -> Result<Option<Event>, ExecError> {
-        let record = view.record;
-        let job = record.job.as_str();
+    fn poll_job(&mut self, view: &JobView<'_>, now: Timestamp) -> Result<Option<Event>, ExecError> {
+        let job = view.job;
         let Some(mut file) = self.load("poll", job)? else {
             tracing::warn!(job, dir = %self.dir.display(), "no record of the job's processes: reported gone");
-            return Ok(Some(match record.stopping {
+            return Ok(Some(match view.stop {
                 Some(_) => Event::Stopped {
                     job: job.to_string(),
                     at: now,
@@ -556,7 +546,7 @@ impl LocalExecutor {
         let mut changed = Self::refresh(&mut file, now);
         let alive = file.alive().next().is_some();
         if alive {
-            if let (Some(stopping), None) = (&record.stopping, &file.stop) {
+            if let (Some(stopping), None) = (&view.stop, &file.stop) {
                 // The reconciler asked for a stop this executor has no record of.
                 file.stop = Some(StopState {
                     since: stopping.since,
@@ -589,7 +579,7 @@ impl LocalExecutor {
             .filter_map(|r| r.exit.map(|e| e.at))
             .max()
             .unwrap_or(now);
-        if record.stopping.is_some() {
+        if view.stop.is_some() {
             return Ok(Some(Event::Stopped {
                 job: job.to_string(),
                 at,
@@ -621,32 +611,38 @@ impl Executor for LocalExecutor {
         "local"
     }
 
-    fn nodes(
-        &mut self,
-        now: Timestamp,
-        busy: &BTreeSet<&str>,
-    ) -> Result<Vec<ObservedNode>, ExecError> {
-        for (name, local) in &mut self.nodes {
-            if busy.contains(name.as_str()) {
-                local.node.idle_since = None;
-            } else if local.node.idle_since.is_none() {
-                local.node.idle_since = Some(now);
-            }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scales_pools: false,
+            grace_periods: true,
+            exit_codes: true,
         }
-        Ok(self.nodes.values().map(|n| n.node.clone()).collect())
     }
 
-    fn poll(
+    async fn set_fleet(&mut self, _fleet: &model::spec::Fleet) -> Result<(), ExecError> {
+        Ok(())
+    }
+
+    async fn observe(
         &mut self,
         now: Timestamp,
-        running: &[RunningView<'_>],
-    ) -> Result<Vec<Event>, ExecError> {
+        running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
         self.reap_orphans();
         let mut events = Vec::new();
         for view in running {
             events.extend(self.poll_job(view, now)?);
         }
-        Ok(events)
+        let busy = busy_nodes(running, &events);
+        for (name, local) in &mut self.nodes {
+            if busy.contains(&name.as_str()) {
+                local.node.idle_since = None;
+            } else if local.node.idle_since.is_none() {
+                local.node.idle_since = Some(now);
+            }
+        }
+        let nodes = self.nodes.values().map(|n| n.node.clone()).collect();
+        Ok(Observation { events, nodes })
     }
 
     fn already_done(&self, action: &Action) -> bool {
@@ -656,7 +652,7 @@ impl Executor for LocalExecutor {
         }
     }
 
-    fn execute(
+    async fn execute(
         &mut self,
         action: &Action,
         ctx: &ActionContext<'_>,
