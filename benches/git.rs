@@ -7,6 +7,8 @@
 //! `git add` and `git commit`; when the `git` command is installed a packed
 //! copy (as after a clone or `git gc`) is measured too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

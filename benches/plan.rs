@@ -9,6 +9,8 @@
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

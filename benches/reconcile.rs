@@ -7,6 +7,8 @@
 //!
 //! Medians of many iterations; the state (redb) is on the temporary disk.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use futures_executor::block_on;
 use std::path::Path;
 use std::process::Command;

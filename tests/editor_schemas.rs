@@ -8,6 +8,8 @@
 //! the test is skipped, unless `GITFLEET_REQUIRE_EDITOR_TEST=1` (CI) makes that a
 //! failure.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::Path;
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! `gitfleet explain JOB`: status, quota arithmetic, node verdicts and
 //! fair-share position, checked on the plan scenario repos.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::Path;
 use std::process::Command;
 

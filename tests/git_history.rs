@@ -1,6 +1,8 @@
 //! `gitfleet history`: who changed what and when, as semantic diffs, across
 //! renames and invalid commits.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 mod git_support;
 
 use git_support::{QUEUES, TestRepo, fleet_repo, gitfleet, pull_request};

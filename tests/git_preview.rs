@@ -1,6 +1,8 @@
 //! `gitfleet plan --base BASE --rev HEAD`: the pull-request preview, against
 //! throwaway repositories (see `git_support`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 mod git_support;
 
 use git_support::{fleet_repo, gitfleet, pull_request};

@@ -1,6 +1,8 @@
 //! `validate --rev` and `plan --rev`: specs read from Git objects (no
 //! checkout), from a subdirectory, a bare repository and a worktree.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 mod git_support;
 
 use git_support::{fleet_repo, gitfleet, pull_request};

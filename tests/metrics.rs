@@ -2,6 +2,8 @@
 //! `promtool check metrics` when installed; CI installs it), /healthz,
 //! /status, and POST /hooks/git waking the loop for a new commit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

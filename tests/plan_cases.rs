@@ -20,6 +20,8 @@
 //! the normal run skips them. `cargo test --test plan_cases -- --ignored`
 //! checks them (it fails until the engine is fixed; then move the case over).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -15,6 +15,8 @@
 //!
 //! A last test checks that `examples/fleet` carries the same policies as the pack.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};

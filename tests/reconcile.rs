@@ -1,6 +1,8 @@
 //! The reconcile loop end to end: throwaway Git repositories, the real
 //! binary, the sim executor, the state read back from the embedded database.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

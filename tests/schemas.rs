@@ -1,5 +1,7 @@
 //! The committed JSON Schemas must equal the ones generated from the Rust types.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::process::Command;
 
 #[test]

@@ -6,6 +6,8 @@
 //! `repo/`, followed by a last line `exit N`. Set `GITFLEET_BLESS=1` to
 //! rewrite the expected files from the current output (then review the diff).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! Drift between the declared pools and the observed nodes (DESIGN.md §3),
 //! each with the action the plan takes about it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use reconciler::drift::detect;
 use reconciler::load::parse_observed;
 use reconciler::load::{SourceFile, load_fleet};

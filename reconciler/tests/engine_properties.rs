@@ -9,6 +9,8 @@
 //! that CI is reproducible; set `PROPTEST_RNG_SEED=<u64>` to explore others.
 //! A failure prints the shrunk fleet and observed state, and the plan.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};

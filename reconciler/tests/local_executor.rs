@@ -1,6 +1,8 @@
 //! The `local` executor with real child processes (`sh`, `sleep`): start,
 //! environment, exit codes, stops with a grace period, adoption after a crash.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant};

@@ -2,6 +2,8 @@
 //! observed state for 100 rounds on an unchanged repository, the fleet
 //! settles and no job is preempted twice.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

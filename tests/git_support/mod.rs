@@ -2,6 +2,7 @@
 //! into a work tree and committed with git2 under a fixed author and clock,
 //! so commit ids (and so the expected outputs) are the same on every run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

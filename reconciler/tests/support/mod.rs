@@ -8,6 +8,7 @@
 //! actions become running jobs; then some GPUs fail, some jobs leave Git,
 //! some runs are being preempted, idle nodes get `idleSince`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::collections::{BTreeMap, BTreeSet};
