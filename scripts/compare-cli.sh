@@ -194,6 +194,25 @@ compare "gitfleet ${reconcile[*]}"
 for o in text json markdown; do
   same "$ROOT" status --state "$WORK/state-old" -o "$o"
 done
+# The loop through a change of the throwaway repository: a pool's new
+# minimum (scale) and removed jobs (cancel).
+loop=(reconcile fleet --listen off)
+checks=$((checks + 1))
+run "$OLD" "$WORK/old" "$repo" "${loop[@]}" --branch HEAD~3 --once --now "$NOW" --state "$WORK/loop-old"
+run "$NEW" "$WORK/new" "$repo" "${loop[@]}" --branch HEAD~3 --once --now "$NOW" --state "$WORK/loop-new"
+mask "$WORK/old.stdout"
+mask "$WORK/new.stdout"
+compare "gitfleet ${loop[*]} --branch HEAD~3 --once"
+checks=$((checks + 1))
+run "$OLD" "$WORK/old" "$repo" "${loop[@]}" --branch HEAD~1 --iterations 3 --sim-step 10m --interval 1s --state "$WORK/loop-old"
+run "$NEW" "$WORK/new" "$repo" "${loop[@]}" --branch HEAD~1 --iterations 3 --sim-step 10m --interval 1s --state "$WORK/loop-new"
+mask "$WORK/old.stdout"
+mask "$WORK/new.stdout"
+grep -q "scale h100-cloud 0 → 2" "$WORK/new.stdout" || echo "(no scale line)" >>"$WORK/new.stdout"
+compare "gitfleet ${loop[*]} --branch HEAD~1 --iterations 3"
+for o in text json; do
+  same "$ROOT" status --state "$WORK/loop-old" -o "$o"
+done
 same "$ROOT" status --state "$WORK/no-state"
 for o in text markdown json; do
   same "$ROOT" apply examples/fleet --now "$NOW" --auto-approve --state @STATE@ -o "$o"

@@ -12,6 +12,7 @@ use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::exec::Executor;
 use reconciler::exec::sim::SimExecutor;
 use reconciler::observed::{ObservedState, Timestamp};
+use reconciler::plan::Wording;
 use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, SimClock, WallClock, run_loop};
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
@@ -349,13 +350,7 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
         }
     }
     for done in &iteration.executed {
-        let subject = match &done.action {
-            reconciler::plan::Action::Scale { pool, from, to, .. } => {
-                format!("{pool} {from} → {to}")
-            }
-            reconciler::plan::Action::Drain { node, .. } => node.clone(),
-            other => other.job().unwrap_or_default().to_string(),
-        };
+        let subject = done.action.describe(Wording::Subject);
         match &done.result {
             ActionResult::Applied(_) => println!("{time}   {} {subject}", done.action.kind()),
             ActionResult::Failed(e) => {
