@@ -12,7 +12,7 @@ impl Render for Explanation {
         explanation_text(self)
     }
 
-    fn json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
     }
 }

@@ -45,7 +45,7 @@ impl Render for HistoryReport {
         Err(miette!("history prints text or json, not markdown"))
     }
 
-    fn json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
         let doc = serde_json::json!({
             "format_version": 1,
             "path": self.path,

@@ -35,12 +35,12 @@ pub trait Render {
     }
 
     /// Pretty-printed JSON, streamed to `out` (without the final newline).
-    fn json(&self, out: &mut dyn Write) -> serde_json::Result<()>;
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()>;
 }
 
-/// Prints `value` to stdout in `format`. JSON is streamed through a buffer:
-/// a large fleet's plan is tens of MB of it.
-pub fn emit(value: &dyn Render, format: OutputFormat) -> Result<()> {
+/// Prints `value` to stdout in `format`. JSON is streamed through a buffer
+/// (a large fleet's plan is tens of MB of it), statically dispatched.
+pub fn emit<R: Render>(value: &R, format: OutputFormat) -> Result<()> {
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match format {
         OutputFormat::Text => out.write_all(value.text().as_bytes()).into_diagnostic()?,

@@ -27,7 +27,7 @@ impl Render for PlanReport<'_> {
         Ok(plan_markdown(self.plan, self.source))
     }
 
-    fn json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self.plan)
     }
 }
@@ -41,7 +41,7 @@ impl Render for Preview {
         Ok(preview_markdown(self))
     }
 
-    fn json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
     }
 }
