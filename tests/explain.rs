@@ -3,9 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
 
+mod git_support;
+
 use std::path::Path;
 use std::process::Command;
 
+use git_support::{fleet_repo, gitfleet};
 use serde_json::Value;
 
 fn explain(case: &str, job: &str) -> (Value, i32) {
@@ -109,4 +112,37 @@ fn text_output_names_the_sections() {
     ] {
         assert!(text.contains(section), "missing {section:?} in:\n{text}");
     }
+}
+
+#[test]
+fn rev_explains_the_committed_specs_as_the_working_tree_does() {
+    let repo = fleet_repo();
+    let now = "2026-11-21T10:00:00Z";
+    let explain = |job: &str, output: &str, rev: Option<&str>| {
+        let mut args = vec!["explain", job, "fleet", "--now", now, "-o", output];
+        args.extend(rev.iter().flat_map(|r| ["--rev", r]));
+        gitfleet(repo.path(), &args)
+    };
+    let mut at_head = Vec::new();
+    for job in ["nlp-a", "vision-b"] {
+        for output in ["text", "json"] {
+            let disk = explain(job, output, None);
+            let head = explain(job, output, Some("HEAD"));
+            assert_eq!(
+                (disk.code, head.code),
+                (0, 0),
+                "{}{}",
+                disk.stderr,
+                head.stderr
+            );
+            assert!(disk.stdout.contains(job), "{}", disk.stdout);
+            assert_eq!(disk.stdout, head.stdout, "{job} -o {output}");
+            at_head.push(head.stdout);
+        }
+    }
+    // The working tree changes; --rev HEAD still reads the commit.
+    repo.remove("fleet/jobs/vision.yaml");
+    let gone = explain("vision-b", "json", None);
+    assert_eq!(gone.code, 1, "{}", gone.stdout);
+    assert_eq!(explain("vision-b", "json", Some("HEAD")).stdout, at_head[3]);
 }

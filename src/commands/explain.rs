@@ -1,50 +1,52 @@
-//! `gitfleet explain JOB [PATH] [--observed F] [--now T] [-o text|json]`
+//! `gitfleet explain JOB [PATH] [--rev REV] [--observed F] [--now T] [-o text|json]`
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use miette::{IntoDiagnostic, Result};
+use miette::Result;
 use reconciler::engine::{PlanInput, explain};
-use reconciler::observed::derive_inventory;
-use reconciler::report::explanation_text;
 
-use super::plan::{read_observed, resolve_now};
-use super::{OutputFormat, load_valid_fleet};
+use super::args::{InputArgs, OutputArgs};
+use super::input::{self, Input};
+use crate::render::emit;
 
-pub fn run(
-    job: &str,
-    path: &Path,
-    observed: Option<&Path>,
-    now: Option<&str>,
-    output: OutputFormat,
-) -> Result<ExitCode> {
-    let Some(fleet) = load_valid_fleet(path)? else {
+/// Arguments of `gitfleet explain`.
+#[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("path", |a| a.help("The fleet repository")),
+    mut_arg("observed", |a| a.help("Observed state (YAML or JSON)")),
+    mut_arg("now", |a| a.help("Decision time (RFC 3339)")),
+    mut_arg("output", |a| a.help("Output format (text or json)")),
+)]
+pub struct Args {
+    /// The job's name.
+    pub job: String,
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Runs `gitfleet explain`; exits 1 for a job the fleet does not have.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let Some(Input {
+        fleet,
+        observed,
+        now,
+        revision,
+    }) = input::load(&args.input)?
+    else {
         return Ok(ExitCode::FAILURE);
     };
-    let observed = match observed {
-        Some(file) => match read_observed(file)? {
-            Some(state) => state,
-            None => return Ok(ExitCode::FAILURE),
-        },
-        None => derive_inventory(&fleet),
-    };
-    let now = resolve_now(now, &observed)?;
     let (_, explanation) = explain(
         &PlanInput {
             fleet: &fleet,
             observed: &observed,
             now,
-            revision: None,
+            revision: revision.as_deref(),
         },
-        job,
+        &args.job,
     );
-    match output {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&explanation).into_diagnostic()?
-        ),
-        OutputFormat::Text | OutputFormat::Markdown => print!("{}", explanation_text(&explanation)),
-    }
+    emit(&explanation, args.output.output)?;
     Ok(if explanation.status == "unknown" {
         ExitCode::FAILURE
     } else {

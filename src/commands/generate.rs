@@ -1,20 +1,63 @@
 //! `gitfleet generate`: write a synthetic fleet repository and observed state
 //! (for benchmarks and trying gitfleet at scale).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr};
 use reconciler::generate::{FleetSize, generate, settle};
 
-use super::plan::resolve_now;
+use super::input::resolve_now;
 
-pub fn run(size: FleetSize, out: &Path, now: Option<&str>, settled: bool) -> Result<ExitCode> {
-    let now = resolve_now(now, &Default::default())?;
+/// Arguments of `gitfleet generate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory to write into.
+    #[arg(long, default_value = "fleet-gen")]
+    pub out: PathBuf,
+    /// Nodes in all.
+    #[arg(long, default_value_t = 100)]
+    pub nodes: u32,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// Jobs left pending.
+    #[arg(long, default_value_t = 1000)]
+    pub pending: u32,
+    /// Jobs started before the snapshot (those that fit).
+    #[arg(long, default_value_t = 500)]
+    pub running: u32,
+    /// Leaf queues.
+    #[arg(long, default_value_t = 60)]
+    pub leaves: u32,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The snapshot's time (RFC 3339).
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Skip settling: every pending job that outranks a running one
+    /// preempts in the first plan (a worst case).
+    #[arg(long)]
+    pub storm: bool,
+}
+
+/// Runs `gitfleet generate`.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let size = FleetSize {
+        nodes: args.nodes,
+        gpus_per_node: args.gpus_per_node,
+        pending: args.pending,
+        running: args.running,
+        leaves: args.leaves,
+        seed: args.seed,
+    };
+    let now = resolve_now(args.now.as_deref(), &Default::default())?;
     let mut generated = generate(size, now);
-    if settled {
+    if !args.storm {
         settle(&mut generated, 2, now);
     }
+    let out: &Path = &args.out;
     let repo = out.join("repo");
     for (path, text) in &generated.files {
         let file = repo.join(path);

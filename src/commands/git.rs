@@ -1,5 +1,5 @@
-//! Specs read from Git (`--rev`, `--base`), shared by `plan`, `validate`
-//! and `history`.
+//! Specs read from Git (`--rev`, `--base`), shared by the input loader
+//! (`plan`, `explain`), `plan --base`, `validate` and `history`.
 
 use std::path::Path;
 

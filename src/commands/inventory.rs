@@ -28,7 +28,7 @@ pub enum DocFormat {
 /// `gitfleet inventory`: this host through NVML, as an observed-state document.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct InventoryArgs {
+pub struct Args {
     #[command(subcommand)]
     pub command: Option<InventoryCommand>,
     /// Output format.
@@ -80,7 +80,7 @@ pub enum InventoryCommand {
     },
 }
 
-pub fn run(args: &InventoryArgs) -> Result<ExitCode> {
+pub fn run(args: &Args) -> Result<ExitCode> {
     if let Some(InventoryCommand::Merge { files, output }) = &args.command {
         return run_merge(files, *output);
     }
@@ -100,7 +100,7 @@ pub fn run(args: &InventoryArgs) -> Result<ExitCode> {
     }
 }
 
-fn host_options(args: &InventoryArgs) -> Result<HostOptions> {
+fn host_options(args: &Args) -> Result<HostOptions> {
     let mut labels = BTreeMap::new();
     for pair in &args.labels {
         let Some((k, v)) = pair.split_once('=') else {
@@ -270,7 +270,7 @@ fn run_merge(files: &[PathBuf], format: DocFormat) -> Result<ExitCode> {
     let mut states = Vec::with_capacity(files.len());
     let mut invalid = false;
     for file in files {
-        match super::plan::read_observed(file)? {
+        match super::input::read_observed(file)? {
             Some(state) => states.push((file.display().to_string(), state)),
             None => invalid = true,
         }

@@ -1,165 +1,68 @@
 //! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F] [--now T] [-o text|markdown|json] [--detailed-exitcode]`
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use miette::{IntoDiagnostic, Result, WrapErr, miette};
-use reconciler::diag::Diagnostic;
+use miette::Result;
 use reconciler::engine::{PlanInput, plan};
-use reconciler::load::parse_observed;
-use reconciler::observed::{ObservedState, Timestamp, derive_inventory};
-use reconciler::plan::Plan;
-use reconciler::report::{plan_markdown, plan_text};
-use reconciler::spec::Fleet;
 
-use super::{OutputFormat, load_valid_fleet};
+use super::args::{AFTER_REV, InputArgs, OutputArgs};
+use super::input::{self, Input};
+use crate::render::{PlanReport, emit};
 
-/// Options of `gitfleet plan`.
-pub struct PlanArgs<'a> {
-    pub path: &'a Path,
-    pub observed: Option<&'a Path>,
-    pub now: Option<&'a str>,
-    pub output: OutputFormat,
+/// Arguments of `gitfleet plan`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Exit 2 when the plan has actions, 0 when it has none (with
+    /// --base: 2 when the change changes specs or plan).
+    #[arg(long)]
     pub detailed_exitcode: bool,
-    /// Read the specs from this Git revision instead of the directory.
-    pub rev: Option<&'a str>,
-    /// Preview the change from this revision to `rev` (default `HEAD`).
-    pub base: Option<&'a str>,
+    /// Preview a change: the spec diff BASE → REV (default HEAD), object
+    /// by object, and how the plan changes against the same observed state.
+    #[arg(long, value_name = "BASE", display_order = AFTER_REV)]
+    pub base: Option<String>,
 }
 
-pub fn run(args: &PlanArgs) -> Result<ExitCode> {
-    if let Some(base) = args.base {
+/// Runs `gitfleet plan` (with `--base`, the preview of a change).
+pub fn run(args: &Args) -> Result<ExitCode> {
+    if let Some(base) = &args.base {
         return super::preview::run(args, base);
     }
-    // The observed file is parsed on its own thread while the fleet loads:
-    // the load's single-threaded stretches leave a core free for it.
-    std::thread::scope(|scope| {
-        let observed_job = args
-            .observed
-            .map(|file| scope.spawn(move || parse_observed_file(file)));
-        let loaded = load_specs(args)?;
-        let observed = match observed_job {
-            Some(job) => job
-                .join()
-                .map_err(|_| miette!("reading the observed state failed"))?,
-            None => Ok(None),
-        };
-        let Some((fleet, revision)) = loaded else {
-            return Ok(ExitCode::FAILURE);
-        };
-        let observed = match observed? {
-            Some(Ok(state)) => state,
-            Some(Err(diags)) => {
-                for d in &diags {
-                    eprintln!("{d}");
-                }
-                return Ok(ExitCode::FAILURE);
-            }
-            None => derive_inventory(&fleet),
-        };
-        let code = plan_and_print(args, &fleet, &observed, revision.as_deref());
-        // The process ends next: handing a large fleet's allocations back one
-        // by one would only add time (~40 ms at 150k jobs).
-        std::mem::forget(fleet);
-        std::mem::forget(observed);
-        code
-    })
-}
-
-/// The valid fleet (and its commit with `--rev`); `None` when invalid (its
-/// problems are printed).
-fn load_specs(args: &PlanArgs) -> Result<Option<(Fleet, Option<String>)>> {
-    Ok(match args.rev {
-        Some(rev) => {
-            let source = super::git::open(args.path)?;
-            let specs = super::git::read_at(&source, rev)?;
-            let loaded = super::git::load_reporting(&specs, args.path);
-            if !loaded.is_valid() {
-                return Ok(None);
-            }
-            Some((loaded.fleet, Some(specs.commit)))
-        }
-        None => load_valid_fleet(args.path)?.map(|fleet| (fleet, None)),
-    })
-}
-
-fn plan_and_print(
-    args: &PlanArgs,
-    fleet: &Fleet,
-    observed: &ObservedState,
-    revision: Option<&str>,
-) -> Result<ExitCode> {
-    let now = resolve_now(args.now, observed)?;
-    let plan = plan(&PlanInput {
+    let Some(Input {
         fleet,
         observed,
         now,
         revision,
+    }) = input::load(&args.input)?
+    else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let plan = plan(&PlanInput {
+        fleet: &fleet,
+        observed: &observed,
+        now,
+        revision: revision.as_deref(),
     });
-    print_plan(&plan, args.output, &args.path.display().to_string())?;
+    let source = args.input.specs.path.display().to_string();
+    emit(
+        &PlanReport {
+            plan: &plan,
+            source: &source,
+        },
+        args.output.output,
+    )?;
     let code = if args.detailed_exitcode && !plan.actions.is_empty() {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     };
-    // As the fleet's: the process ends next.
+    // The process ends next: handing a large fleet's allocations back one by
+    // one would only add time (~40 ms at 150k jobs).
     std::mem::forget(plan);
+    std::mem::forget(fleet);
+    std::mem::forget(observed);
     Ok(code)
-}
-
-/// Reads and parses an observed-state file without printing: `Some(Err)`
-/// holds its problems.
-fn parse_observed_file(file: &Path) -> Result<Option<Result<ObservedState, Vec<Diagnostic>>>> {
-    let text = std::fs::read_to_string(file)
-        .into_diagnostic()
-        .wrap_err_with(|| format!("cannot read {}", file.display()))?;
-    Ok(Some(parse_observed(&file.display().to_string(), &text)))
-}
-
-/// Reads an observed-state file; prints its problems and returns `None` when invalid.
-pub fn read_observed(file: &Path) -> Result<Option<ObservedState>> {
-    let text = std::fs::read_to_string(file)
-        .into_diagnostic()
-        .wrap_err_with(|| format!("cannot read {}", file.display()))?;
-    match parse_observed(&file.display().to_string(), &text) {
-        Ok(state) => Ok(Some(state)),
-        Err(diags) => {
-            for d in &diags {
-                eprintln!("{d}");
-            }
-            Ok(None)
-        }
-    }
-}
-
-/// `--now`, else the observed state's time, else the clock (whole seconds).
-pub fn resolve_now(now: Option<&str>, observed: &ObservedState) -> Result<Timestamp> {
-    if let Some(text) = now {
-        return chrono::DateTime::parse_from_rfc3339(text)
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(|e| {
-                miette!("--now {text:?}: not an RFC 3339 time like 2026-11-21T10:00:00Z ({e})")
-            });
-    }
-    if let Some(t) = observed.time {
-        return Ok(t);
-    }
-    let now = chrono::Utc::now();
-    Ok(chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now))
-}
-
-fn print_plan(plan: &Plan, output: OutputFormat, source: &str) -> Result<()> {
-    match output {
-        OutputFormat::Json => {
-            // Streamed: a large fleet's plan is tens of MB of JSON.
-            use std::io::Write;
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            serde_json::to_writer_pretty(&mut out, plan).into_diagnostic()?;
-            writeln!(out).into_diagnostic()?;
-            out.flush().into_diagnostic()?;
-        }
-        OutputFormat::Text => print!("{}", plan_text(plan, source)),
-        OutputFormat::Markdown => print!("{}", plan_markdown(plan, source)),
-    }
-    Ok(())
 }

@@ -3,25 +3,24 @@
 
 use std::process::ExitCode;
 
-use miette::{IntoDiagnostic, Result};
+use miette::Result;
 use reconciler::engine::{PlanInput, plan};
 use reconciler::load::{Loaded, load_fleet};
 use reconciler::observed::derive_inventory;
 use reconciler::plan_diff::diff_plans;
-use reconciler::report::preview::{
-    MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision, preview_markdown, preview_text,
-};
+use reconciler::report::preview::{MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision};
 use reconciler::source::rev_label;
 use reconciler::specdiff::{DocSet, diff};
 
-use super::OutputFormat;
 use super::git::{SpecsAt, load_reporting, open, read_at};
-use super::plan::{PlanArgs, read_observed, resolve_now};
+use super::input;
+use crate::render::emit;
 
-/// Runs the preview of `args.base` → `args.rev` (default `HEAD`).
-pub fn run(args: &PlanArgs, base: &str) -> Result<ExitCode> {
-    let source = open(args.path)?;
-    let head_rev = args.rev.unwrap_or("HEAD");
+/// Runs the preview of `base` → `--rev` (default `HEAD`).
+pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
+    let specs = &args.input.specs;
+    let source = open(&specs.path)?;
+    let head_rev = specs.rev.as_deref().unwrap_or("HEAD");
     let base_specs = read_at(&source, base)?;
     let head_specs = read_at(&source, head_rev)?;
     let base_loaded = load_fleet(&base_specs.files);
@@ -32,21 +31,20 @@ pub fn run(args: &PlanArgs, base: &str) -> Result<ExitCode> {
             base_loaded.diagnostics.len()
         );
     }
-    let head_loaded = load_reporting(&head_specs, args.path);
+    let head_loaded = load_reporting(&head_specs, &specs.path);
     let spec = diff(
         &DocSet::from_files(&base_specs.files, Some(&rev_label(&base_specs.rev))),
         &DocSet::from_files(&head_specs.files, Some(&rev_label(&head_specs.rev))),
     );
     let plan_diff = if base_loaded.is_valid() && head_loaded.is_valid() {
-        let observed = match args.observed {
-            Some(file) => match read_observed(file)? {
-                Some(state) => state,
-                None => return Ok(ExitCode::FAILURE),
-            },
-            // the world before the change: the base revision's pools
-            None => derive_inventory(&base_loaded.fleet),
+        // the world before the change: the base revision's pools
+        let Some(observed) = input::observed_or(&args.input.observed, || {
+            derive_inventory(&base_loaded.fleet)
+        })?
+        else {
+            return Ok(ExitCode::FAILURE);
         };
-        let now = resolve_now(args.now, &observed)?;
+        let now = input::now(&args.input.time, &observed)?;
         let at = |loaded: &Loaded, specs: &SpecsAt| {
             plan(&PlanInput {
                 fleet: &loaded.fleet,
@@ -65,21 +63,14 @@ pub fn run(args: &PlanArgs, base: &str) -> Result<ExitCode> {
     let changed = spec.has_changes() || plan_diff.as_ref().is_some_and(|p| p.has_changes());
     let preview = Preview {
         format_version: PREVIEW_FORMAT_VERSION,
-        path: args.path.display().to_string(),
+        path: specs.path.display().to_string(),
         base: revision(&base_specs, &base_loaded),
         head: revision(&head_specs, &head_loaded),
         spec,
         plan: plan_diff,
         changed,
     };
-    match args.output {
-        OutputFormat::Text => print!("{}", preview_text(&preview)),
-        OutputFormat::Markdown => print!("{}", preview_markdown(&preview)),
-        OutputFormat::Json => {
-            let text = serde_json::to_string_pretty(&preview).into_diagnostic()?;
-            println!("{text}");
-        }
-    }
+    emit(&preview, args.output.output)?;
     Ok(if !preview.head.valid {
         ExitCode::FAILURE
     } else if args.detailed_exitcode && preview.changed {
@@ -89,6 +80,7 @@ pub fn run(args: &PlanArgs, base: &str) -> Result<ExitCode> {
     })
 }
 
+/// A revision's line in the preview: its commit and whether it validates.
 fn revision(specs: &SpecsAt, loaded: &Loaded) -> Revision {
     Revision {
         rev: specs.rev.clone(),

@@ -1,28 +1,24 @@
-//! `gitfleet reconcile` (the loop) and `gitfleet apply` (one iteration, plan
-//! shown first, as `terraform apply`).
+//! `gitfleet reconcile` (the loop), and the setup it shares with `apply`:
+//! the fleet source, the state, the executor and the clock.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::exec::sim::SimExecutor;
 use reconciler::observed::{ObservedState, Timestamp};
-use reconciler::reconcile::run::{
-    Clock, LoopEvent, LoopOptions, Shared, SimClock, WallClock, record, run_loop,
-};
+use reconciler::plan::Wording;
+use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, SimClock, WallClock, run_loop};
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
-use reconciler::report::{plan_markdown, plan_text};
 use reconciler::spec::Duration;
 use reconciler::state::Store;
 
-use super::OutputFormat;
-use super::plan::{read_observed, resolve_now};
+use super::input::{read_observed, resolve_now};
 use crate::executor::{AnyExecutor, runtime};
 
 /// Which executor carries out plans.
@@ -81,9 +77,9 @@ pub struct SourceArgs {
     pub provision_delay: Duration,
 }
 
-/// `gitfleet reconcile`.
+/// Arguments of `gitfleet reconcile`.
 #[derive(Debug, clap::Args)]
-pub struct ReconcileArgs {
+pub struct Args {
     #[command(flatten)]
     pub source: SourceArgs,
     /// Time between iterations.
@@ -102,19 +98,6 @@ pub struct ReconcileArgs {
     /// info for json: one `reconciled` record per iteration).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
-}
-
-/// `gitfleet apply`.
-#[derive(Debug, clap::Args)]
-pub struct ApplyArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
-    /// Carry the plan out without asking (required when not on a terminal).
-    #[arg(long)]
-    pub auto_approve: bool,
-    /// How the plan is shown.
-    #[arg(short, long, value_enum, default_value = "text")]
-    pub output: OutputFormat,
 }
 
 /// How logs are written.
@@ -151,12 +134,13 @@ fn kube_unavailable() -> miette::Report {
 }
 
 /// Everything an iteration needs, built from the arguments.
-struct Setup {
-    reconciler: Reconciler<AnyExecutor>,
-    clock: Box<dyn Clock>,
+pub(super) struct Setup {
+    pub(super) reconciler: Reconciler<AnyExecutor>,
+    pub(super) clock: Box<dyn Clock>,
 }
 
-fn setup(args: &SourceArgs) -> Result<Setup> {
+/// Builds the fleet source, the state, the executor and the clock.
+pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
     // Refused before the state directory is created.
     if args.executor == ExecutorKind::Kube {
         return Err(kube_unavailable());
@@ -268,8 +252,8 @@ fn sim_start(
     resolve_now(None, observed.unwrap_or(&ObservedState::default()))
 }
 
-/// `gitfleet reconcile`.
-pub fn run_reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
+/// Runs `gitfleet reconcile`.
+pub fn run(args: &Args) -> Result<ExitCode> {
     init_logging(args.log_format);
     let listen: Option<SocketAddr> =
         match args.listen.as_str() {
@@ -370,13 +354,7 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
         }
     }
     for done in &iteration.executed {
-        let subject = match &done.action {
-            reconciler::plan::Action::Scale { pool, from, to, .. } => {
-                format!("{pool} {from} → {to}")
-            }
-            reconciler::plan::Action::Drain { node, .. } => node.clone(),
-            other => other.job().unwrap_or_default().to_string(),
-        };
+        let subject = done.action.describe(Wording::Subject);
         match &done.result {
             ActionResult::Applied(_) => println!("{time}   {} {subject}", done.action.kind()),
             ActionResult::Failed(e) => {
@@ -404,118 +382,4 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
     if changed || !quiet || iteration.refused.is_some() {
         println!("{line}");
     }
-}
-
-/// `gitfleet apply`.
-pub fn run_apply(args: &ApplyArgs) -> Result<ExitCode> {
-    let Setup {
-        mut reconciler,
-        mut clock,
-    } = setup(&args.source)?;
-    let now = clock.now();
-    let started = Instant::now();
-    let runtime = runtime()?;
-    let prepared = runtime
-        .block_on(reconciler.prepare(now))
-        .into_diagnostic()?;
-    let iteration = &prepared.iteration;
-    if let Some((revision, diagnostics)) = &iteration.refused {
-        for d in diagnostics {
-            eprintln!("{d}");
-        }
-        return Err(miette!(
-            "revision {} is invalid; nothing applied (run `gitfleet validate`)",
-            revision.short()
-        ));
-    }
-    let Some(plan) = &iteration.plan else {
-        return Err(miette!("no valid fleet to apply"));
-    };
-    let source = args.source.path.display().to_string();
-    match args.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(plan).into_diagnostic()?),
-        OutputFormat::Text => print!("{}", plan_text(plan, &source)),
-        OutputFormat::Markdown => print!("{}", plan_markdown(plan, &source)),
-    }
-    let nothing_to_do = plan.actions.is_empty();
-    if !nothing_to_do && !args.auto_approve && !confirm()? {
-        println!("Apply cancelled.");
-        return Ok(ExitCode::FAILURE);
-    }
-    // Even with nothing to do, the iteration is recorded (revision, status).
-    let applied = runtime
-        .block_on(reconciler.apply(prepared))
-        .into_diagnostic()?;
-    record(
-        &reconciler,
-        &applied,
-        started,
-        &Shared::default(),
-        &args.source.state,
-    )
-    .into_diagnostic()?;
-    if nothing_to_do {
-        println!("Nothing to do.");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let failed = applied
-        .executed
-        .iter()
-        .filter(|e| matches!(e.result, ActionResult::Failed(_)))
-        .count();
-    for done in &applied.executed {
-        if let ActionResult::Failed(e) = &done.result {
-            eprintln!("error: {} failed: {e}", done.action.kind());
-        }
-    }
-    println!(
-        "Apply complete! {} action{} carried out, {failed} failed.",
-        applied.executed.len() - failed,
-        if applied.executed.len() - failed == 1 {
-            ""
-        } else {
-            "s"
-        }
-    );
-    Ok(if failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-/// Asks on the terminal, as `terraform apply` does.
-fn confirm() -> Result<bool> {
-    if !std::io::stdin().is_terminal() {
-        return Err(miette!(
-            "not on a terminal: pass --auto-approve to apply without confirmation"
-        ));
-    }
-    print!("\nDo you want to perform these actions? Only 'yes' will be accepted: ");
-    std::io::stdout().flush().into_diagnostic()?;
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .into_diagnostic()?;
-    Ok(answer.trim() == "yes")
-}
-
-/// `gitfleet status`.
-pub fn run_status(state: &Path, output: OutputFormat) -> Result<ExitCode> {
-    let status = Status::read(state).map_err(|e| {
-        miette!(
-            "no status in {}: {e} (run `gitfleet reconcile` or `gitfleet apply` with --state {} first)",
-            state.display(),
-            state.display()
-        )
-    })?;
-    match output {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&status).into_diagnostic()?
-        ),
-        OutputFormat::Text | OutputFormat::Markdown => print!("{}", status.to_text()),
-    }
-    Ok(ExitCode::SUCCESS)
 }

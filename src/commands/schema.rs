@@ -1,14 +1,27 @@
 //! `gitfleet schema [--out DIR] [--check]`
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr};
 use reconciler::spec::schema::all_schema_files;
 
-pub fn run(out: &Path, check: bool) -> Result<ExitCode> {
+/// Arguments of `gitfleet schema`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory to write `<kind>.schema.json` files into.
+    #[arg(long, default_value = "schemas")]
+    pub out: PathBuf,
+    /// Only compare with the files in `--out`; exit 1 when they differ.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `gitfleet schema`.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let out = &args.out;
     let files = all_schema_files();
-    if check {
+    if args.check {
         let stale: Vec<String> = files
             .iter()
             .filter(|(name, text)| {

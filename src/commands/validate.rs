@@ -1,14 +1,30 @@
 //! `gitfleet validate [PATH] [--rev REV]`
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result};
 use reconciler::load::{fs::read_fleet_dir, load_fleet};
 use reconciler::spec::Kind;
 
-pub fn run(path: &Path, rev: Option<&str>) -> Result<ExitCode> {
+use super::args::SpecArgs;
+
+/// Arguments of `gitfleet validate`.
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("rev", |a| a.help(
+    "Read the specs from this Git revision (a branch, tag, commit or `HEAD~1`) \
+     instead of the files on disk; PATH may be a subdirectory of the repository, \
+     a bare repository or a worktree"
+)))]
+pub struct Args {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+}
+
+/// Runs `gitfleet validate`: every problem as `FILE:LINE:COL: message` and a
+/// summary line on stdout; exits 1 when the fleet is invalid.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let SpecArgs { path, rev } = &args.specs;
     let (files, at) = match rev {
         Some(rev) => {
             let source = super::git::open(path)?;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use model::observed::NodeGpus;
-use model::plan::{Action, Plan, Summary, placement_short};
+use model::plan::{Action, Plan, Summary, Wording, placement_short};
 
 /// What one plan does with a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -329,30 +329,17 @@ fn job_outcomes(plan: &Plan) -> (BTreeMap<String, JobOutcome>, BTreeMap<String, 
     (outcomes, queues)
 }
 
-/// Scale and drain actions by `(action, target)`.
+/// Scale and drain actions by `(action, target)`: what each changes (a
+/// drain, its reason).
 fn target_actions(plan: &Plan) -> BTreeMap<(&'static str, String), String> {
     plan.actions
         .iter()
-        .filter_map(|a| match a {
-            Action::Scale {
-                pool,
-                from,
-                to,
-                nodes,
-                ..
-            } => {
-                let removed = if nodes.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (remove {})", nodes.join(", "))
-                };
-                Some((
-                    ("scale", pool.clone()),
-                    format!("{from} → {to} nodes{removed}"),
-                ))
-            }
-            Action::Drain { node, reason } => Some((("drain", node.clone()), reason.clone())),
-            _ => None,
+        .filter(|a| matches!(a, Action::Scale { .. } | Action::Drain { .. }))
+        .map(|a| {
+            (
+                (a.kind(), a.target().to_string()),
+                a.describe(Wording::Change),
+            )
         })
         .collect()
 }

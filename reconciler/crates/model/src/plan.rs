@@ -189,6 +189,126 @@ impl Action {
             Action::Scale { .. } | Action::Drain { .. } => None,
         }
     }
+
+    /// What the action acts on: the job, the pool (scale) or the node (drain).
+    pub fn target(&self) -> &str {
+        match self {
+            Action::Place { job, .. }
+            | Action::Preempt { job, .. }
+            | Action::Terminate { job, .. }
+            | Action::Cancel { job, .. } => job,
+            Action::Scale { pool, .. } => pool,
+            Action::Drain { node, .. } => node,
+        }
+    }
+
+    /// The plan's symbol for the action: `+` place, `-` preempt, `~` scale,
+    /// `!` drain, `x` terminate or cancel.
+    pub fn symbol(&self) -> &'static str {
+        match self {
+            Action::Place { .. } => "+",
+            Action::Preempt { .. } => "-",
+            Action::Scale { .. } => "~",
+            Action::Drain { .. } => "!",
+            Action::Terminate { .. } | Action::Cancel { .. } => "x",
+        }
+    }
+
+    /// The action in words, in the form `wording` names; the one place an
+    /// action is put into words (the verb is [`Action::kind`]).
+    pub fn describe(&self, wording: Wording) -> String {
+        match (self, wording) {
+            (Action::Scale { pool, from, to, .. }, Wording::Subject) => {
+                format!("{pool} {from} → {to}")
+            }
+            (_, Wording::Subject) => self.target().to_string(),
+            (
+                Action::Place {
+                    placement, reason, ..
+                },
+                Wording::Details,
+            ) => format!("on {} — {reason}", placement_short(placement)),
+            (
+                Action::Place {
+                    placement, reason, ..
+                },
+                Wording::Audit,
+            ) => format!("{} ({reason})", placement_short(placement)),
+            (Action::Place { placement, .. }, Wording::Change) => {
+                format!("on {}", placement_short(placement))
+            }
+            (
+                Action::Preempt {
+                    for_job, reason, ..
+                },
+                Wording::Details,
+            ) => format!("for {for_job} — {reason}"),
+            (
+                Action::Preempt {
+                    for_job, reason, ..
+                },
+                Wording::Audit,
+            ) => format!("for {for_job}: {reason}"),
+            (Action::Preempt { for_job, .. }, Wording::Change) => format!("for {for_job}"),
+            (
+                Action::Scale {
+                    from,
+                    to,
+                    reason,
+                    nodes,
+                    ..
+                },
+                Wording::Details,
+            ) => format!("{from} → {to} nodes{} — {reason}", removed(nodes)),
+            (
+                Action::Scale {
+                    from, to, reason, ..
+                },
+                Wording::Audit,
+            ) => format!("{from} → {to}: {reason}"),
+            (
+                Action::Scale {
+                    from, to, nodes, ..
+                },
+                Wording::Change,
+            ) => format!("{from} → {to} nodes{}", removed(nodes)),
+            (
+                Action::Drain { reason, .. }
+                | Action::Terminate { reason, .. }
+                | Action::Cancel { reason, .. },
+                Wording::Details | Wording::Audit | Wording::Change,
+            ) => reason.clone(),
+        }
+    }
+}
+
+/// The forms an action is put into words in ([`Action::describe`]). Drains,
+/// terminations and cancellations are their reason in every form but
+/// [`Wording::Subject`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wording {
+    /// After the verb and target in a plan (text, Markdown, `explain`):
+    /// `on n0[0-7] — reason`, `for b — reason`,
+    /// `2 → 4 nodes (remove n3) — reason`.
+    Details,
+    /// The audit log's detail: `n0[0-7] (reason)`, `for b: reason`,
+    /// `2 → 4: reason`.
+    Audit,
+    /// What changes, without the reason (plan diffs): `on n0[0-7]`,
+    /// `for b`, `2 → 4 nodes (remove n3)`.
+    Change,
+    /// After the verb on the reconcile loop's line: the job, the node, or
+    /// `pool 2 → 4`.
+    Subject,
+}
+
+/// ` (remove n3, n4)` for a scale-down that names its nodes.
+fn removed(nodes: &[String]) -> String {
+    if nodes.is_empty() {
+        String::new()
+    } else {
+        format!(" (remove {})", nodes.join(", "))
+    }
 }
 
 /// A job that stays pending.
@@ -264,4 +384,72 @@ fn ranges(values: &[u32]) -> String {
         i += 1;
     }
     out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(action: &Action) -> [String; 4] {
+        [
+            Wording::Details,
+            Wording::Audit,
+            Wording::Change,
+            Wording::Subject,
+        ]
+        .map(|w| action.describe(w))
+    }
+
+    #[test]
+    fn an_action_in_each_wording() {
+        let place = Action::Place {
+            job: "a".into(),
+            placement: vec![NodeGpus {
+                node: "n0".into(),
+                gpus: vec![0, 1, 2, 3],
+            }],
+            reason: "queue q: fits".into(),
+        };
+        assert_eq!(
+            words(&place),
+            [
+                "on n0[0-3] — queue q: fits",
+                "n0[0-3] (queue q: fits)",
+                "on n0[0-3]",
+                "a"
+            ]
+        );
+        let preempt = Action::Preempt {
+            job: "v".into(),
+            for_job: "a".into(),
+            reason: "r".into(),
+        };
+        assert_eq!(words(&preempt), ["for a — r", "for a: r", "for a", "v"]);
+        let scale = Action::Scale {
+            pool: "p".into(),
+            from: 4,
+            to: 2,
+            reason: "idle".into(),
+            nodes: vec!["n2".into(), "n3".into()],
+        };
+        assert_eq!(
+            words(&scale),
+            [
+                "4 → 2 nodes (remove n2, n3) — idle",
+                "4 → 2: idle",
+                "4 → 2 nodes (remove n2, n3)",
+                "p 4 → 2"
+            ]
+        );
+        let drain = Action::Drain {
+            node: "n1".into(),
+            reason: "GPU 3 unhealthy".into(),
+        };
+        assert_eq!(drain.describe(Wording::Details), "GPU 3 unhealthy");
+        assert_eq!(drain.describe(Wording::Subject), "n1");
+        assert_eq!(
+            (drain.symbol(), drain.kind(), drain.target()),
+            ("!", "drain", "n1")
+        );
+    }
 }

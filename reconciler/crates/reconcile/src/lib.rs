@@ -629,32 +629,8 @@ fn underway(action: &Action, record: Option<&JobRecord>, executor: &impl Executo
 }
 
 fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> AuditEntry {
-    let (subject, detail) = match action {
-        Action::Place {
-            job,
-            placement,
-            reason,
-        } => (
-            job.clone(),
-            format!("{} ({reason})", model::plan::placement_short(placement)),
-        ),
-        Action::Preempt {
-            job,
-            for_job,
-            reason,
-        } => (job.clone(), format!("for {for_job}: {reason}")),
-        Action::Scale {
-            pool,
-            from,
-            to,
-            reason,
-            ..
-        } => (pool.clone(), format!("{from} → {to}: {reason}")),
-        Action::Drain { node, reason } => (node.clone(), reason.clone()),
-        Action::Terminate { job, reason } | Action::Cancel { job, reason } => {
-            (job.clone(), reason.clone())
-        }
-    };
+    let subject = action.target().to_string();
+    let detail = action.describe(model::plan::Wording::Audit);
     let detail = if extra.is_empty() {
         detail
     } else {

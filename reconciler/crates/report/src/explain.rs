@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::describe;
 use engine::Explanation;
+use model::plan::Wording;
 
 /// The explanation for a terminal.
 pub fn explanation_text(x: &Explanation) -> String {
@@ -84,8 +84,14 @@ pub fn explanation_text(x: &Explanation) -> String {
     if !x.actions.is_empty() {
         let _ = writeln!(out, "\nPlan actions:");
         for a in &x.actions {
-            let (symbol, verb, target, details) = describe(a);
-            let _ = writeln!(out, "  {symbol} {verb} {target}  {details}");
+            let _ = writeln!(
+                out,
+                "  {} {} {}  {}",
+                a.symbol(),
+                a.kind(),
+                a.target(),
+                a.describe(Wording::Details)
+            );
         }
     }
     out

@@ -11,7 +11,7 @@ pub use markdown::plan_markdown;
 pub use text::plan_text;
 
 pub use model::plan::placement_short;
-use model::plan::{Action, Drift, Plan};
+use model::plan::{Drift, Plan};
 
 /// The one-line count of actions, e.g. `3 to place, 1 to preempt`.
 pub fn action_counts(plan: &Plan) -> String {
@@ -43,54 +43,6 @@ pub fn drift_target(d: &Drift) -> String {
         (Some(node), _) => format!("node {node}"),
         (None, Some(pool)) => format!("pool {pool}"),
         (None, None) => String::new(),
-    }
-}
-
-/// Symbol, verb, target and details of an action, shared by the renderers.
-pub fn describe(action: &Action) -> (&'static str, &'static str, String, String) {
-    match action {
-        Action::Place {
-            job,
-            placement,
-            reason,
-        } => (
-            "+",
-            "place",
-            job.clone(),
-            format!("on {} — {reason}", placement_short(placement)),
-        ),
-        Action::Preempt {
-            job,
-            for_job,
-            reason,
-        } => (
-            "-",
-            "preempt",
-            job.clone(),
-            format!("for {for_job} — {reason}"),
-        ),
-        Action::Scale {
-            pool,
-            from,
-            to,
-            reason,
-            nodes,
-        } => {
-            let removed = if nodes.is_empty() {
-                String::new()
-            } else {
-                format!(" (remove {})", nodes.join(", "))
-            };
-            (
-                "~",
-                "scale",
-                pool.clone(),
-                format!("{from} → {to} nodes{removed} — {reason}"),
-            )
-        }
-        Action::Drain { node, reason } => ("!", "drain", node.clone(), reason.clone()),
-        Action::Terminate { job, reason } => ("x", "terminate", job.clone(), reason.clone()),
-        Action::Cancel { job, reason } => ("x", "cancel", job.clone(), reason.clone()),
     }
 }
 

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::{action_counts, describe, drift_target};
-use model::plan::Plan;
+use super::{action_counts, drift_target};
+use model::plan::{Plan, Wording};
 
 /// The plan as Markdown: a summary line first, then tables of actions and
 /// pending jobs in collapsible blocks.
@@ -34,11 +34,13 @@ pub fn plan_markdown(plan: &Plan, source: &str) -> String {
         );
         let _ = writeln!(out, "| | action | target | details |\n|---|---|---|---|");
         for action in &plan.actions {
-            let (symbol, verb, target, details) = describe(action);
             let _ = writeln!(
                 out,
-                "| `{symbol}` | {verb} | `{target}` | {} |",
-                escape(&details)
+                "| `{}` | {} | `{}` | {} |",
+                action.symbol(),
+                action.kind(),
+                action.target(),
+                escape(&action.describe(Wording::Details))
             );
         }
         let _ = writeln!(out, "\n</details>\n");

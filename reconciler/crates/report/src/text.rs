@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::{action_counts, describe, drift_target};
-use model::plan::Plan;
+use super::{action_counts, drift_target};
+use model::plan::{Plan, Wording};
 
 /// The plan for a terminal: a legend, one line per action, pending jobs with
 /// their reasons, and a summary line.
@@ -25,12 +25,18 @@ pub fn plan_text(plan: &Plan, source: &str) -> String {
         let width = plan
             .actions
             .iter()
-            .map(|a| describe(a).2.len())
+            .map(|a| a.target().len())
             .max()
             .unwrap_or(0);
         for action in &plan.actions {
-            let (symbol, verb, target, details) = describe(action);
-            let _ = writeln!(out, "  {symbol} {verb:<9} {target:<width$}  {details}");
+            let _ = writeln!(
+                out,
+                "  {} {:<9} {:<width$}  {}",
+                action.symbol(),
+                action.kind(),
+                action.target(),
+                action.describe(Wording::Details)
+            );
         }
     }
     if !plan.drift.is_empty() {

@@ -1,0 +1,125 @@
+//! `gitfleet apply`: one reconcile iteration, the plan shown first and
+//! carried out when approved (as `terraform apply`).
+
+use crate::executor::runtime;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use miette::{IntoDiagnostic, Result, miette};
+use reconciler::reconcile::ActionResult;
+use reconciler::reconcile::run::{Shared, record};
+
+use super::args::OutputArgs;
+use super::reconcile::{Setup, SourceArgs, setup};
+use crate::render::{PlanReport, emit};
+
+/// Arguments of `gitfleet apply`.
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("output", |a| a.help("How the plan is shown")))]
+pub struct Args {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Carry the plan out without asking (required when not on a terminal).
+    #[arg(long)]
+    pub auto_approve: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Runs `gitfleet apply`.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let Setup {
+        mut reconciler,
+        mut clock,
+    } = setup(&args.source)?;
+    let now = clock.now();
+    let started = Instant::now();
+    let runtime = runtime()?;
+    let prepared = runtime
+        .block_on(reconciler.prepare(now))
+        .into_diagnostic()?;
+    let iteration = &prepared.iteration;
+    if let Some((revision, diagnostics)) = &iteration.refused {
+        for d in diagnostics {
+            eprintln!("{d}");
+        }
+        return Err(miette!(
+            "revision {} is invalid; nothing applied (run `gitfleet validate`)",
+            revision.short()
+        ));
+    }
+    let Some(plan) = &iteration.plan else {
+        return Err(miette!("no valid fleet to apply"));
+    };
+    let source = args.source.path.display().to_string();
+    emit(
+        &PlanReport {
+            plan,
+            source: &source,
+        },
+        args.output.output,
+    )?;
+    let nothing_to_do = plan.actions.is_empty();
+    if !nothing_to_do && !args.auto_approve && !confirm()? {
+        println!("Apply cancelled.");
+        return Ok(ExitCode::FAILURE);
+    }
+    // Even with nothing to do, the iteration is recorded (revision, status).
+    let applied = runtime
+        .block_on(reconciler.apply(prepared))
+        .into_diagnostic()?;
+    record(
+        &reconciler,
+        &applied,
+        started,
+        &Shared::default(),
+        &args.source.state,
+    )
+    .into_diagnostic()?;
+    if nothing_to_do {
+        println!("Nothing to do.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let failed = applied
+        .executed
+        .iter()
+        .filter(|e| matches!(e.result, ActionResult::Failed(_)))
+        .count();
+    for done in &applied.executed {
+        if let ActionResult::Failed(e) = &done.result {
+            eprintln!("error: {} failed: {e}", done.action.kind());
+        }
+    }
+    println!(
+        "Apply complete! {} action{} carried out, {failed} failed.",
+        applied.executed.len() - failed,
+        if applied.executed.len() - failed == 1 {
+            ""
+        } else {
+            "s"
+        }
+    );
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Asks on the terminal, as `terraform apply` does.
+fn confirm() -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Err(miette!(
+            "not on a terminal: pass --auto-approve to apply without confirmation"
+        ));
+    }
+    print!("\nDo you want to perform these actions? Only 'yes' will be accepted: ");
+    std::io::stdout().flush().into_diagnostic()?;
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .into_diagnostic()?;
+    Ok(answer.trim() == "yes")
+}

@@ -1,0 +1,63 @@
+//! Argument groups shared by several commands, flattened into their `Args`
+//! with `#[command(flatten)]`. A command whose help says something more
+//! precise about an argument rewords it with `mut_arg` on its own `Args`.
+
+use std::path::PathBuf;
+
+use crate::render::OutputFormat;
+
+/// `--rev` is listed after a command's own options (as `plan` always listed
+/// it); an option meant to follow it takes [`AFTER_REV`].
+const REV_ORDER: usize = 100;
+
+/// The display order of an option listed right after `--rev`.
+pub const AFTER_REV: usize = REV_ORDER + 1;
+
+/// The specs: a fleet repository on disk, or its files at a Git revision.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SpecArgs {
+    /// The fleet repository (a directory or a single YAML file).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Read the specs from this Git revision instead of the files on
+    /// disk; PATH may be a subdirectory of the repository, a bare
+    /// repository or a worktree.
+    #[arg(long, value_name = "REV", display_order = REV_ORDER)]
+    pub rev: Option<String>,
+}
+
+/// The observed state of the fleet.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ObservedArgs {
+    /// Observed state (YAML or JSON); without it the inventory is derived from the pools.
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
+}
+
+/// The decision time.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TimeArgs {
+    /// Decision time (RFC 3339); default: the observed state's time, else now.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+}
+
+/// Everything a plan is computed from: specs, observed state and time (see
+/// `input::load`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputArgs {
+    #[command(flatten)]
+    pub specs: SpecArgs,
+    #[command(flatten)]
+    pub observed: ObservedArgs,
+    #[command(flatten)]
+    pub time: TimeArgs,
+}
+
+/// How the result is printed (see `render::emit`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
+}
