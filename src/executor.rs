@@ -1,6 +1,19 @@
-//! The executor chosen on the command line: one enum over every executor
-//! this binary is built with, so the loop is compiled once per executor
-//! without boxing (the executor trait is `async`).
+//! The executor chosen on the command line: `--executor` with one argument
+//! group per executor ([`ExecutorArgs`]), and one enum over every executor
+//! this binary is built with ([`AnyExecutor`]), so the loop is compiled once
+//! per executor without boxing (the executor trait is `async`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use miette::{IntoDiagnostic, Result, miette};
+use reconciler::observed::ObservedState;
+use reconciler::reconcile::run::{Clock, SimClock, WallClock};
+use reconciler::spec::Duration;
+use reconciler::state::Store;
+use reconciler::time::after;
+
+use crate::commands::input::{read_observed, resolve_now};
 
 use reconciler::exec::local::LocalExecutor;
 use reconciler::exec::sim::SimExecutor;
@@ -10,6 +23,115 @@ use reconciler::exec::{
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
 use reconciler::spec::Fleet;
+
+/// Which executor carries out plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorKind {
+    /// The embedded virtual fleet.
+    Sim,
+    /// This host: replicas as child processes pinned to GPUs.
+    Local,
+    /// Kubernetes through kube-rs (not built yet).
+    Kube,
+}
+
+/// `--executor` and what each executor is given.
+#[derive(Debug, clap::Args)]
+pub struct ExecutorArgs {
+    /// Which executor carries out the plan.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub executor: ExecutorKind,
+    /// An observed-state file: the sim's first nodes (on a new state), or
+    /// this host's GPUs for the local executor.
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
+    /// The sim executor's own arguments.
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+/// Arguments of the sim executor (the embedded virtual fleet).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Sim executor")]
+pub struct SimArgs {
+    /// The clock's time for this run (RFC 3339; sim only). Default: the
+    /// state's clock, else the observed file's time, else now.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+    /// Run the sim clock N times faster than the wall clock.
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Move the sim clock by exactly this much per iteration (e.g. 5m).
+    #[arg(long, value_name = "DURATION")]
+    pub sim_step: Option<Duration>,
+    /// How long the sim takes to provision a node on scale-up.
+    #[arg(long, value_name = "DURATION", default_value = "0s")]
+    pub provision_delay: Duration,
+}
+
+impl ExecutorArgs {
+    /// Refuses what cannot run, before anything is written.
+    pub fn check(&self) -> Result<()> {
+        match self.executor {
+            ExecutorKind::Kube => Err(miette!(
+                "the kube executor is not available yet; use --executor sim (the embedded virtual fleet) or --executor local (this host)"
+            )),
+            ExecutorKind::Local if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
+                Err(miette!(
+                    "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
+                ))
+            }
+            ExecutorKind::Local if self.observed.is_none() => Err(miette!(
+                "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
+            )),
+            ExecutorKind::Sim | ExecutorKind::Local => Ok(()),
+        }
+    }
+
+    /// The executor and the clock it runs on, over the state in `store`.
+    pub fn open(&self, state: &Path, store: &Arc<Store>) -> Result<(AnyExecutor, Box<dyn Clock>)> {
+        self.check()?;
+        let observed: Option<ObservedState> = match &self.observed {
+            Some(file) => match read_observed(file)? {
+                Some(state) => Some(state),
+                None => return Err(miette!("{}: invalid observed state", file.display())),
+            },
+            None => None,
+        };
+        match (self.executor, observed) {
+            (ExecutorKind::Sim, observed) => {
+                let seed = observed.as_ref().map(|o| o.nodes.clone());
+                let sim = SimExecutor::open(store.clone(), seed, self.sim.provision_delay)
+                    .into_diagnostic()?;
+                let start = self.sim.start(store, observed.as_ref())?;
+                let clock = SimClock::new(start, self.sim.speed, self.sim.sim_step);
+                Ok((AnyExecutor::Sim(sim), Box::new(clock)))
+            }
+            (ExecutorKind::Local, Some(observed)) => {
+                let local =
+                    LocalExecutor::new(state.join("local"), observed.nodes).into_diagnostic()?;
+                Ok((AnyExecutor::Local(local), Box::new(WallClock)))
+            }
+            (ExecutorKind::Local | ExecutorKind::Kube, _) => {
+                Err(miette!("no executor for these arguments"))
+            }
+        }
+    }
+}
+
+impl SimArgs {
+    /// The sim clock's start: --now, else the state's clock (a restart goes
+    /// on where it stopped), else the observed file's time, else now.
+    fn start(&self, store: &Store, observed: Option<&ObservedState>) -> Result<Timestamp> {
+        if self.now.is_some() {
+            return resolve_now(self.now.as_deref(), &ObservedState::default());
+        }
+        if let Some(clock) = store.clock().into_diagnostic()? {
+            return Ok(after(clock, self.sim_step.unwrap_or_default()));
+        }
+        resolve_now(None, observed.unwrap_or(&ObservedState::default()))
+    }
+}
 
 /// Any of the executors.
 #[derive(Debug)]

@@ -9,28 +9,14 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
-use reconciler::exec::sim::SimExecutor;
-use reconciler::observed::{ObservedState, Timestamp};
 use reconciler::plan::Wording;
-use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, SimClock, WallClock, run_loop};
+use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, run_loop};
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
 use reconciler::spec::Duration;
 use reconciler::state::Store;
 
-use super::input::{read_observed, resolve_now};
-use crate::executor::{AnyExecutor, runtime};
-
-/// Which executor carries out plans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExecutorKind {
-    /// The embedded virtual fleet.
-    Sim,
-    /// This host: replicas as child processes pinned to GPUs.
-    Local,
-    /// Kubernetes through kube-rs (not built yet).
-    Kube,
-}
+use crate::executor::{AnyExecutor, ExecutorArgs, runtime};
 
 /// Options shared by `reconcile` and `apply`.
 #[derive(Debug, clap::Args)]
@@ -52,29 +38,12 @@ pub struct SourceArgs {
     /// (uncommitted changes included).
     #[arg(long)]
     pub no_git: bool,
-    /// Which executor carries out the plan.
-    #[arg(long, value_enum, default_value = "sim")]
-    pub executor: ExecutorKind,
     /// The state directory (embedded database, status.json, logs).
     #[arg(long, value_name = "DIR", default_value = ".gitfleet")]
     pub state: PathBuf,
-    /// An observed-state file: the sim's first nodes (on a new state), or
-    /// this host's GPUs for the local executor.
-    #[arg(long, value_name = "FILE")]
-    pub observed: Option<PathBuf>,
-    /// The clock's time for this run (RFC 3339; sim only). Default: the
-    /// state's clock, else the observed file's time, else now.
-    #[arg(long, value_name = "TIME")]
-    pub now: Option<String>,
-    /// Run the sim clock N times faster than the wall clock.
-    #[arg(long, value_name = "N", default_value_t = 1.0)]
-    pub speed: f64,
-    /// Move the sim clock by exactly this much per iteration (e.g. 5m).
-    #[arg(long, value_name = "DURATION")]
-    pub sim_step: Option<Duration>,
-    /// How long the sim takes to provision a node on scale-up.
-    #[arg(long, value_name = "DURATION", default_value = "0s")]
-    pub provision_delay: Duration,
+    /// The executor and its own arguments.
+    #[command(flatten)]
+    pub exec: ExecutorArgs,
 }
 
 /// Arguments of `gitfleet reconcile`.
@@ -127,12 +96,6 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-fn kube_unavailable() -> miette::Report {
-    miette!(
-        "the kube executor is not available yet; use --executor sim (the embedded virtual fleet) or --executor local (this host)"
-    )
-}
-
 /// Everything an iteration needs, built from the arguments.
 pub(super) struct Setup {
     pub(super) reconciler: Reconciler<AnyExecutor>,
@@ -142,9 +105,7 @@ pub(super) struct Setup {
 /// Builds the fleet source, the state, the executor and the clock.
 pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
     // Refused before the state directory is created.
-    if args.executor == ExecutorKind::Kube {
-        return Err(kube_unavailable());
-    }
+    args.exec.check()?;
     if args.repo.is_none() && !args.path.exists() {
         return Err(miette!(
             "{}: no such file or directory",
@@ -183,73 +144,11 @@ pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
             .into_diagnostic()
             .wrap_err("cannot open the state")?,
     );
-    let observed: Option<ObservedState> = match &args.observed {
-        Some(file) => match read_observed(file)? {
-            Some(state) => Some(state),
-            None => return Err(miette!("{}: invalid observed state", file.display())),
-        },
-        None => None,
-    };
-    let (executor, clock): (AnyExecutor, Box<dyn Clock>) = match args.executor {
-        ExecutorKind::Sim => {
-            let seed = observed.as_ref().map(|o| o.nodes.clone());
-            let sim =
-                SimExecutor::open(store.clone(), seed, args.provision_delay).into_diagnostic()?;
-            let start = sim_start(args, &store, observed.as_ref())?;
-            (
-                AnyExecutor::Sim(sim),
-                Box::new(SimClock::new(start, args.speed, args.sim_step)),
-            )
-        }
-        ExecutorKind::Kube => return Err(kube_unavailable()),
-        ExecutorKind::Local => {
-            if args.now.is_some() || args.sim_step.is_some() {
-                return Err(miette!(
-                    "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
-                ));
-            }
-            (
-                AnyExecutor::Local(local_executor(args, observed)?),
-                Box::new(WallClock),
-            )
-        }
-    };
+    let (executor, clock) = args.exec.open(&args.state, &store)?;
     Ok(Setup {
         reconciler: Reconciler::new(source, store, executor),
         clock,
     })
-}
-
-fn local_executor(
-    args: &SourceArgs,
-    observed: Option<ObservedState>,
-) -> Result<reconciler::exec::local::LocalExecutor> {
-    let Some(observed) = observed else {
-        return Err(miette!(
-            "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
-        ));
-    };
-    let exec =
-        reconciler::exec::local::LocalExecutor::new(args.state.join("local"), observed.nodes)
-            .into_diagnostic()?;
-    Ok(exec)
-}
-
-/// The sim clock's start: --now, else the state's clock (a restart goes on
-/// where it stopped), else the observed file's time, else now.
-fn sim_start(
-    args: &SourceArgs,
-    store: &Store,
-    observed: Option<&ObservedState>,
-) -> Result<Timestamp> {
-    if args.now.is_some() {
-        return resolve_now(args.now.as_deref(), &ObservedState::default());
-    }
-    if let Some(clock) = store.clock().into_diagnostic()? {
-        let step = args.sim_step.map(|s| s.as_millis()).unwrap_or(0);
-        return Ok(clock + chrono::Duration::milliseconds(step as i64));
-    }
-    resolve_now(None, observed.unwrap_or(&ObservedState::default()))
 }
 
 /// Runs `gitfleet reconcile`.
