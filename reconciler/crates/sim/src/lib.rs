@@ -166,10 +166,7 @@ fn refresh_idle(state: &mut ObservedState, before: &ObservedState, now: Timestam
             if busy.contains(node.name.as_str()) {
                 None
             } else {
-                was.get(node.name.as_str())
-                    .copied()
-                    .flatten()
-                    .or(Some(now))
+                was.get(node.name.as_str()).copied().flatten().or(Some(now))
             }
         })
         .collect();

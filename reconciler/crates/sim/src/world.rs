@@ -223,7 +223,11 @@ impl WorldNode {
 
 /// Something that happened in the world.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "event")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "event"
+)]
 pub enum WorldEvent {
     /// A job ended by itself; its GPUs are free.
     Exited {
@@ -351,7 +355,7 @@ enum DueKind {
     NodeReady,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct NodeEntry {
     /// Insertion order: the order of the observed state's nodes.
     seq: u64,
@@ -360,16 +364,19 @@ struct NodeEntry {
     held: BTreeMap<u32, String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct JobEntry {
     /// Insertion order: the order of the observed state's running jobs.
     seq: u64,
     job: WorldJob,
 }
 
-/// A virtual fleet under one set of [`Rules`] (see the module docs). Pure: no
-/// I/O, no clock; time moves only by [`World::advance`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A virtual fleet under one set of [`Rules`] (see the crate docs). Pure: no
+/// I/O, no clock; time moves only by [`World::advance`]. Serialized as its
+/// rules, clock, pools, nodes, running and completed jobs (read back with the
+/// same checks as [`World::add_node`] and [`World::add_job`]). Two worlds are
+/// equal when they hold the same state, nodes and jobs in the same order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(into = "Snapshot", try_from = "Snapshot")]
 pub struct World {
     rules: Rules,
@@ -380,6 +387,18 @@ pub struct World {
     completed: Vec<CompletedJob>,
     due: BTreeSet<Due>,
     next_seq: u64,
+}
+
+impl PartialEq for World {
+    fn eq(&self, other: &World) -> bool {
+        self.rules == other.rules
+            && self.clock == other.clock
+            && self.pools == other.pools
+            && self.completed == other.completed
+            && self.due == other.due
+            && self.ordered_nodes().eq(other.ordered_nodes())
+            && self.ordered_jobs().eq(other.ordered_jobs())
+    }
 }
 
 impl World {
@@ -845,20 +864,15 @@ impl World {
 
     /// The ready nodes as observed, in the order they joined the world.
     pub fn ready_nodes(&self) -> Vec<ObservedNode> {
-        let mut ready: Vec<&NodeEntry> = self
-            .nodes
-            .values()
-            .filter(|e| e.node.ready_at.is_none())
-            .collect();
-        ready.sort_by_key(|e| e.seq);
-        ready.into_iter().map(|e| e.node.node.clone()).collect()
+        self.ordered_nodes()
+            .filter(|(n, _)| n.ready_at.is_none())
+            .map(|(n, _)| n.node.clone())
+            .collect()
     }
 
     /// The running jobs as observed, in the order they started.
     pub fn running_jobs(&self) -> Vec<RunningJob> {
-        let mut jobs: Vec<&JobEntry> = self.jobs.values().collect();
-        jobs.sort_by_key(|e| e.seq);
-        jobs.into_iter().map(|e| e.job.to_running()).collect()
+        self.ordered_jobs().map(WorldJob::to_running).collect()
     }
 
     /// The whole observed state at the clock (no queue entries: those are
@@ -871,6 +885,20 @@ impl World {
             queued: Vec::new(),
             completed: self.completed.clone(),
         }
+    }
+
+    /// Nodes (with their held GPUs) in the order they joined.
+    fn ordered_nodes(&self) -> impl Iterator<Item = (&WorldNode, &BTreeMap<u32, String>)> {
+        let mut nodes: Vec<&NodeEntry> = self.nodes.values().collect();
+        nodes.sort_by_key(|e| e.seq);
+        nodes.into_iter().map(|e| (&e.node, &e.held))
+    }
+
+    /// Running jobs in the order they started.
+    fn ordered_jobs(&self) -> impl Iterator<Item = &WorldJob> {
+        let mut jobs: Vec<&JobEntry> = self.jobs.values().collect();
+        jobs.sort_by_key(|e| e.seq);
+        jobs.into_iter().map(|e| &e.job)
     }
 
     fn seq(&mut self) -> u64 {
@@ -1060,16 +1088,12 @@ struct Snapshot {
 
 impl From<World> for Snapshot {
     fn from(world: World) -> Snapshot {
-        let mut nodes: Vec<NodeEntry> = world.nodes.into_values().collect();
-        nodes.sort_by_key(|e| e.seq);
-        let mut jobs: Vec<JobEntry> = world.jobs.into_values().collect();
-        jobs.sort_by_key(|e| e.seq);
         Snapshot {
             rules: world.rules,
             time: world.clock,
+            nodes: world.ordered_nodes().map(|(n, _)| n.clone()).collect(),
+            running: world.ordered_jobs().cloned().collect(),
             pools: world.pools,
-            nodes: nodes.into_iter().map(|e| e.node).collect(),
-            running: jobs.into_iter().map(|e| e.job).collect(),
             completed: world.completed,
         }
     }
@@ -1089,5 +1113,714 @@ impl TryFrom<Snapshot> for World {
         }
         world.completed = snapshot.completed;
         Ok(world)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use load::{SourceFile, load_fleet};
+    use proptest::prelude::*;
+
+    const FLEET: &str = "\
+apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpu: {model: H100-SXM-80GB, count: 4}
+  size: {min: 2, max: 12}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: q}
+spec:
+  quota:
+    - {model: H100-SXM-80GB, guaranteed: 8}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: normal}
+spec: {value: 100, default: true, gracePeriod: 5m}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: urgent}
+spec: {value: 1000, preemptible: false, gracePeriod: 0s}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata:
+  name: annotated
+  annotations: {gitfleet/sim-duration: 10m, gitfleet/sim-exit-code: \"3\"}
+spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 1h}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: limited}
+spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 1h}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: endless}
+spec: {queue: q, priorityClass: urgent, replicas: 1, gpusPerReplica: 1}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata:
+  name: garbled
+  annotations: {gitfleet/sim-duration: soon, gitfleet/sim-exit-code: one}
+spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 2h}
+";
+
+    fn fleet() -> Fleet {
+        let loaded = load_fleet(&[SourceFile::new("f.yaml", FLEET)]);
+        assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
+        loaded.fleet
+    }
+
+    fn t0() -> Timestamp {
+        "2026-11-21T10:00:00Z".parse().unwrap()
+    }
+
+    fn min(m: i64) -> Timestamp {
+        t0() + chrono::Duration::minutes(m)
+    }
+
+    fn d(text: &str) -> Duration {
+        text.parse().unwrap()
+    }
+
+    fn on(node: &str, gpus: &[u32]) -> Vec<NodeGpus> {
+        vec![NodeGpus {
+            node: node.to_string(),
+            gpus: gpus.to_vec(),
+        }]
+    }
+
+    fn facts(run: Option<&str>) -> JobFacts {
+        JobFacts {
+            run_length: run.map(d),
+            exit_code: 0,
+            grace: d("5m"),
+        }
+    }
+
+    fn world(rules: Rules) -> World {
+        World::from_fleet(&fleet(), rules, t0())
+    }
+
+    fn place(job: &str, placement: Vec<NodeGpus>) -> Action {
+        Action::Place {
+            job: job.to_string(),
+            placement,
+            reason: String::new(),
+        }
+    }
+
+    fn spec<'a>(fleet: &'a Fleet, name: &str) -> Option<&'a Object<JobSpec>> {
+        fleet.jobs.iter().find(|j| j.name() == name)
+    }
+
+    #[test]
+    fn run_length_rules() {
+        let fleet = fleet();
+        let exec = Rules::executor(Duration::ZERO);
+        let generator = Rules::GENERATOR;
+        let run = |name: &str, rules: &Rules| JobFacts::of(&fleet, spec(&fleet, name), rules);
+        // The annotation wins under both rules.
+        assert_eq!(run("annotated", &exec).run_length, Some(d("10m")));
+        assert_eq!(run("annotated", &generator).run_length, Some(d("10m")));
+        // The time limit counts only for the executor's rule.
+        assert_eq!(run("limited", &exec).run_length, Some(d("1h")));
+        assert_eq!(run("limited", &generator).run_length, None);
+        // Neither: until stopped.
+        assert_eq!(run("endless", &exec).run_length, None);
+        // A garbled annotation is ignored.
+        assert_eq!(run("garbled", &exec).run_length, Some(d("2h")));
+        assert_eq!(run("garbled", &exec).exit_code, 0);
+        // Grace from the priority class (default class without a spec).
+        assert_eq!(run("endless", &exec).grace, Duration::ZERO);
+        assert_eq!(run("limited", &exec).grace, d("5m"));
+        assert_eq!(JobFacts::of(&fleet, None, &exec).grace, d("5m"));
+
+        // In the world: the executor's rule ends `limited` at its limit.
+        let mut w = world(exec);
+        w.apply_from_fleet(&fleet, &place("limited", on("p-0", &[0])), t0())
+            .unwrap();
+        w.apply_from_fleet(&fleet, &place("endless", on("p-0", &[1])), t0())
+            .unwrap();
+        assert_eq!(w.next_event(), Some(min(60)));
+        let events = w.advance(min(24 * 60));
+        assert_eq!(
+            events,
+            [WorldEvent::Exited {
+                job: "limited".into(),
+                at: min(60),
+                exit_code: 0
+            }]
+        );
+        assert!(w.job("endless").is_some(), "runs until stopped");
+        assert_eq!(w.next_event(), None);
+
+        // An explicit length (the trace simulator's).
+        let mut w = world(Rules::GENERATOR);
+        w.start("endless", &on("p-1", &[2]), &facts(Some("7m")), min(1))
+            .unwrap();
+        assert_eq!(w.job("endless").unwrap().exits_at(), Some(min(8)));
+        assert_eq!(w.advance(min(8)).len(), 1);
+    }
+
+    #[test]
+    fn exit_code_annotation() {
+        let fleet = fleet();
+        let mut w = world(Rules::GENERATOR);
+        w.apply_from_fleet(&fleet, &place("annotated", on("p-0", &[0, 1])), t0())
+            .unwrap();
+        assert!(w.advance(min(9)).is_empty());
+        let events = w.advance(min(10));
+        assert_eq!(
+            events,
+            [WorldEvent::Exited {
+                job: "annotated".into(),
+                at: min(10),
+                exit_code: 3
+            }]
+        );
+        assert_eq!(
+            w.completed(),
+            [CompletedJob {
+                job: "annotated".into(),
+                finished: min(10),
+                exit_code: Some(3),
+                reason: Some("failed: exit code 3".into()),
+            }]
+        );
+        assert_eq!(w.holder("p-0", 0), None, "its GPUs are free");
+    }
+
+    #[test]
+    fn preempted_job_stops_exactly_at_since_plus_grace() {
+        let mut w = world(Rules::GENERATOR);
+        w.start("victim", &on("p-0", &[0, 1]), &facts(None), t0())
+            .unwrap();
+        let preempt = Action::Preempt {
+            job: "victim".into(),
+            for_job: "big".into(),
+            reason: String::new(),
+        };
+        w.apply(&preempt, &facts(None), min(2)).unwrap();
+        assert_eq!(w.next_event(), Some(min(7)));
+        let running = w.running_jobs();
+        assert_eq!(running[0].preempting_since, Some(min(2)));
+        assert_eq!(running[0].preempted_for.as_deref(), Some("big"));
+        let just_before = min(7) - chrono::Duration::milliseconds(1);
+        assert!(w.advance(just_before).is_empty());
+        assert_eq!(w.holder("p-0", 1), Some("victim"));
+        // Preempted again (for another job): the deadline stays.
+        w.preempt("victim", "bigger", d("1h"), just_before);
+        assert_eq!(
+            w.advance(min(7)),
+            [WorldEvent::Stopped {
+                job: "victim".into(),
+                at: min(7),
+                kind: StopKind::Preempt,
+                placement: on("p-0", &[0, 1]),
+                preempted_for: Some("bigger".into()),
+            }]
+        );
+        assert_eq!(w.holder("p-0", 0), None);
+        assert!(w.completed().is_empty(), "a preempted job is pending again");
+        assert_eq!(w.node("p-0").unwrap().node.idle_since, Some(min(7)));
+    }
+
+    #[test]
+    fn a_job_may_exit_during_its_grace_period() {
+        let mut w = world(Rules::GENERATOR);
+        w.start("a", &on("p-0", &[0]), &facts(Some("3m")), t0())
+            .unwrap();
+        w.start("b", &on("p-0", &[1]), &facts(Some("5m")), t0())
+            .unwrap();
+        w.preempt("a", "x", d("5m"), min(1));
+        w.preempt("b", "x", d("4m"), min(1));
+        let events = w.advance(min(60));
+        assert_eq!(
+            events[0],
+            WorldEvent::Exited {
+                job: "a".into(),
+                at: min(3),
+                exit_code: 0
+            }
+        );
+        assert!(
+            matches!(&events[1], WorldEvent::Stopped { job, at, .. } if job == "b" && *at == min(5)),
+            "on a tie the stop wins: {events:?}"
+        );
+    }
+
+    #[test]
+    fn scale_up_nodes_appear_at_now_plus_delay() {
+        let mut w = world(Rules::executor(d("5m")));
+        let up = Action::Scale {
+            pool: "p".into(),
+            from: 2,
+            to: 4,
+            reason: String::new(),
+            nodes: Vec::new(),
+        };
+        assert!(w.apply(&up, &facts(None), min(1)).unwrap().is_empty());
+        assert_eq!(w.pool_nodes("p").count(), 4);
+        assert_eq!(w.ready_nodes().len(), 2);
+        assert_eq!(w.next_event(), Some(min(6)));
+        assert_eq!(
+            w.start("j", &on("p-2", &[0]), &facts(None), min(1)),
+            Err(WorldError::NodeNotReady {
+                job: "j".into(),
+                node: "p-2".into()
+            })
+        );
+        // Carried out again: the nodes being provisioned count.
+        w.apply(&up, &facts(None), min(2)).unwrap();
+        assert_eq!(w.pool_nodes("p").count(), 4);
+        assert!(
+            w.advance(min(6) - chrono::Duration::milliseconds(1))
+                .is_empty()
+        );
+        assert_eq!(
+            w.advance(min(6)),
+            [
+                WorldEvent::NodeReady {
+                    node: "p-2".into(),
+                    at: min(6)
+                },
+                WorldEvent::NodeReady {
+                    node: "p-3".into(),
+                    at: min(6)
+                },
+            ]
+        );
+        let names: Vec<String> = w.ready_nodes().into_iter().map(|n| n.name).collect();
+        assert_eq!(names, ["p-0", "p-1", "p-2", "p-3"]);
+        assert_eq!(w.node("p-3").unwrap().node.idle_since, Some(min(6)));
+
+        // Without a delay they are there at once; never beyond `max` (12).
+        let mut w = world(Rules::GENERATOR);
+        let events = w.scale("p", 1000, &[], min(1)).unwrap();
+        assert_eq!(events.len(), 10);
+        assert!(events.iter().all(|e| e.at() == min(1)));
+        assert_eq!(w.ready_nodes().len(), 12);
+        assert_eq!(
+            w.scale("nope", 3, &[], t0()),
+            Err(WorldError::UnknownPool {
+                pool: "nope".into()
+            })
+        );
+    }
+
+    #[test]
+    fn scale_down_removes_named_then_newest() {
+        let mut w = world(Rules::GENERATOR);
+        w.scale("p", 12, &[], t0()).unwrap();
+        w.start("busy", &on("p-11", &[0]), &facts(None), t0())
+            .unwrap();
+        let down = Action::Scale {
+            pool: "p".into(),
+            from: 12,
+            to: 9,
+            reason: String::new(),
+            nodes: vec!["p-1".into(), "ghost".into()],
+        };
+        w.apply(&down, &facts(None), min(1)).unwrap();
+        let names: Vec<String> = w.ready_nodes().into_iter().map(|n| n.name).collect();
+        // p-1 (named), then the newest idle ones: p-10, p-9 (p-11 runs a job).
+        assert_eq!(
+            names,
+            [
+                "p-0", "p-2", "p-3", "p-4", "p-5", "p-6", "p-7", "p-8", "p-11"
+            ]
+        );
+        // A provisioning node can be removed too; its readiness is forgotten.
+        let mut w = world(Rules::executor(d("5m")));
+        w.scale("p", 3, &[], t0()).unwrap();
+        w.scale("p", 2, &[], t0()).unwrap();
+        assert_eq!(w.next_event(), None);
+        assert!(w.node("p-2").is_none());
+    }
+
+    #[test]
+    fn place_is_idempotent_and_refuses_taken_or_unknown_gpus() {
+        let mut w = world(Rules::GENERATOR);
+        w.start("a", &on("p-0", &[0, 1]), &facts(Some("1h")), t0())
+            .unwrap();
+        let before = w.clone();
+        w.apply(&place("a", on("p-1", &[3])), &facts(None), min(5))
+            .unwrap();
+        assert_eq!(w, before, "placing a running job changes nothing");
+        let refused = [
+            (on("p-0", &[1]), "held by a"),
+            (on("p-9", &[0]), "does not exist"),
+            (on("p-1", &[4]), "has no GPU 4"),
+            (on("p-1", &[2, 2]), "held by b"),
+        ];
+        for (placement, message) in refused {
+            let err = w.start("b", &placement, &facts(None), t0()).unwrap_err();
+            assert!(err.to_string().contains(message), "{err}");
+            assert_eq!(w, before);
+        }
+    }
+
+    #[test]
+    fn terminate_and_cancel_stop_at_once() {
+        let mut w = world(Rules::GENERATOR);
+        w.start("t", &on("p-0", &[0]), &facts(None), t0()).unwrap();
+        w.start("c", &on("p-1", &[0]), &facts(None), t0()).unwrap();
+        let terminate = Action::Terminate {
+            job: "t".into(),
+            reason: "time limit 1h exceeded".into(),
+        };
+        let events = w.apply(&terminate, &facts(None), min(3)).unwrap();
+        assert_eq!(
+            events,
+            [WorldEvent::Stopped {
+                job: "t".into(),
+                at: min(3),
+                kind: StopKind::Terminate,
+                placement: on("p-0", &[0]),
+                preempted_for: None,
+            }]
+        );
+        let cancel = Action::Cancel {
+            job: "c".into(),
+            reason: "removed".into(),
+        };
+        assert_eq!(w.apply(&cancel, &facts(None), min(3)).unwrap().len(), 1);
+        assert_eq!(w.jobs().count(), 0);
+        assert_eq!(
+            w.completed(),
+            [CompletedJob {
+                job: "t".into(),
+                finished: min(3),
+                exit_code: None,
+                reason: Some("time limit 1h exceeded".into()),
+            }]
+        );
+        // Unknown jobs and nodes change nothing.
+        let before = w.clone();
+        assert!(
+            w.apply(&terminate, &facts(None), min(4))
+                .unwrap()
+                .is_empty()
+        );
+        w.preempt("ghost", "x", d("1m"), min(4));
+        assert!(!w.drain("ghost"));
+        assert_eq!(w, before);
+        assert!(w.drain("p-0"));
+        assert!(w.node("p-0").unwrap().drained);
+    }
+
+    #[test]
+    fn idle_since_follows_the_jobs() {
+        let mut w = world(Rules::GENERATOR);
+        assert_eq!(w.node("p-0").unwrap().node.idle_since, Some(t0()));
+        w.start("a", &on("p-0", &[0]), &facts(Some("3m")), min(1))
+            .unwrap();
+        w.start("b", &on("p-0", &[1]), &facts(Some("4m")), min(1))
+            .unwrap();
+        assert_eq!(w.node("p-0").unwrap().node.idle_since, None);
+        w.advance(min(10));
+        assert_eq!(
+            w.node("p-0").unwrap().node.idle_since,
+            Some(min(5)),
+            "idle since its last job left"
+        );
+        let observed = w.to_observed();
+        assert_eq!(observed.time, Some(min(10)));
+        assert_eq!(observed.nodes.len(), 2);
+        assert_eq!(observed.completed.len(), 2);
+    }
+
+    #[test]
+    fn huge_times_never_come() {
+        let huge = Duration::from_millis(u64::MAX);
+        let mut w = world(Rules::executor(huge));
+        w.start("a", &on("p-0", &[0]), &facts(None), t0()).unwrap();
+        w.start(
+            "b",
+            &on("p-0", &[1]),
+            &JobFacts {
+                run_length: Some(huge),
+                ..JobFacts::default()
+            },
+            t0(),
+        )
+        .unwrap();
+        w.preempt("a", "x", huge, t0());
+        w.scale("p", 3, &[], t0()).unwrap();
+        assert_eq!(w.next_event(), None);
+        assert!(
+            w.advance(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+                .is_empty()
+        );
+        assert_eq!(w.jobs().count(), 2);
+        assert_eq!(w.ready_nodes().len(), 2, "p-2 is provisioned forever");
+    }
+
+    #[test]
+    fn from_observed_and_storage_round_trip() {
+        let fleet = fleet();
+        let mut w = World::from_fleet(&fleet, Rules::executor(d("2m")), t0());
+        w.apply_from_fleet(&fleet, &place("annotated", on("p-0", &[0])), t0())
+            .unwrap();
+        w.start("x", &on("p-1", &[0]), &facts(None), t0()).unwrap();
+        w.preempt("x", "annotated", d("5m"), min(1));
+        w.scale("p", 3, &[], min(1)).unwrap();
+        w.drain("p-1");
+        let json = serde_json::to_string(&w).unwrap();
+        let back: World = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, w);
+        assert_eq!(back.next_event(), w.next_event());
+
+        // A stored world whose GPU is held twice is refused.
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value["running"][1]["placement"] = serde_json::json!([{"node": "p-0", "gpus": [0]}]);
+        assert!(serde_json::from_value::<World>(value).is_err());
+
+        // Through an observed state: the same running jobs and stops.
+        let observed = w.to_observed();
+        let (again, refused) = World::from_observed(&fleet, &observed, w.rules(), min(1));
+        assert!(refused.is_empty());
+        assert_eq!(again.running_jobs(), observed.running);
+        assert_eq!(again.job("x").unwrap().ends_at(), Some(min(6)));
+        assert_eq!(again.job("annotated").unwrap().ends_at(), Some(min(10)));
+    }
+
+    #[test]
+    fn nominate_extends_or_adds_the_queue_entry() {
+        let mut queued = vec![QueuedJob {
+            job: "a".into(),
+            since: t0(),
+            nominated: on("p-0", &[0]),
+        }];
+        nominate(&mut queued, "a", on("p-1", &[1]), min(1));
+        nominate(&mut queued, "b", on("p-2", &[2]), min(1));
+        assert_eq!(queued[0].nominated.len(), 2);
+        assert_eq!(queued[1].since, min(1));
+        assert_eq!(queued[1].nominated, on("p-2", &[2]));
+    }
+
+    /// One step of a random run.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Place {
+            job: u8,
+            node: u8,
+            gpus: u8,
+            run: Option<u16>,
+        },
+        Preempt {
+            job: u8,
+            for_job: u8,
+            grace: u16,
+        },
+        Terminate(u8),
+        Cancel(u8),
+        Scale {
+            to: u8,
+            named: Option<u8>,
+        },
+        Drain(u8),
+        Advance {
+            minutes: u32,
+            split: u32,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..6u8, 0..5u8, 1..16u8, proptest::option::of(0..20u16))
+                .prop_map(|(job, node, gpus, run)| Op::Place { job, node, gpus, run }),
+            3 => (0..6u8, 0..6u8, 0..10u16)
+                .prop_map(|(job, for_job, grace)| Op::Preempt { job, for_job, grace }),
+            1 => (0..6u8).prop_map(Op::Terminate),
+            1 => (0..6u8).prop_map(Op::Cancel),
+            1 => (0..7u8, proptest::option::of(0..6u8))
+                .prop_map(|(to, named)| Op::Scale { to, named }),
+            1 => (0..6u8).prop_map(Op::Drain),
+            4 => (0..30u32, 0..30u32)
+                .prop_map(|(minutes, split)| Op::Advance { minutes, split }),
+        ]
+    }
+
+    /// What the test expects of a running job.
+    #[derive(Debug, Clone, Copy)]
+    struct Expect {
+        exits: Option<Timestamp>,
+        stops: Option<Timestamp>,
+    }
+
+    /// Minutes: coarse, so that ends and stops often fall together.
+    fn mins(m: impl Into<u64>) -> Duration {
+        Duration::from_secs(m.into() * 60)
+    }
+
+    fn check_invariants(w: &World) -> Result<(), TestCaseError> {
+        let mut held: BTreeMap<(String, u32), String> = BTreeMap::new();
+        for job in w.jobs() {
+            for p in &job.placement {
+                let node = w.node(&p.node);
+                prop_assert!(node.is_some_and(|n| n.ready_at.is_none()));
+                for &gpu in &p.gpus {
+                    let before = held.insert((p.node.clone(), gpu), job.job.clone());
+                    prop_assert!(before.is_none(), "GPU {} {gpu} held twice", p.node);
+                    prop_assert_eq!(w.holder(&p.node, gpu), Some(job.job.as_str()));
+                }
+            }
+        }
+        for node in w.nodes() {
+            let busy = held.keys().any(|(n, _)| *n == node.node.name);
+            let held_here = (0..4).filter(|g| w.holder(&node.node.name, *g).is_some());
+            prop_assert_eq!(busy, held_here.count() > 0);
+            prop_assert_eq!(busy, node.node.idle_since.is_none());
+        }
+        prop_assert!(w.next_event().is_none_or(|t| t >= w.now()));
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn random_runs_keep_the_rules(
+            ops in proptest::collection::vec(op(), 1..60),
+            delay in 0..5u64,
+        ) {
+            let rules = Rules::executor(mins(delay));
+            let mut w = world(rules);
+            let mut expect: BTreeMap<String, Expect> = BTreeMap::new();
+            let mut ready_at: BTreeMap<String, Timestamp> = BTreeMap::new();
+            for op in ops {
+                let now = w.now();
+                match op {
+                    Op::Place { job, node, gpus, run } => {
+                        let job = format!("j{job}");
+                        let gpus: Vec<u32> = (0..4).filter(|g| gpus & (1 << g) != 0).collect();
+                        let placement = on(&format!("p-{node}"), &gpus);
+                        let facts = JobFacts {
+                            run_length: run.map(mins),
+                            exit_code: i32::from(node),
+                            grace: Duration::ZERO,
+                        };
+                        let before = w.clone();
+                        let result = w.apply(&place(&job, placement), &facts, now);
+                        if before.job(&job).is_some() {
+                            prop_assert_eq!(&w, &before, "place is idempotent");
+                        } else if result.is_ok() {
+                            expect.insert(job, Expect {
+                                exits: run.map(|r| after(now, mins(r))),
+                                stops: None,
+                            });
+                        } else {
+                            prop_assert_eq!(&w, &before, "a refused place changes nothing");
+                        }
+                    }
+                    Op::Preempt { job, for_job, grace } => {
+                        let job = format!("j{job}");
+                        let action = Action::Preempt {
+                            job: job.clone(),
+                            for_job: format!("j{for_job}"),
+                            reason: String::new(),
+                        };
+                        let facts = JobFacts { grace: mins(grace), ..JobFacts::default() };
+                        prop_assert!(w.apply(&action, &facts, now).unwrap().is_empty());
+                        if let Some(e) = expect.get_mut(&job) {
+                            e.stops.get_or_insert(after(now, mins(grace)));
+                        }
+                    }
+                    Op::Terminate(job) | Op::Cancel(job) => {
+                        let job = format!("j{job}");
+                        let action = match op {
+                            Op::Terminate(_) => Action::Terminate { job: job.clone(), reason: "limit".into() },
+                            _ => Action::Cancel { job: job.clone(), reason: "gone".into() },
+                        };
+                        let events = w.apply(&action, &JobFacts::default(), now).unwrap();
+                        prop_assert_eq!(events.len(), usize::from(expect.remove(&job).is_some()));
+                        prop_assert!(w.job(&job).is_none());
+                    }
+                    Op::Scale { to, named } => {
+                        let remove: Vec<String> = named.map(|n| format!("p-{n}")).into_iter().collect();
+                        let before: BTreeSet<String> = w.nodes().map(|n| n.node.name.clone()).collect();
+                        let busy_before: Vec<String> = before
+                            .iter()
+                            .filter(|n| (0..4).any(|g| w.holder(n, g).is_some()))
+                            .cloned()
+                            .collect();
+                        let current = before.len();
+                        let events = w.scale("p", u32::from(to), &remove, now).unwrap();
+                        let after_names: BTreeSet<String> = w.nodes().map(|n| n.node.name.clone()).collect();
+                        for busy in &busy_before {
+                            prop_assert!(after_names.contains(busy), "a busy node is never removed");
+                        }
+                        if usize::from(to) >= current {
+                            prop_assert_eq!(after_names.len(), usize::from(to));
+                            for new in after_names.difference(&before) {
+                                ready_at.insert(new.clone(), after(now, mins(delay)));
+                            }
+                            prop_assert_eq!(events.len(), if delay == 0 { usize::from(to) - current } else { 0 });
+                        } else {
+                            let idle = current - busy_before.len();
+                            prop_assert_eq!(after_names.len(), current - (current - usize::from(to)).min(idle));
+                            if let Some(name) = remove.first()
+                                && before.contains(name)
+                                && !busy_before.contains(name)
+                            {
+                                prop_assert!(!after_names.contains(name), "the named node goes first");
+                            }
+                        }
+                        ready_at.retain(|n, _| after_names.contains(n));
+                    }
+                    Op::Drain(node) => {
+                        let name = format!("p-{node}");
+                        prop_assert_eq!(w.drain(&name), w.node(&name).is_some());
+                    }
+                    Op::Advance { minutes, split } => {
+                        let to = after(now, mins(minutes));
+                        let mid = after(now, mins(split.min(minutes)));
+                        let mut stepped = w.clone();
+                        let mut step_events = stepped.advance(mid);
+                        step_events.extend(stepped.advance(to));
+                        let events = w.advance(to);
+                        prop_assert_eq!(&stepped, &w, "one step or two: the same world");
+                        prop_assert_eq!(&step_events, &events, "one step or two: the same events");
+                        for pair in events.windows(2) {
+                            prop_assert!(pair[0].at() <= pair[1].at(), "events in time order");
+                        }
+                        for event in &events {
+                            prop_assert!(event.at() <= to);
+                            match event {
+                                WorldEvent::Exited { job, at, .. } => {
+                                    let e = expect.remove(job).unwrap();
+                                    prop_assert_eq!(Some(*at), e.exits);
+                                    prop_assert!(e.stops.is_none_or(|s| *at < s));
+                                }
+                                WorldEvent::Stopped { job, at, kind, .. } => {
+                                    prop_assert_eq!(*kind, StopKind::Preempt);
+                                    let e = expect.remove(job).unwrap();
+                                    prop_assert_eq!(Some(*at), e.stops, "stops at since + grace");
+                                    prop_assert!(e.exits.is_none_or(|x| *at <= x));
+                                }
+                                WorldEvent::NodeReady { node, at } => {
+                                    prop_assert_eq!(Some(*at), ready_at.remove(node), "ready at scale time + delay");
+                                }
+                            }
+                        }
+                        prop_assert!(w.next_event().is_none_or(|t| t > to));
+                        prop_assert_eq!(w.now(), to);
+                    }
+                }
+                check_invariants(&w)?;
+                let running: BTreeSet<&str> = w.jobs().map(|j| j.job.as_str()).collect();
+                let expected: BTreeSet<&str> = expect.keys().map(String::as_str).collect();
+                prop_assert_eq!(running, expected);
+            }
+        }
     }
 }
