@@ -1,74 +1,91 @@
-//! The virtual fleet's physics, pure: what the observed state becomes when a
-//! plan is carried out, and when time passes. The `sim` executor and the
-//! stability tests are built on it.
+//! The virtual fleet's physics, pure: one simulated [`World`] whose rules the
+//! `sim` executor, the generator (through [`apply_plan`] and [`advance`]),
+//! the stability tests and the trace simulator share.
+//!
+//! The world's rules:
+//!
+//! - **Place** starts a job on ready nodes' GPUs; a GPU is held by one job at
+//!   most (a placement on an unknown or provisioning node, an unknown GPU or a
+//!   held one is refused with a [`WorldError`]). Placing a job that already
+//!   runs changes nothing.
+//! - **A job ends by itself** after its run length, with the exit code of its
+//!   `gitfleet/sim-exit-code` annotation (default 0), also during a
+//!   preemption's grace period if that comes first. The run length
+//!   ([`JobFacts`]) is its `gitfleet/sim-duration` annotation, else, under
+//!   [`RunLength::AnnotationOrTimeLimit`] (the `sim` executor), its
+//!   `timeLimit`; else it runs until stopped ([`RunLength::Annotation`], the
+//!   generator's rule). The trace simulator gives each job its own length.
+//! - **Preempt** starts the grace period: the job stops at `now + grace`, and
+//!   its GPUs go to the job it was preempted for ([`nominate`]). Preempting a
+//!   stopping job keeps its deadline and names the newer preemptor.
+//! - **Terminate** and **cancel** stop the job at once; a terminated job is
+//!   completed with the action's reason, a cancelled one is not recorded.
+//! - **Scale up** adds nodes named as the derived inventory names them
+//!   (`pool_node`, names not yet taken; never beyond the pool's `max`),
+//!   ready `provision_delay` later (at once without a delay). **Scale down**
+//!   removes the pool's named nodes first, then the newest (highest index);
+//!   a node running jobs is never removed. **Drain** marks a node.
+//! - A node is idle since the moment its last job left or it became ready.
+//! - [`World::advance`] makes everything due up to a time happen, in time
+//!   order then by name; one step or several give the same world.
+//! - Times saturate ([`model::time::after`]); a time that saturates at the end
+//!   of `chrono`'s range is never reached: nothing is scheduled for it.
+//!
+//! The world keeps no queue: first-seen times are the caller's.
 
 pub mod generate;
+pub mod world;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use model::observed::{
-    CompletedJob, NodeGpus, ObservedState, QueuedJob, RunningJob, Timestamp, pool_node,
-};
+use model::observed::{CompletedJob, NodeGpus, ObservedState, QueuedJob, Timestamp};
 use model::plan::{Action, Plan};
-use model::spec::{Duration, Fleet};
-use model::time::after;
+use model::spec::Fleet;
 
-/// The annotation that says how long a job runs in the simulator.
-pub const SIM_DURATION_ANNOTATION: &str = "gitfleet/sim-duration";
+pub use world::{
+    JobFacts, Rules, RunLength, SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION, Stop, StopKind,
+    World, WorldError, WorldEvent, WorldJob, WorldNode, exit_reason, nominate,
+};
 
-/// Carries out `plan` at `now`: placements start, preemptions begin their
+/// Carries out `plan` at `now` on the observed state, through a [`World`]
+/// under [`Rules::GENERATOR`]: placements start, preemptions begin their
 /// grace period, terminated and cancelled jobs stop, pools scale (new nodes
-/// appear at once), and pending jobs are recorded as first seen.
+/// appear at once), and pending jobs are recorded as first seen. Nothing
+/// that falls due by itself happens here (that is [`advance`]); an action
+/// the world refuses (a placement on GPUs that are not free) is skipped.
+/// `idleSince` keeps the observation rule: a node first seen idle now is
+/// idle since now.
 pub fn apply_plan(
     fleet: &Fleet,
     observed: &ObservedState,
     plan: &Plan,
     now: Timestamp,
 ) -> ObservedState {
-    let mut next = observed.clone();
-    next.time = Some(now);
-    let mut stopped: BTreeSet<&str> = BTreeSet::new();
+    let rules = Rules::GENERATOR;
+    let specs = world::spec_index(fleet);
+    let (mut world, _) = World::from_observed(fleet, observed, rules, now);
     for action in &plan.actions {
-        match action {
-            Action::Place { job, placement, .. } => {
-                next.queued.retain(|q| &q.job != job);
-                next.running.push(RunningJob {
-                    job: job.clone(),
-                    started: now,
-                    placement: placement.clone(),
-                    preempting_since: None,
-                    preempted_for: None,
-                });
-            }
-            Action::Preempt { job, for_job, .. } => {
-                if let Some(run) = next.running.iter_mut().find(|r| &r.job == job) {
-                    run.preempting_since.get_or_insert(now);
-                    run.preempted_for = Some(for_job.clone());
-                }
-            }
-            Action::Terminate { job, reason } => {
-                stopped.insert(job);
-                next.completed.push(CompletedJob {
-                    job: job.clone(),
-                    finished: now,
-                    exit_code: None,
-                    reason: Some(reason.clone()),
-                });
-            }
-            Action::Cancel { job, .. } => {
-                stopped.insert(job);
-            }
-            Action::Scale {
-                pool,
-                from,
-                to,
-                nodes,
-                ..
-            } => scale(fleet, &mut next, pool, *from, *to, nodes),
-            Action::Drain { .. } => {}
-        }
+        let spec = action.job().and_then(|job| specs.get(job).copied());
+        let facts = JobFacts::of(fleet, spec, &rules);
+        // Refused: the action changes nothing (documented above).
+        let _ = world.apply(action, &facts, now);
     }
-    next.running.retain(|r| !stopped.contains(r.job.as_str()));
+    let mut next = world.to_observed();
+    next.time = Some(now);
+    let placed: BTreeSet<&str> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Place { job, .. } => Some(job.as_str()),
+            _ => None,
+        })
+        .collect();
+    next.queued = observed
+        .queued
+        .iter()
+        .filter(|q| !placed.contains(q.job.as_str()))
+        .cloned()
+        .collect();
     let known: BTreeSet<String> = next.queued.iter().map(|q| q.job.clone()).collect();
     for p in &plan.pending {
         if !known.contains(&p.job) {
@@ -79,110 +96,81 @@ pub fn apply_plan(
             });
         }
     }
-    refresh_idle(&mut next, now);
+    refresh_idle(&mut next, observed, now);
     next
 }
 
-fn scale(
-    fleet: &Fleet,
-    next: &mut ObservedState,
-    pool: &str,
-    from: u32,
-    to: u32,
-    remove: &[String],
-) {
-    if to < from {
-        let gone: BTreeSet<&String> = remove.iter().collect();
-        next.nodes.retain(|n| !gone.contains(&n.name));
-        return;
-    }
-    let Some(spec) = fleet.pools.iter().find(|p| p.name() == pool) else {
-        return;
-    };
-    let mut k = 0;
-    let mut added = 0;
-    while added < to - from {
-        let node = pool_node(pool, &spec.spec, k);
-        k += 1;
-        if next.nodes.iter().any(|n| n.name == node.name) {
-            continue;
-        }
-        next.nodes.push(node);
-        added += 1;
-    }
-}
-
-/// Moves the clock to `to`: preempted jobs whose grace period is over stop
-/// and go back to pending (keeping their first-seen time); jobs whose
-/// simulated duration (annotation `gitfleet/sim-duration`, else never)
-/// has passed complete.
+/// Moves the clock to `to`, through a [`World`] under [`Rules::GENERATOR`]:
+/// preempted jobs whose grace period is over stop and go back to pending
+/// (their GPUs nominated for the job they were preempted for, in the order of
+/// `observed.running`); jobs whose simulated duration (annotation
+/// `gitfleet/sim-duration`, else never) has passed complete, with the exit
+/// code of `gitfleet/sim-exit-code` (recorded in the order of
+/// `observed.running`). `idleSince` keeps the observation rule: a node first
+/// seen idle at `to` is idle since `to`.
 pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> ObservedState {
-    let mut next = observed.clone();
+    let (mut world, _) = World::from_observed(fleet, observed, Rules::GENERATOR, to);
+    let mut events = world.advance(to);
+    let order: BTreeMap<&str, usize> = observed
+        .running
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.job.as_str(), i))
+        .collect();
+    events.sort_by_key(|e| order.get(e.subject()).copied().unwrap_or(usize::MAX));
+    let mut next = world.to_observed();
     next.time = Some(to);
-    let specs: BTreeMap<&str, &model::spec::Object<model::spec::JobSpec>> =
-        fleet.jobs.iter().map(|j| (j.name(), j)).collect();
-    let grace_of = |job: &str| fleet.grace_period_of(specs.get(job).map(|j| &j.spec));
-    let mut finished = Vec::new();
-    let mut freed_for: Vec<(String, Vec<NodeGpus>)> = Vec::new();
-    next.running.retain(|run| {
-        if let Some(since) = run.preempting_since
-            && after(since, grace_of(&run.job)) <= to
+    next.queued = observed.queued.clone();
+    next.completed = observed.completed.clone();
+    for event in &events {
+        if let WorldEvent::Stopped {
+            placement,
+            preempted_for: Some(for_job),
+            ..
+        } = event
         {
-            // Its grace period is over: it stops and is pending again (and
-            // gets a new first-seen time when the next plan lists it); its
-            // GPUs are kept for the job it was preempted for.
-            if let Some(for_job) = &run.preempted_for {
-                freed_for.push((for_job.clone(), run.placement.clone()));
-            }
-            return false;
+            nominate(&mut next.queued, for_job, placement.clone(), to);
         }
-        let duration = specs
-            .get(run.job.as_str())
-            .and_then(|j| j.metadata.annotations.get(SIM_DURATION_ANNOTATION))
-            .and_then(|d| d.parse::<Duration>().ok());
-        if let Some(d) = duration
-            && after(run.started, d) <= to
-        {
-            finished.push((run.job.clone(), after(run.started, d)));
-            return false;
-        }
-        true
-    });
-    for (job, gpus) in freed_for {
-        match next.queued.iter_mut().find(|q| q.job == job) {
-            Some(q) => q.nominated.extend(gpus),
-            None => next.queued.push(QueuedJob {
+    }
+    for event in events {
+        if let WorldEvent::Exited { job, at, exit_code } = event {
+            next.completed.push(CompletedJob {
                 job,
-                since: to,
-                nominated: gpus,
-            }),
+                finished: at,
+                exit_code: Some(exit_code),
+                reason: Some(exit_reason(exit_code)),
+            });
         }
     }
-    for (job, at) in finished {
-        next.completed.push(CompletedJob {
-            job,
-            finished: at,
-            exit_code: Some(0),
-            reason: Some("succeeded".to_string()),
-        });
-    }
-    refresh_idle(&mut next, to);
+    refresh_idle(&mut next, observed, to);
     next
 }
 
-/// `idleSince` for nodes without jobs, cleared on nodes with jobs.
-fn refresh_idle(state: &mut ObservedState, now: Timestamp) {
+/// `idleSince` as observed at `now`: cleared on nodes with jobs; on the
+/// others, what `before` said, else `now`.
+fn refresh_idle(state: &mut ObservedState, before: &ObservedState, now: Timestamp) {
     let busy: BTreeSet<&str> = state
         .running
         .iter()
         .flat_map(|r| r.placement.iter().map(|p: &NodeGpus| p.node.as_str()))
         .collect();
-    let busy: BTreeSet<String> = busy.into_iter().map(str::to_string).collect();
-    for node in &mut state.nodes {
-        if busy.contains(&node.name) {
-            node.idle_since = None;
-        } else if node.idle_since.is_none() {
-            node.idle_since = Some(now);
-        }
+    let was: BTreeMap<&str, Option<Timestamp>> = before
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.idle_since))
+        .collect();
+    let idle: Vec<Option<Timestamp>> = state
+        .nodes
+        .iter()
+        .map(|node| {
+            if busy.contains(node.name.as_str()) {
+                None
+            } else {
+                was.get(node.name.as_str()).copied().flatten().or(Some(now))
+            }
+        })
+        .collect();
+    for (node, idle_since) in state.nodes.iter_mut().zip(idle) {
+        node.idle_since = idle_since;
     }
 }
