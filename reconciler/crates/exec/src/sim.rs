@@ -1,313 +1,302 @@
-//! The `sim` executor: an embedded virtual fleet, like KWOK. Nodes come from
-//! an observed-state file or from the pools (as the derived inventory); jobs
-//! "run" on the reconciler's clock for their `gitfleet/sim-duration`
-//! annotation, else their `timeLimit`, else until stopped; scaling adds nodes
-//! after a provisioning delay. Its nodes are kept in the state store, so a
-//! restarted reconciler finds the same fleet.
+//! The `sim` executor: an embedded virtual fleet, like KWOK, driven by the
+//! simulator's [`World`] (the same rules as the generator and the trace
+//! simulator). Nodes come from an observed-state file or from the pools (as
+//! the derived inventory); jobs "run" on the reconciler's clock for their
+//! `gitfleet/sim-duration` annotation, else their `timeLimit`, else until
+//! stopped, and exit with their `gitfleet/sim-exit-code` (default 0);
+//! preempted jobs stop when their grace period is over; scaling adds nodes
+//! after a provisioning delay. Its nodes are kept through the executor's
+//! [`KeyValue`] handle, so a restarted reconciler finds the same fleet; its
+//! jobs are the ones the reconciler says run (rebuilt after a restart).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use ::sim::{JobFacts, Rules, Stop, World, WorldEvent, WorldJob, WorldNode};
+use model::observed::{ObservedNode, Timestamp, derive_inventory};
+use model::plan::Action;
+use model::spec::{Duration, Fleet};
+use model::time::after;
 
 use crate::{
     ActionContext, Capabilities, Event, ExecError, Executor, JobView, KeyValue, Observation,
-    Outcome, StopKind, busy_nodes,
+    Outcome, StopKind,
 };
-use ::sim::SIM_DURATION_ANNOTATION;
-use model::observed::{ObservedNode, Timestamp, derive_inventory, pool_node};
-use model::plan::Action;
-use model::spec::{Duration, Fleet, NodePoolSpec};
-use model::time::after;
 
-/// The annotation that sets a simulated job's exit code (default 0).
-pub const SIM_EXIT_CODE_ANNOTATION: &str = "gitfleet/sim-exit-code";
+pub use ::sim::SIM_EXIT_CODE_ANNOTATION;
 
 const NODE_PREFIX: &str = "sim/node/";
-
-/// A virtual node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SimNode {
-    node: ObservedNode,
-    /// Provisioning: the node joins at this time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ready_at: Option<Timestamp>,
-    /// No new placements.
-    #[serde(default)]
-    drained: bool,
-}
 
 /// The virtual fleet.
 #[derive(Debug)]
 pub struct SimExecutor {
     store: Arc<dyn KeyValue>,
-    nodes: BTreeMap<String, SimNode>,
-    pools: BTreeMap<String, NodePoolSpec>,
+    rules: Rules,
+    /// The world, made at the first call that knows the time.
+    world: Option<World>,
+    /// Nodes read back from the store, waiting for the world.
+    stored: Vec<WorldNode>,
+    /// The fleet's pools and, on a new state, its first nodes.
+    fleet: Option<Arc<Fleet>>,
     seed: Option<Vec<ObservedNode>>,
-    provision_delay: Duration,
 }
 
 impl SimExecutor {
     /// Opens the virtual fleet kept in `store`. When the store has none yet,
     /// it is made from `seed` (an observed-state file's nodes) or, without
-    /// one, from the pools on the first [`SimExecutor::adopt_fleet`].
+    /// one, from the pools given by [`SimExecutor::adopt_fleet`].
     pub fn open(
         store: Arc<dyn KeyValue>,
         seed: Option<Vec<ObservedNode>>,
         provision_delay: Duration,
     ) -> Result<Self, ExecError> {
-        let mut nodes = BTreeMap::new();
+        let mut stored = Vec::new();
         for (key, value) in store.entries(NODE_PREFIX)? {
             if let Some(name) = key.strip_prefix(NODE_PREFIX) {
-                let node: SimNode = serde_json::from_str(&value).map_err(|e| {
+                let node: WorldNode = serde_json::from_str(&value).map_err(|e| {
                     ExecError::Inventory(format!("sim node {name} in the state: {e}"))
                 })?;
-                nodes.insert(name.to_string(), node);
+                stored.push(node);
             }
         }
         Ok(SimExecutor {
             store,
-            nodes,
-            pools: BTreeMap::new(),
+            rules: Rules::executor(provision_delay),
+            world: None,
+            stored,
+            fleet: None,
             seed,
-            provision_delay,
         })
-    }
-
-    fn save(&self, names: &[&str]) -> Result<(), ExecError> {
-        let changes: Vec<(String, Option<String>)> = names
-            .iter()
-            .map(|name| {
-                let value = self
-                    .nodes
-                    .get(*name)
-                    .map(|node| serde_json::to_string(node).unwrap_or_default());
-                (format!("{NODE_PREFIX}{name}"), value)
-            })
-            .collect();
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.store.write(&changes)?;
-        Ok(())
-    }
-
-    fn pool_nodes(&self, pool: &str) -> impl DoubleEndedIterator<Item = &SimNode> {
-        self.nodes
-            .values()
-            .filter(move |n| n.node.pool.as_deref() == Some(pool))
-    }
-
-    fn scale(
-        &mut self,
-        pool: &str,
-        to: u32,
-        remove: &[String],
-        now: Timestamp,
-    ) -> Result<(), ExecError> {
-        let current = self.pool_nodes(pool).count() as u32;
-        let mut touched: Vec<String> = Vec::new();
-        if to > current {
-            let spec = self.pools.get(pool).ok_or_else(|| ExecError::Action {
-                action: "scale",
-                subject: pool.to_string(),
-                message: "no such pool in the fleet".to_string(),
-            })?;
-            let ready_at =
-                (!self.provision_delay.is_zero()).then(|| after(now, self.provision_delay));
-            let mut i = 0;
-            let mut added = 0;
-            while added < to - current {
-                let mut node = pool_node(pool, spec, i);
-                i += 1;
-                if self.nodes.contains_key(&node.name) {
-                    continue;
-                }
-                node.idle_since = Some(ready_at.unwrap_or(now));
-                touched.push(node.name.clone());
-                self.nodes.insert(
-                    node.name.clone(),
-                    SimNode {
-                        node,
-                        ready_at,
-                        drained: false,
-                    },
-                );
-                added += 1;
-            }
-        } else if to < current {
-            let mut victims: Vec<String> = remove
-                .iter()
-                .filter(|n| self.nodes.contains_key(*n))
-                .cloned()
-                .collect();
-            // Without names, the newest nodes go first (highest name).
-            let extra: Vec<String> = self
-                .pool_nodes(pool)
-                .map(|n| n.node.name.clone())
-                .rev()
-                .filter(|n| !victims.contains(n))
-                .collect();
-            for name in extra {
-                if victims.len() as u32 >= current - to {
-                    break;
-                }
-                victims.push(name);
-            }
-            victims.truncate((current - to) as usize);
-            for name in &victims {
-                self.nodes.remove(name);
-            }
-            touched = victims;
-        }
-        let refs: Vec<&str> = touched.iter().map(String::as_str).collect();
-        self.save(&refs)
     }
 
     /// Gives the executor the desired fleet: the pools it scales, and (on a
     /// new state without an observed file) the derived inventory as its
     /// first nodes.
     pub fn adopt_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
-        self.pools = fleet
-            .pools
-            .iter()
-            .map(|p| (p.name().to_string(), p.spec.clone()))
-            .collect();
-        if !self.nodes.is_empty() {
-            return Ok(());
+        if let Some(world) = &mut self.world {
+            world.set_pools(fleet);
         }
-        let seed = match self.seed.take() {
-            Some(nodes) => nodes,
-            None => derive_inventory(fleet).nodes,
-        };
-        let names: Vec<String> = seed.iter().map(|n| n.name.clone()).collect();
-        for node in seed {
-            self.nodes.insert(
-                node.name.clone(),
-                SimNode {
-                    node,
-                    ready_at: None,
-                    drained: false,
-                },
-            );
-        }
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.save(&refs)
+        self.fleet = Some(Arc::new(fleet.clone()));
+        Ok(())
     }
-}
 
-impl SimExecutor {
-    /// Nodes ready at `now`, with `idleSince` kept for the nodes not in `busy`.
-    fn ready_nodes(
+    /// The world at `now`: made (from the stored nodes, else the seed, else
+    /// the pools) at the first call.
+    fn world(&mut self, now: Timestamp) -> Result<&mut World, ExecError> {
+        if self.world.is_none() {
+            let mut world = World::new(self.rules, now);
+            if let Some(fleet) = &self.fleet {
+                world.set_pools(fleet);
+            }
+            let mut new = Vec::new();
+            if self.stored.is_empty() {
+                let seed = match (self.seed.take(), &self.fleet) {
+                    (Some(nodes), _) => nodes,
+                    (None, Some(fleet)) => derive_inventory(fleet).nodes,
+                    (None, None) => Vec::new(),
+                };
+                new = seed.iter().map(|n| n.name.clone()).collect();
+                world.seed_nodes(seed);
+            }
+            for node in self.stored.drain(..) {
+                let name = node.node.name.clone();
+                world.add_node(node).map_err(|e| {
+                    ExecError::Inventory(format!("sim node {name} in the state: {e}"))
+                })?;
+            }
+            let refs: Vec<&str> = new.iter().map(String::as_str).collect();
+            save(self.store.as_ref(), &world, &refs)?;
+            self.world = Some(world);
+        }
+        self.world
+            .as_mut()
+            .ok_or_else(|| ExecError::Inventory("the sim world is not there".to_string()))
+    }
+
+    /// Brings the world's jobs in line with the jobs the reconciler says
+    /// run; returns events for jobs that cannot be seated (reported gone,
+    /// as the local executor reports jobs it has no record of).
+    fn sync_jobs(
         &mut self,
         now: Timestamp,
-        busy: &[&str],
-    ) -> Result<Vec<ObservedNode>, ExecError> {
-        let mut changed = Vec::new();
-        for (name, sim) in &mut self.nodes {
-            if sim.ready_at.is_some_and(|t| t <= now) {
-                sim.ready_at = None;
-                changed.push(name.clone());
-            }
-            let idle = !busy.contains(&name.as_str());
-            if !idle && sim.node.idle_since.is_some() {
-                sim.node.idle_since = None;
-                changed.push(name.clone());
-            } else if idle && sim.node.idle_since.is_none() {
-                sim.node.idle_since = Some(now);
-                changed.push(name.clone());
-            }
+        running: &[JobView<'_>],
+    ) -> Result<Vec<Event>, ExecError> {
+        let rules = self.rules;
+        let world = self.world(now)?;
+        let believed: BTreeSet<&str> = running.iter().map(|v| v.job).collect();
+        let gone: Vec<String> = world
+            .jobs()
+            .map(|j| j.job.clone())
+            .filter(|j| !believed.contains(j.as_str()))
+            .collect();
+        for job in gone {
+            world.forget_job(&job, now);
         }
-        changed.dedup();
-        let refs: Vec<&str> = changed.iter().map(String::as_str).collect();
-        self.save(&refs)?;
-        Ok(self
-            .nodes
-            .values()
-            .filter(|n| n.ready_at.is_none())
-            .map(|n| n.node.clone())
-            .collect())
-    }
-
-    /// What the running jobs did by `now`.
-    fn events(now: Timestamp, running: &[JobView<'_>]) -> Vec<Event> {
         let mut events = Vec::new();
         for view in running {
-            if let Some(stop) = &view.stop {
-                let ends = match stop.kind {
-                    StopKind::Preempt => after(stop.since, view.grace),
-                    StopKind::Terminate | StopKind::Cancel => stop.since,
-                };
-                if ends <= now {
-                    events.push(Event::Stopped {
+            match world.job(view.job).map(|j| j.stop.is_some()) {
+                None => {
+                    let facts = JobFacts::with_grace(view.spec, view.grace, &rules);
+                    let job = WorldJob {
                         job: view.job.to_string(),
-                        at: ends,
-                    });
-                    continue;
-                }
-            }
-            let Some(started) = view.started else {
-                continue;
-            };
-            let Some(spec) = view.spec else { continue };
-            let duration = spec
-                .metadata
-                .annotations
-                .get(SIM_DURATION_ANNOTATION)
-                .and_then(|d| d.parse::<Duration>().ok())
-                .or(spec.spec.time_limit);
-            if let Some(d) = duration
-                && after(started, d) <= now
-                && view.stop.is_none()
-            {
-                let exit_code = spec
-                    .metadata
-                    .annotations
-                    .get(SIM_EXIT_CODE_ANNOTATION)
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .unwrap_or(0);
-                events.push(Event::Exited {
-                    job: view.job.to_string(),
-                    at: after(started, d),
-                    exit_code: Some(exit_code),
-                });
-            }
-        }
-        events
-    }
-
-    fn execute_now(&mut self, action: &Action, now: Timestamp) -> Result<Outcome, ExecError> {
-        match action {
-            Action::Place { placement, job, .. } => {
-                for p in placement {
-                    if !self.nodes.contains_key(&p.node) {
-                        return Err(ExecError::Action {
-                            action: "place",
-                            subject: job.clone(),
-                            message: format!("node {} does not exist", p.node),
+                        placement: view.placement.to_vec(),
+                        started: view.started.unwrap_or(now),
+                        run_length: facts.run_length,
+                        exit_code: facts.exit_code,
+                        stop: view.stop.map(|s| Stop {
+                            kind: world_stop(s.kind),
+                            since: s.since,
+                            ends: match s.kind {
+                                StopKind::Preempt => after(s.since, view.grace),
+                                StopKind::Terminate | StopKind::Cancel => s.since,
+                            },
+                            for_job: None,
+                            reason: None,
+                        }),
+                    };
+                    if let Err(e) = world.add_job(job) {
+                        tracing::warn!(job = view.job, error = %e, "cannot seat the job in the sim: reported gone");
+                        events.push(Event::Exited {
+                            job: view.job.to_string(),
+                            at: now,
+                            exit_code: None,
                         });
                     }
                 }
-                Ok(Outcome::Done)
-            }
-            Action::Preempt { .. } => Ok(Outcome::Underway),
-            Action::Terminate { .. } | Action::Cancel { .. } => Ok(Outcome::Done),
-            Action::Scale {
-                pool, to, nodes, ..
-            } => {
-                self.scale(pool, *to, nodes, now)?;
-                Ok(Outcome::Done)
-            }
-            Action::Drain { node, .. } => {
-                if let Some(n) = self.nodes.get_mut(node) {
-                    n.drained = true;
-                    self.save(&[node.as_str()])?;
-                }
-                Ok(Outcome::Done)
+                Some(false) => match view.stop {
+                    Some(stop) if stop.kind == StopKind::Preempt => {
+                        world.preempt(view.job, "", view.grace, stop.since);
+                    }
+                    Some(stop) => {
+                        let stopped = world.stop(view.job, world_stop(stop.kind), None, stop.since);
+                        events.extend(stopped.into_iter().filter_map(event_of));
+                    }
+                    None => {}
+                },
+                Some(true) => {}
             }
         }
+        Ok(events)
     }
+
+    fn execute_now(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        let rules = self.rules;
+        let store = self.store.clone();
+        let world = self.world(now)?;
+        let facts = JobFacts::with_grace(ctx.spec, ctx.grace, &rules);
+        let (name, kind) = (action_subject(action), action.kind());
+        let before = snapshot(world);
+        let outcome = match action {
+            // Done by the reconciler's records: the world forgets a stopped
+            // job at the next observation.
+            Action::Terminate { .. } | Action::Cancel { .. } => Outcome::Done,
+            _ => {
+                world
+                    .apply(action, &facts, now)
+                    .map_err(|e| ExecError::Action {
+                        action: kind,
+                        subject: name.to_string(),
+                        message: e.to_string(),
+                    })?;
+                match action {
+                    Action::Preempt { .. } => Outcome::Underway,
+                    _ => Outcome::Done,
+                }
+            }
+        };
+        save_changed(store.as_ref(), world, &before)?;
+        Ok(outcome)
+    }
+}
+
+/// The stop kinds are the same in the world and the interface.
+fn world_stop(kind: StopKind) -> ::sim::StopKind {
+    match kind {
+        StopKind::Preempt => ::sim::StopKind::Preempt,
+        StopKind::Terminate => ::sim::StopKind::Terminate,
+        StopKind::Cancel => ::sim::StopKind::Cancel,
+    }
+}
+
+/// What the reconciler hears of a world event.
+fn event_of(event: WorldEvent) -> Option<Event> {
+    match event {
+        WorldEvent::Exited { job, at, exit_code } => Some(Event::Exited {
+            job,
+            at,
+            exit_code: Some(exit_code),
+        }),
+        WorldEvent::Stopped { job, at, .. } => Some(Event::Stopped { job, at }),
+        WorldEvent::NodeReady { .. } => None,
+    }
+}
+
+fn action_subject(action: &Action) -> &str {
+    match action {
+        Action::Place { job, .. }
+        | Action::Preempt { job, .. }
+        | Action::Terminate { job, .. }
+        | Action::Cancel { job, .. } => job,
+        Action::Scale { pool, .. } => pool,
+        Action::Drain { node, .. } => node,
+    }
+}
+
+/// Every node as stored, by name.
+fn snapshot(world: &World) -> BTreeMap<String, String> {
+    world
+        .nodes()
+        .map(|n| {
+            (
+                n.node.name.clone(),
+                serde_json::to_string(n).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Stores the nodes that changed since `before` (added, changed, removed).
+fn save_changed(
+    store: &dyn KeyValue,
+    world: &World,
+    before: &BTreeMap<String, String>,
+) -> Result<(), ExecError> {
+    let after = snapshot(world);
+    let mut changes: Vec<(String, Option<String>)> = Vec::new();
+    for (name, value) in &after {
+        if before.get(name) != Some(value) {
+            changes.push((format!("{NODE_PREFIX}{name}"), Some(value.clone())));
+        }
+    }
+    for name in before.keys().filter(|n| !after.contains_key(*n)) {
+        changes.push((format!("{NODE_PREFIX}{name}"), None));
+    }
+    if !changes.is_empty() {
+        store.write(&changes)?;
+    }
+    Ok(())
+}
+
+/// Stores the named nodes as the world has them.
+fn save(store: &dyn KeyValue, world: &World, names: &[&str]) -> Result<(), ExecError> {
+    let changes: Vec<(String, Option<String>)> = names
+        .iter()
+        .map(|name| {
+            let value = world
+                .node(name)
+                .map(|node| serde_json::to_string(node).unwrap_or_default());
+            (format!("{NODE_PREFIX}{name}"), value)
+        })
+        .collect();
+    if !changes.is_empty() {
+        store.write(&changes)?;
+    }
+    Ok(())
 }
 
 impl Executor for SimExecutor {
@@ -332,18 +321,32 @@ impl Executor for SimExecutor {
         now: Timestamp,
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
-        let events = Self::events(now, running);
-        let nodes = self.ready_nodes(now, &busy_nodes(running, &events))?;
-        Ok(Observation { events, nodes })
+        let mut events = self.sync_jobs(now, running)?;
+        let store = self.store.clone();
+        let world = self.world(now)?;
+        let before = snapshot(world);
+        events.extend(world.advance(now).into_iter().filter_map(event_of));
+        world.take_completed();
+        // Reported by job name, as the reconciler lists its jobs (the times
+        // say when each happened).
+        events.sort_by(|a, b| a.job().cmp(b.job()));
+        save_changed(store.as_ref(), world, &before)?;
+        Ok(Observation {
+            events,
+            nodes: world.ready_nodes(),
+        })
     }
 
     fn already_done(&self, action: &Action) -> bool {
+        let Some(world) = &self.world else {
+            return false;
+        };
         match action {
             Action::Scale { pool, to, from, .. } if to > from => {
-                self.pool_nodes(pool).count() as u32 >= *to
-                    && self.pool_nodes(pool).any(|n| n.ready_at.is_some())
+                world.pool_nodes(pool).count() as u32 >= *to
+                    && world.pool_nodes(pool).any(|n| n.ready_at.is_some())
             }
-            Action::Drain { node, .. } => self.nodes.get(node).is_some_and(|n| n.drained),
+            Action::Drain { node, .. } => world.node(node).is_some_and(|n| n.drained),
             _ => false,
         }
     }
@@ -351,10 +354,10 @@ impl Executor for SimExecutor {
     async fn execute(
         &mut self,
         action: &Action,
-        _ctx: &ActionContext<'_>,
+        ctx: &ActionContext<'_>,
         now: Timestamp,
     ) -> Result<Outcome, ExecError> {
-        self.execute_now(action, now)
+        self.execute_now(action, ctx, now)
     }
 }
 
@@ -390,7 +393,7 @@ mod tests {
         assert_eq!(nodes.len(), 2);
         drop(sim);
         let again = SimExecutor::open(store, None, Duration::ZERO).unwrap();
-        assert_eq!(again.nodes.len(), 2);
+        assert_eq!(again.stored.len(), 2, "nodes read back from the store");
     }
 
     #[test]
@@ -429,5 +432,171 @@ mod tests {
         block_on(sim.execute(&down, &ctx, later)).unwrap();
         let names: Vec<String> = nodes(&mut sim, later).into_iter().map(|n| n.name).collect();
         assert_eq!(names, ["p-0", "p-2"], "named node first, then the newest");
+    }
+
+    fn job(name: &str, annotations: &[(&str, &str)]) -> model::spec::Object<model::spec::JobSpec> {
+        let spec: model::spec::JobSpec = serde_json::from_value(serde_json::json!({
+            "queue": "q",
+            "gpusPerReplica": 2,
+            "timeLimit": "1h",
+        }))
+        .unwrap();
+        model::spec::Object {
+            metadata: model::spec::Metadata {
+                name: name.to_string(),
+                labels: Default::default(),
+                annotations: annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            },
+            spec,
+            origin: model::diag::Origin::new("jobs.yaml".into(), model::diag::Pos::new(1, 1)),
+        }
+    }
+
+    fn view<'a>(
+        spec: &'a model::spec::Object<model::spec::JobSpec>,
+        placement: &'a [model::observed::NodeGpus],
+        started: Timestamp,
+        stop: Option<crate::StopView>,
+        grace: Duration,
+    ) -> JobView<'a> {
+        JobView {
+            job: spec.name(),
+            placement,
+            started: Some(started),
+            stop,
+            spec: Some(spec),
+            grace,
+        }
+    }
+
+    #[test]
+    fn jobs_exit_by_the_world_rules_and_survive_a_restart() {
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut sim = SimExecutor::open(store.clone(), None, Duration::ZERO).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
+        let t0 = t("2026-11-21T10:00:00Z");
+        let short = job(
+            "short",
+            &[
+                ("gitfleet/sim-duration", "10m"),
+                ("gitfleet/sim-exit-code", "3"),
+            ],
+        );
+        let long = job("long", &[]);
+        let here = vec![model::observed::NodeGpus {
+            node: "p-0".into(),
+            gpus: vec![0, 1],
+        }];
+        let there = vec![model::observed::NodeGpus {
+            node: "p-1".into(),
+            gpus: vec![0, 1],
+        }];
+        let ctx = ActionContext {
+            spec: Some(&short),
+            attempt: None,
+            grace: Duration::ZERO,
+            revision: "r",
+        };
+        let place = Action::Place {
+            job: "short".into(),
+            placement: here.clone(),
+            reason: String::new(),
+        };
+        assert_eq!(
+            block_on(sim.execute(&place, &ctx, t0)).unwrap(),
+            Outcome::Done
+        );
+        assert_eq!(
+            block_on(sim.execute(&place, &ctx, t0)).unwrap(),
+            Outcome::Done,
+            "idempotent"
+        );
+        let running = [
+            view(&short, &here, t0, None, Duration::ZERO),
+            view(&long, &there, t0, None, Duration::ZERO),
+        ];
+        let seen = block_on(sim.observe(t("2026-11-21T10:05:00Z"), &running)).unwrap();
+        assert!(seen.events.is_empty(), "{:?}", seen.events);
+        let busy = seen.nodes.iter().find(|n| n.name == "p-0").unwrap();
+        assert_eq!(busy.idle_since, None);
+
+        // A restarted reconciler: the world is rebuilt from the jobs it says run.
+        drop(sim);
+        let mut sim = SimExecutor::open(store, None, Duration::ZERO).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
+        let seen = block_on(sim.observe(t("2026-11-21T11:30:00Z"), &running)).unwrap();
+        assert_eq!(
+            seen.events,
+            vec![
+                Event::Exited {
+                    job: "long".into(),
+                    at: t("2026-11-21T11:00:00Z"),
+                    exit_code: Some(0),
+                },
+                Event::Exited {
+                    job: "short".into(),
+                    at: t("2026-11-21T10:10:00Z"),
+                    exit_code: Some(3),
+                },
+            ],
+            "sim-duration and exit code, else the time limit"
+        );
+        let idle = seen.nodes.iter().find(|n| n.name == "p-0").unwrap();
+        assert_eq!(idle.idle_since, Some(t("2026-11-21T10:10:00Z")));
+    }
+
+    #[test]
+    fn a_preempted_job_stops_when_its_grace_period_ends() {
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut sim = SimExecutor::open(store, None, Duration::ZERO).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
+        let t0 = t("2026-11-21T10:00:00Z");
+        let victim = job("victim", &[]);
+        let here = vec![model::observed::NodeGpus {
+            node: "p-0".into(),
+            gpus: vec![0, 1],
+        }];
+        let grace: Duration = "5m".parse().unwrap();
+        let running = [view(&victim, &here, t0, None, grace)];
+        assert!(
+            block_on(sim.observe(t0, &running))
+                .unwrap()
+                .events
+                .is_empty()
+        );
+        let preempt = Action::Preempt {
+            job: "victim".into(),
+            for_job: "other".into(),
+            reason: String::new(),
+        };
+        let ctx = ActionContext {
+            spec: Some(&victim),
+            attempt: None,
+            grace,
+            revision: "r",
+        };
+        let since = t("2026-11-21T10:01:00Z");
+        assert_eq!(
+            block_on(sim.execute(&preempt, &ctx, since)).unwrap(),
+            Outcome::Underway
+        );
+        let stopping = Some(crate::StopView {
+            kind: StopKind::Preempt,
+            since,
+        });
+        let running = [view(&victim, &here, t0, stopping, grace)];
+        let early = block_on(sim.observe(t("2026-11-21T10:05:59Z"), &running)).unwrap();
+        assert!(early.events.is_empty(), "{:?}", early.events);
+        let late = block_on(sim.observe(t("2026-11-21T10:07:00Z"), &running)).unwrap();
+        assert_eq!(
+            late.events,
+            vec![Event::Stopped {
+                job: "victim".into(),
+                at: t("2026-11-21T10:06:00Z"),
+            }]
+        );
     }
 }

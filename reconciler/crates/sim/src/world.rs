@@ -664,6 +664,28 @@ impl World {
         self.leave(job, now, Ending::Stop).into_iter().collect()
     }
 
+    /// Takes `job` out of the world without an event or a completion: its
+    /// end was recorded elsewhere (the reconciler took a stop as done). Its
+    /// GPUs are free, its nodes idle since `at` when it was their last job.
+    /// Returns whether it was running.
+    pub fn forget_job(&mut self, job: &str, at: Timestamp) -> bool {
+        let Some(entry) = self.jobs.get(job) else {
+            return false;
+        };
+        let old = entry.job.ending();
+        self.reschedule(job, old, None);
+        let completed = self.completed.len();
+        let _ = self.leave(job, at, Ending::Stop);
+        self.completed.truncate(completed);
+        true
+    }
+
+    /// The jobs that ended since the last call (a long-running world, as the
+    /// `sim` executor's, keeps no history: its owner records the ends).
+    pub fn take_completed(&mut self) -> Vec<CompletedJob> {
+        std::mem::take(&mut self.completed)
+    }
+
     /// Scales `pool` to `to` nodes at `now` (counting nodes still being
     /// provisioned). Up: new nodes (never beyond the pool's `max`), ready
     /// after the provisioning delay. Down: the named nodes of the pool
