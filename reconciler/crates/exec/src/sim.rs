@@ -189,7 +189,7 @@ impl SimExecutor {
         let store = self.store.clone();
         let world = self.world(now)?;
         let facts = JobFacts::with_grace(ctx.spec, ctx.grace, &rules);
-        let (name, kind) = (action_subject(action), action.kind());
+        let (name, kind) = (action.target(), action.kind());
         let before = snapshot(world);
         let outcome = match action {
             // Done by the reconciler's records: the world forgets a stopped
@@ -233,17 +233,6 @@ fn event_of(event: WorldEvent) -> Option<Event> {
         }),
         WorldEvent::Stopped { job, at, .. } => Some(Event::Stopped { job, at }),
         WorldEvent::NodeReady { .. } => None,
-    }
-}
-
-fn action_subject(action: &Action) -> &str {
-    match action {
-        Action::Place { job, .. }
-        | Action::Preempt { job, .. }
-        | Action::Terminate { job, .. }
-        | Action::Cancel { job, .. } => job,
-        Action::Scale { pool, .. } => pool,
-        Action::Drain { node, .. } => node,
     }
 }
 
