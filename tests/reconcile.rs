@@ -272,6 +272,44 @@ fn a_job_removed_from_git_is_cancelled() {
 }
 
 #[test]
+fn a_mistyped_api_version_is_refused_and_cancels_nothing() {
+    let fleet = Fleet::new();
+    let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 4, "");
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &jobs),
+        ],
+        "two jobs",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("a-1"), "running");
+
+    // One character off: the document must not read as deleted.
+    let typo = jobs.replacen(
+        "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: a-1}",
+        "apiVersion: gitfleet/V1\nkind: Job\nmetadata: {name: a-1}",
+        1,
+    );
+    assert_ne!(typo, jobs);
+    fleet.commit(&[("jobs.yaml", &typo)], "typo");
+    let out = fleet.reconcile(&[]);
+    assert!(
+        !out.status.success(),
+        "--once exits 1 on a refused revision"
+    );
+    assert!(
+        text(&out).contains("apiVersion: unknown version \"gitfleet/V1\""),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("cancel a-1"), "{}", text(&out));
+    assert_eq!(fleet.phase("a-1"), "running");
+    assert_eq!(fleet.phase("a-2"), "running");
+}
+
+#[test]
 fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
     let fleet = Fleet::new();
     // a holds 16 GPUs, 4 above its guarantee of 12; b-1 needs 8 but b's

@@ -341,7 +341,18 @@ fn parse_file(
     };
     for node in nodes {
         if node.get("apiVersion").and_then(Node::as_str) != Some(API_VERSION) {
-            continue; // another tool's document (Kubernetes, CI): not ours
+            // Another tool's document (Kubernetes, CI) is not ours; one of
+            // ours with a mistyped or missing apiVersion is an error, never
+            // skipped: skipped, it would read as deleted (its job cancelled).
+            if let Some((pos, message)) = look_alike(&node) {
+                let ours = node
+                    .get("kind")
+                    .and_then(Node::as_str)
+                    .and_then(Kind::parse);
+                docs.rejected.record(ours, &node.to_json());
+                diagnostics.push(Diagnostic::new(at(pos), message));
+            }
+            continue;
         }
         let Some(kind_node) = node.get("kind") else {
             docs.rejected.record(None, &node.to_json());
@@ -425,6 +436,59 @@ fn not_utf8(file: &SourceFile, err: std::str::Utf8Error) -> Diagnostic {
         Origin::new(file.path.clone(), Pos::new(line as u32, column as u32)),
         format!("file is not valid UTF-8 (byte 0x{byte:02X}); save it as UTF-8"),
     )
+}
+
+/// Whether a document that is not `gitfleet/v1` looks like one of ours: a
+/// gitfleet kind without an `apiVersion` (or with one that is not a string),
+/// or an `apiVersion` whose group is `gitfleet` or a near miss of it
+/// (`gitfleet/v1beta1`, `gitfleet/V1`, `gitflet/v1`). Documents of other API
+/// groups (`batch/v1` Jobs, `scheduling.k8s.io/v1` PriorityClasses) are not.
+/// Returns where and what to say.
+fn look_alike(node: &Node) -> Option<(Pos, String)> {
+    let kind = node.get("kind").and_then(Node::as_str);
+    let ours = kind.and_then(Kind::parse);
+    let what = match (
+        ours,
+        node.get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Node::as_str),
+    ) {
+        (Some(kind), Some(name)) => format!("{kind} {name}: "),
+        (Some(kind), None) => format!("{kind}: "),
+        (None, _) => String::new(),
+    };
+    let Some(version) = node.get("apiVersion") else {
+        return ours.map(|_| {
+            (
+                node.pos,
+                format!("{what}missing apiVersion: a gitfleet document needs \"apiVersion: {API_VERSION}\" (without it the document would be ignored)"),
+            )
+        });
+    };
+    let Some(text) = version.as_str() else {
+        return ours.map(|_| {
+            (
+                version.pos,
+                format!(
+                    "{what}apiVersion: expected \"{API_VERSION}\", found {}",
+                    version.to_json()
+                ),
+            )
+        });
+    };
+    let group = text
+        .split('/')
+        .next()
+        .unwrap_or(text)
+        .trim()
+        .to_ascii_lowercase();
+    let near = group.starts_with("gitfleet") || strsim::osa_distance(&group, "gitfleet") <= 2;
+    near.then(|| {
+        (
+            version.pos,
+            format!("{what}apiVersion: unknown version {text:?} (did you mean \"{API_VERSION}\"? gitfleet reads only {API_VERSION})"),
+        )
+    })
 }
 
 fn unknown_kind(kind_node: &Node) -> String {
@@ -567,6 +631,24 @@ mod tests {
             got,
             [
                 "a.yaml:4:15: PriorityClass c: spec.value: invalid value: integer `3000000000`, expected an integer from -2147483648 to 2147483647"
+            ]
+        );
+    }
+
+    #[test]
+    fn look_alike_documents_are_errors_and_other_groups_are_ignored() {
+        let got = messages(&[(
+            "a.yaml",
+            b"apiVersion: gitfleet/v1beta1\nkind: Job\nmetadata: {name: a}\n---\napiVersion: gitfleet/V1\nkind: Queue\nmetadata: {name: b}\n---\nkind: Job\nmetadata: {name: c}\n---\napiVersion: gitflet/v1\nkind: NodePool\nmetadata: {name: d}\n---\napiVersion: 1\nkind: Policy\n---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: k8s}\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: k8s}\n---\nkind: ConfigMap\n---\napiVersion: github.com/v1\nkind: Workflow\n",
+        )]);
+        assert_eq!(
+            got,
+            [
+                "a.yaml:1:13: Job a: apiVersion: unknown version \"gitfleet/v1beta1\" (did you mean \"gitfleet/v1\"? gitfleet reads only gitfleet/v1)",
+                "a.yaml:5:13: Queue b: apiVersion: unknown version \"gitfleet/V1\" (did you mean \"gitfleet/v1\"? gitfleet reads only gitfleet/v1)",
+                "a.yaml:9:1: Job c: missing apiVersion: a gitfleet document needs \"apiVersion: gitfleet/v1\" (without it the document would be ignored)",
+                "a.yaml:12:13: NodePool d: apiVersion: unknown version \"gitflet/v1\" (did you mean \"gitfleet/v1\"? gitfleet reads only gitfleet/v1)",
+                "a.yaml:16:13: Policy: apiVersion: expected \"gitfleet/v1\", found 1",
             ]
         );
     }
