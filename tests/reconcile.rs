@@ -240,8 +240,8 @@ fn an_invalid_commit_is_refused_and_the_last_good_one_kept() {
     assert_eq!(fleet.phase("b-1"), "running");
 }
 
-#[test]
-fn a_job_removed_from_git_is_cancelled() {
+/// A fleet whose jobs `a-1` (8 GPUs) and `a-2` (4) run; the jobs file's text.
+fn two_running_jobs() -> (Fleet, String) {
     let fleet = Fleet::new();
     let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 4, "");
     fleet.commit(
@@ -254,6 +254,12 @@ fn a_job_removed_from_git_is_cancelled() {
     );
     assert!(fleet.reconcile(&[]).status.success());
     assert_eq!(fleet.phase("a-1"), "running");
+    (fleet, jobs)
+}
+
+#[test]
+fn a_job_removed_from_git_is_cancelled() {
+    let (fleet, _) = two_running_jobs();
 
     fleet.commit(&[("jobs.yaml", &job("a-2", "a", 4, ""))], "remove a-1");
     let out = fleet.reconcile(&[]);
@@ -273,18 +279,7 @@ fn a_job_removed_from_git_is_cancelled() {
 
 #[test]
 fn a_mistyped_api_version_is_refused_and_cancels_nothing() {
-    let fleet = Fleet::new();
-    let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 4, "");
-    fleet.commit(
-        &[
-            ("fleet.yaml", BASE),
-            ("queues.yaml", &queues(8, 8)),
-            ("jobs.yaml", &jobs),
-        ],
-        "two jobs",
-    );
-    assert!(fleet.reconcile(&[]).status.success());
-    assert_eq!(fleet.phase("a-1"), "running");
+    let (fleet, jobs) = two_running_jobs();
 
     // One character off: the document must not read as deleted.
     let typo = jobs.replacen(
