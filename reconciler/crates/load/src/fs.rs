@@ -18,10 +18,29 @@ pub enum ReadError {
         #[source]
         source: io::Error,
     },
+    /// A symbolic link that would be read points out of the repository.
+    #[error("{link}: a symbolic link out of the repository (to {target}) is not read")]
+    LinkOutside {
+        /// The link, as shown.
+        link: String,
+        /// Where it points.
+        target: String,
+    },
+    /// A `*.yaml` that is not a regular file (a FIFO, socket or device).
+    #[error("{path}: not a regular file, not read")]
+    NotAFile {
+        /// The path, as shown.
+        path: String,
+    },
 }
 
 /// Every `*.yaml`/`*.yml` file below `root` (dot-directories and dot-files
 /// skipped), sorted by path. A single file may be given as `root`.
+/// Symbolic links below `root` are not followed, as Git mode does not follow
+/// them either (so both modes read the same files): a link inside the
+/// repository is skipped (its target is read under its own path), one out of
+/// it that would be read (named `*.yaml`, or to a directory) is an error
+/// naming it, and so is a `*.yaml` that is not a regular file.
 /// Paths in the result are `root` joined with the relative path, as the user
 /// wrote `root` (`.` is left out), so messages point at files they can open.
 pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
@@ -34,7 +53,8 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
     if meta.is_file() {
         paths.push(root.to_path_buf());
     } else {
-        collect(root, &mut paths).map_err(|(p, e)| io_err(&p, e))?;
+        let inside = std::fs::canonicalize(root).map_err(|e| io_err(root, e))?;
+        collect(root, &inside, &mut paths)?;
     }
     paths.sort();
     paths
@@ -47,19 +67,42 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
         .collect()
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
-    let entries = std::fs::read_dir(dir).map_err(|e| (dir.to_path_buf(), e))?;
+fn collect(dir: &Path, inside: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+    let io_err = |path: &Path, source| ReadError::Io {
+        path: display_path(path),
+        source,
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| (dir.to_path_buf(), e))?;
+        let entry = entry.map_err(|e| io_err(dir, e))?;
         let name = entry.file_name();
         if name.to_string_lossy().starts_with('.') {
             continue;
         }
         let path = entry.path();
-        let file_type = entry.file_type().map_err(|e| (path.clone(), e))?;
-        if file_type.is_dir() {
-            collect(&path, out)?;
+        let file_type = entry.file_type().map_err(|e| io_err(&path, e))?;
+        if file_type.is_symlink() {
+            let target = std::fs::canonicalize(&path);
+            let would_read = is_yaml(&path) || target.as_ref().is_ok_and(|t| t.is_dir());
+            match target {
+                Ok(target) if would_read && !target.starts_with(inside) => {
+                    return Err(ReadError::LinkOutside {
+                        link: display_path(&path),
+                        target: target.display().to_string(),
+                    });
+                }
+                // Inside the repository (read under its own path), dangling,
+                // or nothing that would be read: skipped.
+                _ => {}
+            }
+        } else if file_type.is_dir() {
+            collect(&path, inside, out)?;
         } else if is_yaml(&path) {
+            if !file_type.is_file() {
+                return Err(ReadError::NotAFile {
+                    path: display_path(&path),
+                });
+            }
             out.push(path);
         }
     }
