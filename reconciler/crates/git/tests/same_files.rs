@@ -129,3 +129,21 @@ fn a_fifo_named_yaml_is_an_error_not_a_hang() {
         "{err}"
     );
 }
+
+#[test]
+fn a_file_too_large_for_a_fleet_is_an_error_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), DOC).unwrap();
+    // A sparse file: its size is what counts, nothing is written.
+    let big = std::fs::File::create(dir.path().join("huge.yaml")).unwrap();
+    big.set_len(load::fs::MAX_FILE_BYTES + 1).unwrap();
+    let err = read_fleet_dir(dir.path()).unwrap_err();
+    assert!(
+        matches!(err, ReadError::TooLarge { size, .. } if size == load::fs::MAX_FILE_BYTES + 1),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("huge.yaml: 268435457 bytes"),
+        "{err}"
+    );
+}

@@ -26,6 +26,16 @@ pub enum ReadError {
         /// Where it points.
         target: String,
     },
+    /// A file larger than any fleet file should be ([`MAX_FILE_BYTES`]).
+    #[error("{path}: {size} bytes, more than the {limit} a fleet file may have; not read")]
+    TooLarge {
+        /// The path, as shown.
+        path: String,
+        /// Its size (at least).
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A `*.yaml` that is not a regular file (a FIFO, socket or device).
     #[error("{path}: not a regular file, not read")]
     NotAFile {
@@ -33,6 +43,10 @@ pub enum ReadError {
         path: String,
     },
 }
+
+/// The largest file read (256 MiB): a fleet of 150,000 jobs is 30 MB of
+/// YAML in all; a file beyond this is a mistake or an attack, not a fleet.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
 
 /// Every `*.yaml`/`*.yml` file below `root` (dot-directories and dot-files
 /// skipped), sorted by path. A single file may be given as `root`.
@@ -60,7 +74,14 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
     paths
         .into_iter()
         .map(|path| {
-            let bytes = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+            let bytes = read_bounded(&path).map_err(|e| match e {
+                Bounded::Io(e) => io_err(&path, e),
+                Bounded::TooLarge(size) => ReadError::TooLarge {
+                    path: display_path(&path),
+                    size,
+                    limit: MAX_FILE_BYTES,
+                },
+            })?;
             let shown = display_path(&path);
             Ok(SourceFile::new(Arc::<str>::from(shown), bytes))
         })
@@ -107,6 +128,31 @@ fn collect(dir: &Path, inside: &Path, out: &mut Vec<PathBuf>) -> Result<(), Read
         }
     }
     Ok(())
+}
+
+enum Bounded {
+    Io(io::Error),
+    TooLarge(u64),
+}
+
+/// The file's bytes, refusing more than [`MAX_FILE_BYTES`] (checked before
+/// reading and while reading, for a file that grows meanwhile).
+fn read_bounded(path: &Path) -> Result<Vec<u8>, Bounded> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(Bounded::Io)?;
+    let size = file.metadata().map_err(Bounded::Io)?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(Bounded::TooLarge(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Bounded::Io)?;
+    let read = bytes.len() as u64;
+    if read > MAX_FILE_BYTES {
+        return Err(Bounded::TooLarge(read));
+    }
+    Ok(bytes)
 }
 
 /// Whether `path` names a YAML file by its extension.
