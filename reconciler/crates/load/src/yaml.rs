@@ -4,6 +4,8 @@
 //! (reported by the jsonschema crate as JSON pointers) and semantic errors can
 //! be mapped back to `FILE:LINE:COL`.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -66,6 +68,34 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
         .collect())
 }
 
+/// A scalar mapping key, hashable, equal exactly when the keys' values are
+/// equal (`1` and `1.0` differ, as their [`Value`]s do; `-0.0` is `0.0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ScalarKey<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// The bits of a float that is not NaN, with `-0.0` as `0.0`.
+    Float(u64),
+    Str(&'a str),
+}
+
+impl<'a> ScalarKey<'a> {
+    /// The key of a scalar node; `None` for collections and NaN, which equal
+    /// no other key.
+    pub(crate) fn of(node: &'a Node) -> Option<Self> {
+        Some(match &node.value {
+            Value::Null => ScalarKey::Null,
+            Value::Bool(b) => ScalarKey::Bool(*b),
+            Value::Int(i) => ScalarKey::Int(*i),
+            Value::Float(f) if f.is_nan() => return None,
+            Value::Float(f) => ScalarKey::Float(if *f == 0.0 { 0 } else { f.to_bits() }),
+            Value::Str(s) => ScalarKey::Str(s),
+            Value::Seq(_) | Value::Map(_) => return None,
+        })
+    }
+}
+
 /// The first (by position) scalar key that repeats an earlier key of the same mapping.
 fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
     let mut found: Option<SyntaxError> = None;
@@ -80,21 +110,25 @@ fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
             .filter_map(first_duplicate_key)
             .for_each(&mut keep),
         Value::Map(entries) => {
-            for (i, (key, value)) in entries.iter().enumerate() {
-                let scalar = !matches!(key.value, Value::Seq(_) | Value::Map(_));
-                if let Some((first, _)) = entries[..i]
-                    .iter()
-                    .find(|(earlier, _)| scalar && earlier.value == key.value)
-                {
-                    keep(SyntaxError {
-                        pos: key.pos,
-                        message: format!(
-                            "duplicate key {:?} (first at line {}, column {})",
-                            key.key_text(),
-                            first.pos.line,
-                            first.pos.column
-                        ),
-                    });
+            // Linear in the mapping's size: a hostile 300k-key mapping must
+            // not take minutes.
+            let mut seen: HashMap<ScalarKey<'_>, &Node> = HashMap::with_capacity(entries.len());
+            for (key, value) in entries {
+                if let Some(scalar) = ScalarKey::of(key) {
+                    match seen.entry(scalar) {
+                        Entry::Occupied(first) => keep(SyntaxError {
+                            pos: key.pos,
+                            message: format!(
+                                "duplicate key {:?} (first at line {}, column {})",
+                                key.key_text(),
+                                first.get().pos.line,
+                                first.get().pos.column
+                            ),
+                        }),
+                        Entry::Vacant(slot) => {
+                            slot.insert(key);
+                        }
+                    }
                 }
                 if let Some(err) = first_duplicate_key(value) {
                     keep(err);

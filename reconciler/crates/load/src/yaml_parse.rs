@@ -6,11 +6,11 @@
 //! strings); anchors, aliases and `<<` merge keys are supported, with a cap
 //! on how many nodes aliases may expand to (no "billion laughs").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
-use super::yaml::{Node, Pos, SyntaxError, Value};
+use super::yaml::{Node, Pos, ScalarKey, SyntaxError, Value};
 
 /// Nesting deeper than this is refused (trees are dropped recursively).
 const MAX_DEPTH: usize = 256;
@@ -198,18 +198,30 @@ fn merge_keys(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
             }
         };
         for source in sources {
-            for (mk, mv) in source {
-                if !merged.iter().any(|(x, _)| x.value == mk.value) {
-                    merged.push((mk, mv));
-                }
+            merged.extend(source);
+        }
+    }
+    // Keys set by the mapping itself win, then the earliest merged source.
+    // Scalar keys are hashed so that merging large mappings stays linear;
+    // collection keys (rare) are compared one by one.
+    let mut taken: HashSet<ScalarKey<'_>> =
+        own.iter().filter_map(|(k, _)| ScalarKey::of(k)).collect();
+    let mut add = Vec::with_capacity(merged.len());
+    for (i, (mk, _)) in merged.iter().enumerate() {
+        add.push(match ScalarKey::of(mk) {
+            Some(key) => taken.insert(key),
+            None => {
+                !own.iter().any(|(x, _)| x.value == mk.value)
+                    && !merged[..i].iter().any(|(x, _)| x.value == mk.value)
             }
-        }
+        });
     }
-    for (mk, mv) in merged {
-        if !own.iter().any(|(x, _)| x.value == mk.value) {
-            own.push((mk, mv));
-        }
-    }
+    let extra: Vec<(Node, Node)> = merged
+        .into_iter()
+        .zip(add)
+        .filter_map(|(entry, add)| add.then_some(entry))
+        .collect();
+    own.extend(extra);
     own
 }
 

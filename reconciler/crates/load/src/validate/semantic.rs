@@ -8,6 +8,7 @@ use super::suggest::hint;
 use crate::yaml::PathSegment::{Index, Key};
 use crate::{Document, Documents};
 use model::diag::Diagnostic;
+use model::spec::limits::{MAX_FLEET_GPUS, MAX_FLEET_NODES};
 use model::spec::{Kind, QueueSpec};
 
 pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
@@ -44,8 +45,22 @@ fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
 }
 
 fn pools(docs: &Documents, out: &mut Vec<Diagnostic>) {
+    let (mut nodes, mut gpus) = (0_u64, 0_u64);
+    let mut over_reported = false;
     for pool in &docs.pools {
         let size = pool.object.spec.size;
+        nodes += u64::from(size.max);
+        gpus += u64::from(size.max) * u64::from(pool.object.spec.gpu.count);
+        if !over_reported && (nodes > MAX_FLEET_NODES || gpus > MAX_FLEET_GPUS) {
+            over_reported = true;
+            out.push(Diagnostic::new(
+                pool.origin_of(&["spec", "size", "max"]),
+                format!(
+                    "NodePool {}: spec.size.max: the pools up to this one reach {nodes} nodes and {gpus} GPUs at their max; a fleet has at most {MAX_FLEET_NODES} nodes and {MAX_FLEET_GPUS} GPUs",
+                    pool.name(),
+                ),
+            ));
+        }
         if size.min > size.max {
             out.push(Diagnostic::new(
                 pool.origin_of(&["spec", "size", "min"]),
@@ -134,39 +149,84 @@ fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
     guaranteed_sums(docs, &by_name, out);
 }
 
-/// Reports every queue that sits on a cycle of `parent` links, once per queue.
+/// Reports every queue that sits on a cycle of `parent` links, once per queue,
+/// in linear time (each queue has one parent, so every walk up the tree stops
+/// at a queue already seen).
 fn cycles(
     docs: &Documents,
     by_name: &BTreeMap<&str, &Document<QueueSpec>>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    /// Names shown in full before a long cycle is abbreviated.
+    const SHOWN: usize = 12;
+    // The cycle each queue on one belongs to, as its members in parent order.
+    let mut cycle_of: FxHashMap<&str, std::rc::Rc<Vec<&str>>> = FxHashMap::default();
+    // 1: on the walk under way; 2: finished.
+    let mut state: FxHashMap<&str, u8> = FxHashMap::default();
     for queue in &docs.queues {
-        let mut path: Vec<&str> = vec![queue.name()];
-        let mut current = queue;
-        while let Some(parent) = current.object.spec.parent.as_deref() {
-            let Some(next) = by_name.get(parent) else {
+        let mut walk: Vec<&str> = Vec::new();
+        let mut name = queue.name();
+        loop {
+            match state.get(name) {
+                Some(1) => {
+                    if let Some(start) = walk.iter().position(|n| *n == name) {
+                        let members = std::rc::Rc::new(walk[start..].to_vec());
+                        for member in members.iter() {
+                            cycle_of.insert(member, members.clone());
+                        }
+                    }
+                    break;
+                }
+                Some(_) => break,
+                None => {}
+            }
+            state.insert(name, 1);
+            walk.push(name);
+            let Some(parent) = by_name
+                .get(name)
+                .and_then(|q| q.object.spec.parent.as_deref())
+            else {
                 break;
             };
-            if let Some(start) = path.iter().position(|n| *n == parent) {
-                let cycle = &path[start..];
-                if cycle.contains(&queue.name()) && reported.insert(queue.name()) {
-                    let mut shown: Vec<&str> = cycle.to_vec();
-                    shown.push(parent);
-                    out.push(Diagnostic::new(
-                        queue.origin_of(&["spec", "parent"]),
-                        format!(
-                            "Queue {}: spec.parent: cycle in the queue tree: {}",
-                            queue.name(),
-                            shown.join(" → ")
-                        ),
-                    ));
-                }
+            if !by_name.contains_key(parent) {
                 break;
             }
-            path.push(parent);
-            current = next;
+            name = parent;
         }
+        for n in walk {
+            state.insert(n, 2);
+        }
+    }
+    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    for queue in &docs.queues {
+        let Some(members) = cycle_of.get(queue.name()) else {
+            continue;
+        };
+        if !reported.insert(queue.name()) {
+            continue;
+        }
+        let at = members.iter().position(|n| *n == queue.name()).unwrap_or(0);
+        let len = members.len();
+        let mut shown: Vec<&str> = (0..len.min(SHOWN))
+            .map(|i| members[(at + i) % len])
+            .collect();
+        if len > SHOWN {
+            shown.push("…");
+        }
+        shown.push(queue.name());
+        let size = if len > SHOWN {
+            format!(" ({len} queues)")
+        } else {
+            String::new()
+        };
+        out.push(Diagnostic::new(
+            queue.origin_of(&["spec", "parent"]),
+            format!(
+                "Queue {}: spec.parent: cycle in the queue tree: {}{size}",
+                queue.name(),
+                shown.join(" → ")
+            ),
+        ));
     }
 }
 

@@ -19,10 +19,10 @@ pub struct JobSpec {
     pub priority_class: Option<String>,
     /// Gang size: all replicas start together or none does.
     #[serde(default = "default_replicas")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_REPLICAS))]
     pub replicas: u32,
     /// GPUs per replica; a replica never spans nodes.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_GPUS_PER_NODE))]
     pub gpus_per_replica: u32,
     /// Acceptable GPU models (default: any).
     #[serde(default, skip_serializing_if = "Option::is_none")]

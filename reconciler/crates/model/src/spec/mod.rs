@@ -2,6 +2,7 @@
 
 mod duration;
 mod job;
+pub mod limits;
 mod meta;
 mod node_pool;
 mod policy;

@@ -48,7 +48,7 @@ pub struct PoolGpu {
     #[schemars(length(min = 1))]
     pub model: String,
     /// GPUs per node.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_GPUS_PER_NODE))]
     pub count: u32,
     /// Memory per GPU in GiB (informational).
     #[serde(default, rename = "memoryGiB", skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,9 @@ pub enum NvLink {
 #[serde(deny_unknown_fields)]
 pub struct PoolSize {
     /// Fewest nodes; scale-down never goes below.
+    #[schemars(range(max = super::limits::MAX_POOL_NODES))]
     pub min: u32,
     /// Most nodes; scale-up never goes above.
+    #[schemars(range(max = super::limits::MAX_POOL_NODES))]
     pub max: u32,
 }

@@ -12,7 +12,7 @@ pub struct QueueSpec {
     pub parent: Option<String>,
     /// Fair-share weight among siblings.
     #[serde(default = "default_weight")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_WEIGHT))]
     pub weight: u32,
     /// Quota per GPU model; a model not listed has guaranteed 0 and no limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -49,8 +49,10 @@ pub struct ModelQuota {
     pub model: String,
     /// GPUs this queue can always get back (reclaim); usage above it is borrowing.
     #[serde(default)]
+    #[schemars(range(max = super::limits::MAX_QUOTA_GPUS))]
     pub guaranteed: u32,
     /// Cap on usage including borrowing; omitted means no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = super::limits::MAX_QUOTA_GPUS))]
     pub limit: Option<u32>,
 }
