@@ -305,6 +305,27 @@ fn a_mistyped_api_version_is_refused_and_cancels_nothing() {
 }
 
 #[test]
+fn a_lost_state_database_is_refused_and_places_nothing_again() {
+    let (fleet, _) = two_running_jobs();
+    let db = fleet.state().join("state.redb");
+    for lose in ["empty", "missing"] {
+        match lose {
+            "empty" => std::fs::write(&db, b"").unwrap(),
+            _ => std::fs::remove_file(&db).unwrap(),
+        }
+        let out = fleet.reconcile(&[]);
+        assert!(!out.status.success(), "{lose}: {}", text(&out));
+        assert!(
+            text(&out).contains("starting from an empty state would run finished jobs again"),
+            "{lose}: {}",
+            text(&out)
+        );
+        assert!(!text(&out).contains("place a-1"), "{}", text(&out));
+    }
+    assert!(!db.exists(), "the lost database is not recreated");
+}
+
+#[test]
 fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
     let fleet = Fleet::new();
     // a holds 16 GPUs, 4 above its guarantee of 12; b-1 needs 8 but b's

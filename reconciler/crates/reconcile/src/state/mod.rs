@@ -41,6 +41,22 @@ const CLOCK_KEY: &str = "clock";
 /// The database file's name inside the state directory.
 pub const DB_FILE: &str = "state.redb";
 
+/// A file written beside the database once it exists; its presence without
+/// the database means the database was lost.
+pub const MARKER_FILE: &str = "gitfleet-state";
+const MARKER_TEXT: &str = "This directory holds gitfleet's state (state.redb). Do not delete \
+state.redb alone: jobs it recorded as finished would run again.\n";
+/// Entries of a state directory that only a used state has.
+const STATE_ENTRIES: [&str; 3] = [MARKER_FILE, "local", "repo.git"];
+
+/// What in `dir` shows that a state was kept there, if anything.
+fn earlier_state(dir: &Path) -> Option<String> {
+    STATE_ENTRIES
+        .iter()
+        .find(|name| dir.join(name).symlink_metadata().is_ok())
+        .map(|name| (*name).to_string())
+}
+
 /// Why the state could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -52,6 +68,20 @@ pub enum StateError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The database is gone or empty where a state was kept.
+    #[error(
+        "state {path} {how}, but {dir} held gitfleet's state (it has {evidence}): starting from an empty state would run finished jobs again and forget running ones. Restore {path} from a backup, or, to start over on purpose, remove {dir} (or use a new --state directory)"
+    )]
+    Lost {
+        /// The database file.
+        path: String,
+        /// The state directory.
+        dir: String,
+        /// "is missing" or "is empty".
+        how: &'static str,
+        /// The entry that shows a state was kept there.
+        evidence: String,
     },
     /// Another process holds the database.
     #[error(
@@ -132,6 +162,11 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the state in `dir`.
+    ///
+    /// A new database is created only where there was no state: a missing or
+    /// empty database in a directory that held gitfleet's state (its marker
+    /// file, a local executor's records, a mirror) is [`StateError::Lost`],
+    /// because starting from nothing would run finished jobs again.
     pub fn open(dir: &Path) -> Result<Store, StateError> {
         std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
             path: dir.display().to_string(),
@@ -139,6 +174,30 @@ impl Store {
         })?;
         let path = dir.join(DB_FILE);
         let shown = path.display().to_string();
+        let database_len = match std::fs::metadata(&path) {
+            Ok(meta) => Some(meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(StateError::Dir {
+                    path: shown,
+                    source,
+                });
+            }
+        };
+        if database_len.is_none_or(|len| len == 0)
+            && let Some(evidence) = earlier_state(dir)
+        {
+            return Err(StateError::Lost {
+                path: shown,
+                dir: dir.display().to_string(),
+                how: if database_len.is_none() {
+                    "is missing"
+                } else {
+                    "is empty"
+                },
+                evidence,
+            });
+        }
         let db = Database::create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StateError::Locked {
                 path: shown.clone(),
@@ -150,6 +209,15 @@ impl Store {
         })?;
         let store = Store { db, path };
         store.create_tables()?;
+        // Written after the database exists and lasts as long as the
+        // directory: from now on a lost database is noticed.
+        let marker = dir.join(MARKER_FILE);
+        if !marker.exists() {
+            std::fs::write(&marker, MARKER_TEXT).map_err(|source| StateError::Dir {
+                path: marker.display().to_string(),
+                source,
+            })?;
+        }
         Ok(store)
     }
 
@@ -429,6 +497,68 @@ mod tests {
         let left = store.pending_intents().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].0, b);
+    }
+
+    #[test]
+    fn a_lost_or_emptied_database_is_refused_not_recreated() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        assert!(dir.path().join(MARKER_FILE).exists());
+        let db = dir.path().join(DB_FILE);
+
+        std::fs::write(&db, b"").unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StateError::Lost {
+                    how: "is empty",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "left as found");
+
+        std::fs::remove_file(&db).unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StateError::Lost {
+                    how: "is missing",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!db.exists(), "nothing created");
+        assert!(err.to_string().contains("remove"), "{err}");
+    }
+
+    #[test]
+    fn a_state_from_before_the_marker_is_recognised_by_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("local")).unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(&err, StateError::Lost { evidence, .. } if evidence == "local"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_new_directory_starts_a_new_state() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        drop(Store::open(&dir.path().join("fresh/nested")).unwrap());
+        // A crash while the very first database was being created leaves an
+        // empty file and no marker: nothing was recorded yet.
+        let first = dir.path().join("first");
+        std::fs::create_dir(&first).unwrap();
+        std::fs::write(first.join(DB_FILE), b"").unwrap();
+        drop(Store::open(&first).unwrap());
+        assert!(first.join(MARKER_FILE).exists());
     }
 
     #[test]
