@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use reconciler::state::{Phase, Store};
+use reconciler::state::{Batch, Loading, Phase, Store};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
@@ -323,6 +323,65 @@ fn a_lost_state_database_is_refused_and_places_nothing_again() {
         assert!(!text(&out).contains("place a-1"), "{}", text(&out));
     }
     assert!(!db.exists(), "the lost database is not recreated");
+}
+
+/// Leaves the state as a process leaves it when it dies while loading or
+/// planning `revision` for the `interrupted + 1`-th time.
+fn died_while_loading(fleet: &Fleet, revision: &str, interrupted: u32) {
+    let store = Store::open(&fleet.state()).unwrap();
+    let mut revisions = store.revisions().unwrap();
+    revisions.loading = Some(Loading {
+        revision: revision.to_string(),
+        interrupted,
+    });
+    store
+        .commit(&Batch {
+            revisions: Some(revisions),
+            ..Batch::default()
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_revision_that_killed_the_process_twice_is_refused_and_the_last_good_kept() {
+    let (fleet, _) = two_running_jobs();
+    let head = fleet.commit(&[("jobs.yaml", &job("a-2", "a", 4, ""))], "remove a-1");
+
+    // Died once: tried again (a kill -9 or a reboot is not the commit's fault).
+    died_while_loading(&fleet, &head, 0);
+    let out = fleet.reconcile(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("cancel a-1"), "{}", text(&out));
+    assert_eq!(fleet.status()["revisions"].get("loading"), None);
+
+    // Died twice on the next commit: refused, nothing of it applied.
+    let next = fleet.commit(&[("jobs.yaml", "")], "remove a-2");
+    died_while_loading(&fleet, &next, 1);
+    let out = fleet.reconcile(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "revision {}: gitfleet stopped 2 times while loading or planning this revision",
+            &next[..12]
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("cancel a-2"), "{}", text(&out));
+    assert_eq!(fleet.phase("a-2"), "running");
+    let revisions = &fleet.status()["revisions"];
+    assert_eq!(revisions["lastApplied"], head.as_str());
+    assert_eq!(revisions["lastAttempted"], next.as_str());
+    assert!(
+        revisions["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("stopped 2 times"),
+        "{revisions}"
+    );
+    // And it stays refused without being loaded again.
+    let out = fleet.reconcile(&[]);
+    assert!(text(&out).contains("still refused"), "{}", text(&out));
 }
 
 #[test]

@@ -60,6 +60,13 @@ pub struct Args {
     /// Exit after N iterations.
     #[arg(long, value_name = "N")]
     pub iterations: Option<u32>,
+    /// An iteration running longer than this makes /healthz fail (503).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub iteration_deadline: Duration,
+    /// After SIGTERM/Ctrl-C, how long an iteration under way may finish
+    /// before the process exits anyway (with 143; safe as a crash is).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub shutdown_timeout: Duration,
     /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
@@ -165,6 +172,8 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let options = LoopOptions {
         interval: std::time::Duration::from_millis(args.interval.as_millis().max(100)),
         iterations: if args.once { Some(1) } else { args.iterations },
+        deadline: std::time::Duration::from_millis(args.iteration_deadline.as_millis().max(1000)),
+        shutdown_timeout: std::time::Duration::from_millis(args.shutdown_timeout.as_millis()),
         listen,
         state_dir: args.source.state.clone(),
     };

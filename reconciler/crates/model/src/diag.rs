@@ -32,7 +32,8 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// An origin in `file` at `pos`.
+    /// An origin in `file` at `pos`; line 0 means no place in a file, and
+    /// only `file` (e.g. `revision abc1234`) is shown.
     pub fn new(file: Arc<str>, pos: Pos) -> Self {
         Self { file, pos }
     }
@@ -40,6 +41,10 @@ impl Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.pos.line == 0 {
+            // Not in a file: the whole revision, say.
+            return write!(f, "{}", self.file);
+        }
         write!(f, "{}:{}:{}", self.file, self.pos.line, self.pos.column)
     }
 }

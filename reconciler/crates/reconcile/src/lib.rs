@@ -22,12 +22,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::state::{
-    AuditEntry, Batch, Intent, JobRecord, Phase, Revisions, StateError, StopKind, Stopping, Store,
+    AuditEntry, Batch, Intent, JobRecord, Loading, Phase, Revisions, StateError, StopKind,
+    Stopping, Store,
 };
 use engine::{PlanInput, plan};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::load_fleet;
-use model::diag::Diagnostic;
+use model::diag::{Diagnostic, Origin, Pos};
 use model::observed::{
     CompletedJob, NodeGpus, ObservedNode, ObservedState, QueuedJob, RunningJob, Timestamp,
 };
@@ -68,6 +69,10 @@ impl ReconcileError {
 
 /// How many diagnostics of a refused revision are kept in its error.
 const KEPT_DIAGNOSTICS: usize = 5;
+
+/// A revision during whose loading or planning the process died this many
+/// times is refused (a crash that repeats is not retried forever).
+pub const MAX_INTERRUPTED: u32 = 2;
 
 /// An action as carried out.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +143,8 @@ pub struct Reconciler<E> {
     store: Arc<Store>,
     executor: E,
     good: Option<(Revision, Arc<Fleet>)>,
+    /// A new revision is being loaded and planned (marked in the state).
+    loading: bool,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -157,6 +164,7 @@ impl<E: Executor> Reconciler<E> {
             store,
             executor,
             good: None,
+            loading: false,
         }
     }
 
@@ -212,6 +220,16 @@ impl<E: Executor> Reconciler<E> {
             revision: revision.as_ref().map(|r| r.id.as_str()),
         });
         self.note_pending(&plan, now, &mut records)?;
+        if self.loading {
+            // The revision loaded and planned: it cannot be what kills us.
+            let mut revisions = self.store.revisions()?;
+            revisions.loading = None;
+            self.store.commit(&Batch {
+                revisions: Some(revisions),
+                ..Batch::default()
+            })?;
+            self.loading = false;
+        }
         Ok(Prepared {
             records,
             iteration: Iteration {
@@ -325,6 +343,39 @@ impl<E: Executor> Reconciler<E> {
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
             && revisions.last_error.is_some();
         if !already_refused {
+            let mut revisions = revisions;
+            let interrupted = match &revisions.loading {
+                Some(loading) if loading.revision == newest.id => loading.interrupted + 1,
+                _ => 0,
+            };
+            if interrupted >= MAX_INTERRUPTED {
+                let diagnostic = Diagnostic::new(
+                    Origin::new(
+                        format!("revision {}", newest.short()).into(),
+                        Pos::default(),
+                    ),
+                    format!(
+                        "gitfleet stopped {interrupted} times while loading or planning this revision (a crash, running out of memory, or killed); it is refused so that it cannot stop the loop again, and the last applied revision stays in force. Push a new commit (a crash is a bug: please report it with this revision)"
+                    ),
+                );
+                let diagnostics = vec![diagnostic];
+                revisions.loading = None;
+                self.record_refusal(&newest, &diagnostics, revisions, now)?;
+                self.restore_last_applied()?;
+                let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                return Ok((in_force, Some((newest, diagnostics))));
+            }
+            // Recorded before the first byte is parsed: if this revision
+            // kills the process, the next start knows which one did.
+            revisions.loading = Some(Loading {
+                revision: newest.id.clone(),
+                interrupted,
+            });
+            self.store.commit(&Batch {
+                revisions: Some(revisions.clone()),
+                ..Batch::default()
+            })?;
+            self.loading = true;
             let Some(files) = self.source.files(&newest)? else {
                 // The directory changed while it was read (an empty file
                 // list would be a valid, empty fleet): next iteration.
@@ -337,6 +388,7 @@ impl<E: Executor> Reconciler<E> {
                 return Ok((Some(newest), None));
             }
             self.record_refusal(&newest, &loaded.diagnostics, revisions, now)?;
+            self.loading = false;
             self.restore_last_applied()?;
             let in_force = self.good.as_ref().map(|(r, _)| r.clone());
             return Ok((in_force, Some((newest, loaded.diagnostics))));
@@ -370,6 +422,7 @@ impl<E: Executor> Reconciler<E> {
         let message = message.join("\n");
         revisions.last_attempted = Some(newest.id.clone());
         revisions.last_error = Some(message.clone());
+        revisions.loading = None;
         self.store.commit(&Batch {
             revisions: Some(revisions),
             audit: vec![AuditEntry {

@@ -10,6 +10,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -96,7 +97,16 @@ pub struct LoopOptions {
     pub listen: Option<SocketAddr>,
     /// The state directory (for `status.json`).
     pub state_dir: PathBuf,
+    /// An iteration running longer than this is stuck: `/healthz` fails.
+    pub deadline: std::time::Duration,
+    /// After SIGTERM or Ctrl-C, how long an iteration under way may go on
+    /// before the process exits anyway (as safe as a crash: see the state).
+    pub shutdown_timeout: std::time::Duration,
 }
+
+/// The exit code of a process ended by SIGTERM, used when the shutdown
+/// timeout passes with an iteration still running.
+pub const EXIT_TERMINATED: i32 = 143;
 
 /// What the loop tells its caller.
 #[derive(Debug)]
@@ -152,6 +162,37 @@ pub struct Shared {
     pub status: Mutex<Option<Status>>,
     /// Wakes the loop (webhook).
     pub wake: Notify,
+    /// When the iteration under way started (`None` between iterations).
+    pub iteration_started: Mutex<Option<Instant>>,
+    /// The loop's iteration deadline ([`LoopOptions::deadline`]).
+    pub deadline: Mutex<Option<std::time::Duration>>,
+    /// A shutdown was asked for; the loop stops after the iteration.
+    pub stopping: std::sync::atomic::AtomicBool,
+    /// Wakes the loop to stop.
+    pub stop: Notify,
+}
+
+impl Shared {
+    /// How long the iteration under way has run, if one is.
+    pub fn running_for(&self) -> Option<std::time::Duration> {
+        self.iteration_started
+            .lock()
+            .ok()
+            .and_then(|started| started.map(|s| s.elapsed()))
+    }
+
+    /// The iteration under way has run past the deadline: by how much time.
+    pub fn stuck_for(&self) -> Option<(std::time::Duration, std::time::Duration)> {
+        let deadline = self.deadline.lock().ok().and_then(|d| *d)?;
+        let running = self.running_for()?;
+        (running > deadline).then_some((running, deadline))
+    }
+
+    fn set_running(&self, started: Option<Instant>) {
+        if let Ok(mut slot) = self.iteration_started.lock() {
+            *slot = started;
+        }
+    }
 }
 
 /// Runs one iteration and records its status (file, metrics).
@@ -233,6 +274,10 @@ pub async fn run_loop<E: Executor>(
     mut observer: impl FnMut(LoopEvent<'_>),
 ) -> Result<(), RunError> {
     let shared = Arc::new(Shared::default());
+    if let Ok(mut deadline) = shared.deadline.lock() {
+        *deadline = Some(options.deadline);
+    }
+    tokio::spawn(watch_shutdown(shared.clone(), options.shutdown_timeout));
     let once = options.iterations == Some(1);
     if let (Some(addr), false) = (options.listen, once) {
         // The endpoint is an aid, not the job: without it the loop goes on.
@@ -250,7 +295,9 @@ pub async fn run_loop<E: Executor>(
     loop {
         count += 1;
         let now = clock.now();
+        shared.set_running(Some(Instant::now()));
         let result = iterate_and_record(&mut reconciler, now, &shared, &options.state_dir).await;
+        shared.set_running(None);
         let mut retry_after = None;
         match &result {
             Ok((iteration, status)) => {
@@ -268,15 +315,43 @@ pub async fn run_loop<E: Executor>(
         if once {
             return result.map(|_| ()).map_err(RunError::from);
         }
-        if options.iterations.is_some_and(|n| count >= n) {
+        if options.iterations.is_some_and(|n| count >= n) || shared.stopping.load(Ordering::SeqCst)
+        {
             return Ok(());
         }
         let wait = next_wait(options.interval, failures, retry_after);
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shared.wake.notified() => observer(LoopEvent::Woken),
-            _ = shutdown_signal() => return Ok(()),
+            _ = shared.stop.notified() => return Ok(()),
         }
+    }
+}
+
+/// Waits for SIGTERM or Ctrl-C: stops the loop between iterations at once;
+/// an iteration under way may finish within `timeout`, after which the
+/// process exits with [`EXIT_TERMINATED`]. That is as safe as a crash:
+/// every action is an intent in the state before it is carried out, and is
+/// carried out again on the next start.
+async fn watch_shutdown(shared: Arc<Shared>, timeout: std::time::Duration) {
+    shutdown_signal().await;
+    shared.stopping.store(true, Ordering::SeqCst);
+    // `notify_one` keeps a permit, so a loop not yet waiting still sees it.
+    shared.stop.notify_one();
+    if shared.running_for().is_none() {
+        return;
+    }
+    tracing::info!(
+        timeout_s = timeout.as_secs_f64(),
+        "shutting down after the iteration under way"
+    );
+    tokio::time::sleep(timeout).await;
+    if let Some(running) = shared.running_for() {
+        tracing::error!(
+            running_s = running.as_secs_f64(),
+            "the iteration did not finish within the shutdown timeout; exiting"
+        );
+        std::process::exit(EXIT_TERMINATED);
     }
 }
 
@@ -329,8 +404,21 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     )
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+/// `ok`, or 503 while an iteration has run past the loop's deadline (a
+/// liveness probe then restarts the process; the revision that hangs it is
+/// refused after two such restarts).
+async fn healthz(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
+    match shared.stuck_for() {
+        Some((running, deadline)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "stuck: the iteration under way has run {}s, past the deadline of {}s\n",
+                running.as_secs(),
+                deadline.as_secs()
+            ),
+        ),
+        None => (StatusCode::OK, "ok\n".to_string()),
+    }
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
@@ -362,6 +450,29 @@ mod tests {
     use super::*;
 
     const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn healthz_fails_while_an_iteration_runs_past_its_deadline() {
+        let shared = Arc::new(Shared::default());
+        *shared.deadline.lock().unwrap() = Some(std::time::Duration::from_secs(60));
+        assert_eq!(healthz(State(shared.clone())).await.0, StatusCode::OK);
+
+        let long_ago = Instant::now() - std::time::Duration::from_secs(90);
+        shared.set_running(Some(long_ago));
+        let (code, body) = healthz(State(shared.clone())).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body.starts_with(
+                "stuck: the iteration under way has run 90s, past the deadline of 60s"
+            ),
+            "{body}"
+        );
+
+        shared.set_running(Some(Instant::now()));
+        assert_eq!(healthz(State(shared.clone())).await.0, StatusCode::OK);
+        shared.set_running(None);
+        assert_eq!(healthz(State(shared)).await.0, StatusCode::OK);
+    }
 
     #[test]
     fn waits_the_interval_without_failures() {

@@ -13,7 +13,7 @@
 
 mod records;
 
-pub use records::{AuditEntry, Intent, JobRecord, Phase, Revisions, StopKind, Stopping};
+pub use records::{AuditEntry, Intent, JobRecord, Loading, Phase, Revisions, StopKind, Stopping};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -449,6 +449,7 @@ mod tests {
                         last_applied: Some("abc".into()),
                         last_attempted: Some("abc".into()),
                         last_error: None,
+                        loading: None,
                     }),
                     clock: Some(t("2026-11-21T10:05:00Z")),
                     audit: vec![AuditEntry {

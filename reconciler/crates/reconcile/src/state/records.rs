@@ -172,4 +172,18 @@ pub struct Revisions {
     /// Why the last attempt was refused, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// A revision being loaded and planned for the first time; still set
+    /// after a restart when the process died doing so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loading: Option<Loading>,
+}
+
+/// A revision on its way from Git to a first plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Loading {
+    /// The revision.
+    pub revision: String,
+    /// How many times the process died while loading or planning it.
+    pub interrupted: u32,
 }
