@@ -4,7 +4,7 @@
 
 pub use diff::{plan_diff, specdiff};
 pub use engine::drift;
-pub use model::{diag, nvlink, observed, plan, spec, time};
+pub use model::{diag, nvlink, observed, plan, spec, text, time};
 pub use reconcile::state;
 pub use sim::generate;
 pub use {diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim};

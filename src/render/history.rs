@@ -8,6 +8,7 @@ use miette::{Result, miette};
 use reconciler::source::history::HistoryEntry;
 use reconciler::source::short_id;
 use reconciler::spec::Kind;
+use reconciler::text::escape_controls;
 
 use super::Render;
 
@@ -69,14 +70,14 @@ fn history_text(entries: &[HistoryEntry], patch: bool) -> String {
             "commit {}  {}  {} <{}>",
             short_id(&c.id),
             c.time.format("%Y-%m-%d %H:%M:%S %:z"),
-            c.author_name,
-            c.author_email
+            escape_controls(&c.author_name),
+            escape_controls(&c.author_email)
         );
         for line in c.message.lines() {
             if line.is_empty() {
                 out.push('\n');
             } else {
-                let _ = writeln!(out, "    {line}");
+                let _ = writeln!(out, "    {}", escape_controls(line));
             }
         }
         out.push('\n');

@@ -59,7 +59,7 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// wrote `root` (`.` is left out), so messages point at files they can open.
 pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
     let io_err = |path: &Path, source| ReadError::Io {
-        path: path.display().to_string(),
+        path: error_path(path),
         source,
     };
     let meta = std::fs::metadata(root).map_err(|e| io_err(root, e))?;
@@ -77,7 +77,7 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
             let bytes = read_bounded(&path).map_err(|e| match e {
                 Bounded::Io(e) => io_err(&path, e),
                 Bounded::TooLarge(size) => ReadError::TooLarge {
-                    path: display_path(&path),
+                    path: error_path(&path),
                     size,
                     limit: MAX_FILE_BYTES,
                 },
@@ -90,7 +90,7 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
 
 fn collect(dir: &Path, inside: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     let io_err = |path: &Path, source| ReadError::Io {
-        path: display_path(path),
+        path: error_path(path),
         source,
     };
     let entries = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
@@ -108,8 +108,8 @@ fn collect(dir: &Path, inside: &Path, out: &mut Vec<PathBuf>) -> Result<(), Read
             match target {
                 Ok(target) if would_read && !target.starts_with(inside) => {
                     return Err(ReadError::LinkOutside {
-                        link: display_path(&path),
-                        target: target.display().to_string(),
+                        link: error_path(&path),
+                        target: error_path(&target),
                     });
                 }
                 // Inside the repository (read under its own path), dangling,
@@ -121,7 +121,7 @@ fn collect(dir: &Path, inside: &Path, out: &mut Vec<PathBuf>) -> Result<(), Read
         } else if is_yaml(&path) {
             if !file_type.is_file() {
                 return Err(ReadError::NotAFile {
-                    path: display_path(&path),
+                    path: error_path(&path),
                 });
             }
             out.push(path);
@@ -166,4 +166,10 @@ pub fn is_yaml(path: &Path) -> bool {
 fn display_path(path: &Path) -> String {
     let shown = path.strip_prefix(".").unwrap_or(path);
     shown.display().to_string()
+}
+
+/// A path for an error message: as [`display_path`], control characters
+/// escaped (a file name is the committer's to choose).
+fn error_path(path: &Path) -> String {
+    model::text::escape_controls(&display_path(path)).into_owned()
 }

@@ -55,14 +55,20 @@ fn parse_observed_with_positions(file: &str, text: &str) -> Result<ObservedState
     };
     let state: ObservedState = serde_path_to_error::deserialize(node.to_json()).map_err(|err| {
         let path = to_path(err.path());
-        let pos = node.locate(path.iter().cloned()).pos;
+        let target = node.locate(path.iter().cloned());
+        let mut message = err.inner().to_string();
+        // JSON has no NaN or infinity: such a number arrives as null.
+        if let yaml::Value::Float(f) = target.value
+            && !f.is_finite()
+        {
+            message = message.replace(
+                "invalid type: null",
+                &format!("invalid value: {}", crate::schema_check::non_finite(f)),
+            );
+        }
         vec![Diagnostic::new(
-            at(pos),
-            format!(
-                "observed state: {}: {}",
-                crate::render_path(&path),
-                err.inner()
-            ),
+            at(target.pos),
+            format!("observed state: {}: {message}", crate::render_path(&path)),
         )]
     })?;
     let mut problems = consistency(&state, &node, &file);
@@ -94,6 +100,15 @@ fn consistency(state: &ObservedState, node: &Node, file: &Arc<str>) -> Vec<Diagn
     let mut out = Vec::new();
     let mut gpus: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     for (i, n) in state.nodes.iter().enumerate() {
+        if n.name.is_empty() || n.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            out.push(Diagnostic::new(
+                at(&[Key("nodes"), Index(i), Key("name")]),
+                format!(
+                    "observed state: node name {:?} is empty or holds spaces or control characters",
+                    n.name
+                ),
+            ));
+        }
         if gpus.contains_key(n.name.as_str()) {
             out.push(Diagnostic::new(
                 at(&[Key("nodes"), Index(i), Key("name")]),
@@ -173,7 +188,164 @@ fn consistency(state: &ObservedState, node: &Node, file: &Arc<str>) -> Vec<Diagn
             }
         }
     }
+    // A job is in one state at a time.
+    let mut queued = BTreeSet::new();
+    let mut nominated: BTreeMap<(&str, u32), &str> = BTreeMap::new();
+    for (i, q) in state.queued.iter().enumerate() {
+        let origin = at(&[Key("queued"), Index(i), Key("job")]);
+        if jobs.contains(q.job.as_str()) {
+            out.push(Diagnostic::new(
+                origin,
+                format!("observed state: job {:?} is both queued and running", q.job),
+            ));
+        } else if !queued.insert(q.job.as_str()) {
+            out.push(Diagnostic::new(
+                origin,
+                format!("observed state: job {:?} is queued twice", q.job),
+            ));
+        }
+        for (j, part) in q.nominated.iter().enumerate() {
+            let origin = || at(&[Key("queued"), Index(i), Key("nominated"), Index(j)]);
+            let Some(indices) = gpus.get(part.node.as_str()) else {
+                out.push(Diagnostic::new(
+                    origin(),
+                    format!(
+                        "observed state: job {} is nominated for unknown node {:?}",
+                        q.job, part.node
+                    ),
+                ));
+                continue;
+            };
+            for gpu in &part.gpus {
+                if !indices.contains(gpu) {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: job {} is nominated for GPU {gpu} of node {}, which has no such GPU",
+                            q.job, part.node
+                        ),
+                    ));
+                } else if let Some(other) =
+                    nominated.insert((part.node.as_str(), *gpu), q.job.as_str())
+                    && other != q.job
+                {
+                    out.push(Diagnostic::new(
+                        origin(),
+                        format!(
+                            "observed state: GPU {gpu} of node {} is nominated for both {other} and {}",
+                            part.node, q.job
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let mut completed = BTreeSet::new();
+    for (i, c) in state.completed.iter().enumerate() {
+        let origin = at(&[Key("completed"), Index(i), Key("job")]);
+        let other = if jobs.contains(c.job.as_str()) {
+            Some("running")
+        } else if queued.contains(c.job.as_str()) {
+            Some("queued")
+        } else if !completed.insert(c.job.as_str()) {
+            Some("completed")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            out.push(Diagnostic::new(
+                origin,
+                match other {
+                    "completed" => format!("observed state: job {:?} is completed twice", c.job),
+                    _ => format!(
+                        "observed state: job {:?} is both completed and {other}",
+                        c.job
+                    ),
+                },
+            ));
+        }
+    }
     out
+}
+
+#[cfg(test)]
+mod contradiction_tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<String> {
+        parse_observed("o.yaml", text)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    const NODES: &str =
+        "nodes:\n  - name: n0\n    gpus: [{index: 0, model: A}, {index: 1, model: A}]\n";
+
+    #[test]
+    fn a_job_is_in_one_state_at_a_time() {
+        let text = format!(
+            "{NODES}running:\n  - {{job: a, started: 2026-11-21T08:00:00Z, placement: [{{node: n0, gpus: [0]}}]}}\nqueued:\n  - {{job: a, since: 2026-11-21T08:00:00Z}}\n  - {{job: b, since: 2026-11-21T08:00:00Z}}\n  - {{job: b, since: 2026-11-21T09:00:00Z}}\ncompleted:\n  - {{job: a, finished: 2026-11-21T08:00:00Z}}\n  - {{job: b, finished: 2026-11-21T08:00:00Z}}\n  - {{job: c, finished: 2026-11-21T08:00:00Z}}\n  - {{job: c, finished: 2026-11-21T08:00:00Z}}\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "o.yaml:7:11: observed state: job \"a\" is both queued and running",
+                "o.yaml:9:11: observed state: job \"b\" is queued twice",
+                "o.yaml:11:11: observed state: job \"a\" is both completed and running",
+                "o.yaml:12:11: observed state: job \"b\" is both completed and queued",
+                "o.yaml:14:11: observed state: job \"c\" is completed twice",
+            ]
+        );
+    }
+
+    #[test]
+    fn nominations_name_existing_gpus_once() {
+        let text = format!(
+            "{NODES}queued:\n  - {{job: a, since: 2026-11-21T08:00:00Z, nominated: [{{node: n0, gpus: [0, 1]}}]}}\n  - {{job: b, since: 2026-11-21T08:00:00Z, nominated: [{{node: n0, gpus: [1, 7]}}, {{node: n9, gpus: [0]}}]}}\n"
+        );
+        assert_eq!(
+            problems(&text),
+            [
+                "o.yaml:6:55: observed state: GPU 1 of node n0 is nominated for both a and b",
+                "o.yaml:6:55: observed state: job b is nominated for GPU 7 of node n0, which has no such GPU",
+                "o.yaml:6:81: observed state: job b is nominated for unknown node \"n9\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn node_names_hold_no_control_characters() {
+        let text = "nodes:\n  - name: \"n0\\n::error::x\"\n    gpus: [{index: 0, model: A}]\n";
+        assert_eq!(
+            problems(text),
+            [
+                "o.yaml:2:11: observed state: node name \"n0\\n::error::x\" is empty or holds spaces or control characters"
+            ]
+        );
+    }
+
+    #[test]
+    fn nan_and_huge_numbers_are_named_not_null() {
+        let text = "nodes:\n  - name: n0\n    gpus: [{index: .nan, model: A}]\n";
+        assert_eq!(
+            problems(text),
+            [
+                "o.yaml:3:20: observed state: nodes[0].gpus[0].index: invalid value: NaN (not a number), expected u32"
+            ]
+        );
+        let text = format!(
+            "nodes:\n  - name: n0\n    gpus: [{{index: {}, model: A}}]\n",
+            "9".repeat(100_000)
+        );
+        assert!(
+            problems(&text)[0].contains("invalid value: infinity"),
+            "{:?}",
+            problems(&text)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -106,11 +106,19 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                 let keyword_parent = schema_path
                     .rsplit_once('/')
                     .and_then(|(parent, _)| schema.pointer(parent));
+                let mut message = describe(kind, error.instance(), keyword_parent)
+                    .unwrap_or_else(|| error.to_string());
+                // JSON has no NaN or infinity: such a YAML number reaches the
+                // schema as null, which is not what the user wrote.
+                if let super::yaml::Value::Float(f) = target.value
+                    && !f.is_finite()
+                {
+                    message = message.replace("found null", &format!("found {}", non_finite(f)));
+                }
                 out.push(SchemaViolation {
                     pos: target.pos,
                     field,
-                    message: describe(kind, error.instance(), keyword_parent)
-                        .unwrap_or_else(|| error.to_string()),
+                    message,
                 });
             }
         }
@@ -282,6 +290,17 @@ fn show(value: &Json) -> String {
         Json::Object(_) => return "a mapping".to_string(),
     };
     format!("{kind} {}", show_plain(value))
+}
+
+/// A number JSON cannot hold, in words.
+pub(crate) fn non_finite(f: f64) -> &'static str {
+    if f.is_nan() {
+        "NaN (not a number)"
+    } else if f > 0.0 {
+        "infinity (or a number too large to hold)"
+    } else {
+        "-infinity (or a number too large to hold)"
+    }
 }
 
 fn show_plain(value: &Json) -> String {

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::text::escape_controls;
+
 /// A 1-based line and column in a source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Pos {
@@ -41,11 +43,12 @@ impl Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = escape_controls(&self.file);
         if self.pos.line == 0 {
             // Not in a file: the whole revision, say.
-            return write!(f, "{}", self.file);
+            return write!(f, "{file}");
         }
-        write!(f, "{}:{}:{}", self.file, self.pos.line, self.pos.column)
+        write!(f, "{file}:{}:{}", self.pos.line, self.pos.column)
     }
 }
 
@@ -70,7 +73,7 @@ impl Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.origin, self.message)
+        write!(f, "{}: {}", self.origin, escape_controls(&self.message))
     }
 }
 

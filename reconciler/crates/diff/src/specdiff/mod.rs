@@ -184,7 +184,8 @@ pub struct ObjectDiff {
 impl ObjectDiff {
     /// `queue nlp`, `priority class low`.
     pub fn title(&self) -> String {
-        format!("{} {}", kind_words(self.kind), self.name)
+        let name = model::text::escape_controls(&self.name);
+        format!("{} {name}", kind_words(self.kind))
     }
 
     /// What happened in one line each: `job a added`,
@@ -206,7 +207,10 @@ impl ObjectDiff {
         {
             out.push(format!("{title} moved from {before} to {after}"));
         }
-        out
+        // Names, paths and values are the committer's: print them inert.
+        out.into_iter()
+            .map(|line| model::text::escape_controls(&line).into_owned())
+            .collect()
     }
 
     /// `+`, `-`, `~` or `>` (moved).
