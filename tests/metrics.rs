@@ -56,17 +56,23 @@ fn git(args: &[&str], cwd: &Path) {
 }
 
 fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(
+    if write!(
         stream,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
-    .unwrap();
+    .is_err()
+    {
+        return (0, String::new());
+    }
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    // A connection closed unanswered (over the connection cap) reads as code 0.
+    let _ = stream.read_to_string(&mut response);
     let code = response
         .split_whitespace()
         .nth(1)
@@ -92,6 +98,10 @@ impl Drop for Loop {
 }
 
 fn start(repo: &Path, state: &Path) -> Loop {
+    start_every(repo, state, "1h")
+}
+
+fn start_every(repo: &Path, state: &Path, interval: &str) -> Loop {
     let mut child = Command::new(BIN)
         .args([
             "reconcile",
@@ -103,7 +113,7 @@ fn start(repo: &Path, state: &Path) -> Loop {
             "--listen",
             "127.0.0.1:0",
             "--interval",
-            "1h",
+            interval,
             "--now",
             "2026-11-21T10:00:00Z",
         ])
@@ -210,4 +220,81 @@ fn promtool_check(metrics: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn repo_with_fleet(dir: &Path) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    std::fs::write(repo.join("fleet.yaml"), FLEET).unwrap();
+    git(&["add", "."], &repo);
+    git(&["commit", "-q", "-m", "first"], &repo);
+    repo
+}
+
+fn iterations(addr: &str) -> u64 {
+    http(addr, "GET", "/metrics")
+        .1
+        .lines()
+        .find_map(|l| l.strip_prefix("gitfleet_reconcile_duration_seconds_count "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn idle_connections_cannot_starve_the_endpoint_or_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_fleet(dir.path());
+    let running = start_every(&repo, &dir.path().join("state"), "200ms");
+    let addr = running.addr.clone();
+    wait_for("the first iterations", || iterations(&addr) >= 2);
+    let before = iterations(&addr);
+    let saturated = Instant::now();
+
+    // Far more idle connections than the cap: the ones beyond it are closed
+    // at once, the others after the idle timeout.
+    let idle: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(idle.len() > 64, "only {} connections", idle.len());
+    // Beyond the cap: closed at once, unanswered.
+    let closed = |mut stream: &TcpStream, wait: Duration| {
+        stream.set_read_timeout(Some(wait)).unwrap();
+        match stream.read(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            // A read timeout is not a close; a reset is.
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    };
+    assert!(closed(idle.last().unwrap(), Duration::from_secs(5)));
+    wait_for("the endpoint to answer again", || {
+        http(&addr, "GET", "/healthz") == (200, "ok\n".to_string())
+    });
+    // The loop went on iterating (every 200 ms) while connections were held.
+    let held = saturated.elapsed();
+    let after = iterations(&addr);
+    assert!(
+        after >= before + (held.as_millis() / 1000) as u64,
+        "{before} → {after} iterations in {held:?}"
+    );
+    // Within the cap, but idle: closed by the idle timeout.
+    assert!(closed(&idle[0], Duration::from_secs(5)));
+    drop(idle);
+}
+
+#[test]
+fn the_webhook_is_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_fleet(dir.path());
+    let running = start(&repo, &dir.path().join("state"));
+    let codes: Vec<u16> = (0..20)
+        .map(|_| http(&running.addr, "POST", "/hooks/git").0)
+        .collect();
+    assert_eq!(codes[..5], [202; 5], "{codes:?}");
+    assert!(codes.contains(&429), "{codes:?}");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(http(&running.addr, "POST", "/hooks/git").0, 202);
 }

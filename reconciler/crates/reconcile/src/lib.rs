@@ -12,6 +12,7 @@
 //!   and an audit line, in the next. On start, intents left by a crash are
 //!   carried out again; executors make that idempotent.
 
+pub mod http_limits;
 pub mod metrics;
 pub mod run;
 pub mod source;

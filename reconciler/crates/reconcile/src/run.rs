@@ -22,6 +22,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use super::http_limits::{IDLE_TIMEOUT, LimitedListener, MAX_CONNECTIONS, RateLimit};
 use super::metrics::Metrics;
 use super::status::Status;
 use super::{Iteration, ReconcileError, Reconciler};
@@ -170,6 +171,8 @@ pub struct Shared {
     pub stopping: std::sync::atomic::AtomicBool,
     /// Wakes the loop to stop.
     pub stop: Notify,
+    /// How often the webhook may wake the loop.
+    pub webhook_limit: RateLimit,
 }
 
 impl Shared {
@@ -387,8 +390,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-/// Serves the routes on `listener` until the process ends.
+/// Serves the routes on `listener` until the process ends, within the
+/// limits of [`http_limits`](super::http_limits).
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let listener = LimitedListener::new(listener, MAX_CONNECTIONS, IDLE_TIMEOUT);
     if let Err(e) = axum::serve(listener, router(shared)).await {
         tracing::error!(error = %e, "HTTP endpoint stopped");
     }
@@ -440,9 +445,22 @@ async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     }
 }
 
+/// Wakes the loop; beyond the rate limit (bursts of 5, then one a second)
+/// 429 with `Retry-After`, so a flood of pushes cannot keep the loop busy.
 async fn hook(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    if !shared.webhook_limit.allow() {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "too many webhook calls; a reconcile is already scheduled\n",
+        );
+    }
     shared.wake.notify_one();
-    (StatusCode::ACCEPTED, "reconcile scheduled\n")
+    (
+        StatusCode::ACCEPTED,
+        [(header::RETRY_AFTER, "0")],
+        "reconcile scheduled\n",
+    )
 }
 
 #[cfg(test)]
