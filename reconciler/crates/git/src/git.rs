@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::SourceError;
 use load::SourceFile;
+use load::fs::{MAX_FILE_BYTES, MAX_FLEET_BYTES};
 
 /// A fleet inside a Git repository: the repository and the fleet's directory
 /// (or single file) inside its tree. Files are read from the objects of a
@@ -171,6 +172,42 @@ impl GitSource {
                 })?,
         }
         entries.sort_by(|a, b| a.0.split('/').cmp(b.0.split('/')));
+        // Sizes from the object headers, before any content is read: a
+        // committed multi-GB blob is refused without being loaded.
+        let odb = self.repo.odb().map_err(|source| SourceError::Object {
+            rev: label.to_string(),
+            path: self.subdir.clone(),
+            source,
+        })?;
+        let mut total = 0_u64;
+        for (path, oid) in &entries {
+            let (size, _) = odb
+                .read_header(*oid)
+                .map_err(|source| SourceError::Object {
+                    rev: label.to_string(),
+                    path: path.clone(),
+                    source,
+                })?;
+            let size = size as u64;
+            total += size;
+            let too_large = |size, what, limit| SourceError::TooLarge {
+                rev: label.to_string(),
+                path: model::text::escape_controls(path).into_owned(),
+                size,
+                what,
+                limit,
+            };
+            if size > MAX_FILE_BYTES {
+                return Err(too_large(size, "", MAX_FILE_BYTES));
+            }
+            if total > MAX_FLEET_BYTES {
+                return Err(too_large(
+                    total,
+                    " in the fleet's files up to this one",
+                    MAX_FLEET_BYTES,
+                ));
+            }
+        }
         entries
             .into_iter()
             .map(|(path, oid)| {

@@ -58,6 +58,21 @@ pub enum SourceError {
         /// The fleet's path inside the repository.
         path: String,
     },
+    /// A file, or the fleet as a whole, is larger than a fleet may be
+    /// ([`load::fs::MAX_FILE_BYTES`], [`load::fs::MAX_FLEET_BYTES`]).
+    #[error("{rev}:{path}: {size} bytes{what}, more than the {limit} allowed; not read")]
+    TooLarge {
+        /// The revision.
+        rev: String,
+        /// The file in the repository (the last one counted, for the fleet).
+        path: String,
+        /// Its size, or the fleet's up to it.
+        size: u64,
+        /// `""` for one file, `" in the fleet's files up to this one"`.
+        what: &'static str,
+        /// The limit passed.
+        limit: u64,
+    },
     /// An object of the revision's tree could not be read.
     #[error("{rev}:{path}: cannot read the Git object ({})", source.message())]
     Object {

@@ -147,3 +147,25 @@ fn a_file_too_large_for_a_fleet_is_an_error_not_read() {
         "{err}"
     );
 }
+
+#[test]
+fn a_committed_blob_too_large_for_a_fleet_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("fleet.yaml"), DOC).unwrap();
+    // Sparse on disk, zeros compress to almost nothing in Git: only the
+    // size recorded in the object's header is large.
+    let big = std::fs::File::create(root.join("huge.yaml")).unwrap();
+    big.set_len(load::fs::MAX_FILE_BYTES + 1).unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "huge"]);
+    std::fs::remove_file(root.join("huge.yaml")).unwrap();
+
+    let source = GitSource::discover(root).unwrap();
+    let err = source.read_files("HEAD").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "HEAD:huge.yaml: 268435457 bytes, more than the 268435456 allowed; not read"
+    );
+}

@@ -36,6 +36,18 @@ pub enum ReadError {
         /// The limit.
         limit: u64,
     },
+    /// The fleet's files together are larger than [`MAX_FLEET_BYTES`].
+    #[error(
+        "{path}: the fleet's files up to this one hold {size} bytes, more than the {limit} a fleet may have; not read"
+    )]
+    FleetTooLarge {
+        /// The file at which the total passed the limit.
+        path: String,
+        /// The total up to it.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A `*.yaml` that is not a regular file (a FIFO, socket or device).
     #[error("{path}: not a regular file, not read")]
     NotAFile {
@@ -47,6 +59,10 @@ pub enum ReadError {
 /// The largest file read (256 MiB): a fleet of 150,000 jobs is 30 MB of
 /// YAML in all; a file beyond this is a mistake or an attack, not a fleet.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The most bytes read for one fleet, all files together (256 MiB as well):
+/// many files just under [`MAX_FILE_BYTES`] must not add up without bound.
+pub const MAX_FLEET_BYTES: u64 = 256 << 20;
 
 /// Every `*.yaml`/`*.yml` file below `root` (dot-directories and dot-files
 /// skipped), sorted by path. A single file may be given as `root`.
@@ -71,6 +87,7 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
         collect(root, &inside, &mut paths)?;
     }
     paths.sort();
+    let mut total = 0_u64;
     paths
         .into_iter()
         .map(|path| {
@@ -82,6 +99,14 @@ pub fn read_fleet_dir(root: &Path) -> Result<Vec<SourceFile>, ReadError> {
                     limit: MAX_FILE_BYTES,
                 },
             })?;
+            total += bytes.len() as u64;
+            if total > MAX_FLEET_BYTES {
+                return Err(ReadError::FleetTooLarge {
+                    path: error_path(&path),
+                    size: total,
+                    limit: MAX_FLEET_BYTES,
+                });
+            }
             let shown = display_path(&path);
             Ok(SourceFile::new(Arc::<str>::from(shown), bytes))
         })
