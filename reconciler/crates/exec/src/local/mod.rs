@@ -300,30 +300,28 @@ impl LocalExecutor {
     }
 
     /// Gives up a replica recorded by its intent only: a tombstone claim,
-    /// unless a supervisor claimed it first (then it is found).
-    fn give_up(&self, file: &JobFile, rank: u32) -> Found {
+    /// unless a supervisor claimed it first (then it is found). An error
+    /// leaves it as it was: a supervisor on its way may still start it.
+    fn give_up(&self, file: &JobFile, rank: u32) -> Result<Found, String> {
         let Some(run_dir) = self.run_dir(file) else {
-            return Found::Abandoned;
+            return Ok(Found::Abandoned);
         };
-        match self.find(file, rank) {
-            Ok(Found::Nothing) => {}
-            Ok(found) => return found,
-            Err(e) => tracing::warn!(job = %file.job, rank, error = %e, "giving up"),
+        match self.find(file, rank)? {
+            Found::Nothing => {}
+            found => return Ok(found),
         }
         let claim = claim_path(&run_dir, rank);
         let created = to_json(&Claim::Abandoned).and_then(|b| create_exclusive(&claim, &b));
         match created {
-            Ok(true) => Found::Abandoned,
+            Ok(true) => Ok(Found::Abandoned),
             Ok(false) => match read_claim(&claim) {
-                Ok(Some(claim)) => claim.into(),
-                _ => Found::Abandoned,
+                Ok(Some(claim)) => Ok(claim.into()),
+                Ok(None) => Err(format!("{} vanished", claim.display())),
+                Err(e) => Err(format!("cannot read {}: {e}", claim.display())),
             },
             // No run directory: nothing can claim it any more.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Found::Abandoned,
-            Err(e) => {
-                tracing::warn!(claim = %claim.display(), error = %e, "cannot give a replica up");
-                Found::Abandoned
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Abandoned),
+            Err(e) => Err(format!("cannot write {}: {e}", claim.display())),
         }
     }
 
@@ -339,10 +337,10 @@ impl LocalExecutor {
             }
             if replica.pid.is_none() {
                 let rank = replica.rank;
-                let found = match self.find(file, rank) {
-                    Ok(Found::Nothing) => self.give_up(file, rank),
+                let found = match self.give_up(file, rank) {
                     Ok(found) => found,
                     Err(e) => {
+                        // Looked for again at the next poll.
                         tracing::warn!(job = %file.job, rank, error = %e, "cannot find replica");
                         continue;
                     }
@@ -408,8 +406,10 @@ impl LocalExecutor {
             if replica.exit.is_some() {
                 continue;
             }
+            // On an error, the run directory's removal (or the new run's)
+            // keeps a late supervisor from claiming it.
             if replica.pid.is_none()
-                && let Found::Process(pid, start) = self.give_up(file, replica.rank)
+                && let Ok(Found::Process(pid, start)) = self.give_up(file, replica.rank)
             {
                 file.replicas[i].pid = Some(pid);
                 file.replicas[i].start_time = Some(start);
