@@ -68,12 +68,16 @@ enum Command {
     Inventory(commands::inventory::Args),
     /// Write the JSON Schemas of the document kinds.
     Schema(commands::schema::Args),
+    /// The local executor's supervisor of one replica (internal).
+    #[command(name = "__supervise", hide = true)]
+    Supervise(commands::supervise::Args),
 }
 
 fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Supervise(args) => return commands::supervise::run(args),
         Command::Reconcile(args) => commands::reconcile::run(args),
         Command::Apply(args) => commands::apply::run(args),
         Command::Status(args) => commands::status::run(args),

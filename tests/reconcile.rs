@@ -656,8 +656,7 @@ fn the_local_executor_runs_replicas_as_processes() {
     )
     .unwrap();
     let state = fleet.state();
-    // One process over several iterations: the replicas are its children,
-    // so their exit codes are known.
+    // One process over several iterations.
     let out = Command::new(BIN)
         .args([
             "reconcile",
@@ -709,6 +708,73 @@ fn the_local_executor_runs_replicas_as_processes() {
         .output()
         .unwrap();
     assert!(!text(&out).contains("place hello"), "{}", text(&out));
+}
+
+/// `reconcile --once` runs, as cron starts them: the replicas outlive the
+/// run that started them, and the next run reads how they ended; the
+/// reconciler's secrets do not reach them.
+#[test]
+fn once_runs_of_the_local_executor_keep_exit_codes_and_secrets() {
+    let fleet = Fleet::new();
+    let out = fleet.dir.path().join("env");
+    std::fs::create_dir(&out).unwrap();
+    let script = "env > \"$OUT/$GITFLEET_JOB\"; sleep 0.3; exit $CODE";
+    let mut jobs = String::new();
+    for (name, code) in [("ok", 0), ("bad", 3)] {
+        jobs += &format!(
+            "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  queue: a\n  gpusPerReplica: 2\n  env: {{OUT: '{}', CODE: '{code}'}}\n  command: [sh, -c, '{script}']\n",
+            out.display()
+        );
+    }
+    let one_node = BASE.replace("size: {min: 2, max: 2}", "size: {min: 1, max: 1}");
+    fleet.commit(
+        &[
+            ("fleet.yaml", &one_node),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &jobs),
+        ],
+        "first",
+    );
+    let host = fleet.dir.path().join("host.yaml");
+    std::fs::write(
+        &host,
+        "nodes:\n  - name: p-0\n    pool: p\n    gpus: [{index: 0, model: H100}, {index: 1, model: H100}, {index: 2, model: H100}, {index: 3, model: H100}]\n",
+    )
+    .unwrap();
+    let state = fleet.state();
+    let once = || {
+        let out = Command::new(BIN)
+            .args(["reconcile", fleet.repo().to_str().unwrap(), "--once"])
+            .args(["--executor", "local", "--observed", host.to_str().unwrap()])
+            .args(["--state", state.to_str().unwrap()])
+            .env("GITFLEET_TEST_SECRET_TOKEN", "hunter2")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        once();
+        if fleet.phase("ok") == "succeeded" && fleet.phase("bad") == "failed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{:#}", fleet.status());
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let store = Store::open(&state).unwrap();
+    let jobs = store.jobs().unwrap();
+    assert_eq!(jobs["ok"].exit_code, Some(0));
+    assert_eq!(jobs["bad"].exit_code, Some(3));
+    assert_eq!(jobs["bad"].reason.as_deref(), Some("failed: exit code 3"));
+    for name in ["ok", "bad"] {
+        let env = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(!env.contains("hunter2"), "{env}");
+        assert!(
+            env.contains(&format!("GITFLEET_REPLICA={name}/run-")),
+            "{env}"
+        );
+        assert!(env.contains("CUDA_VISIBLE_DEVICES="), "{env}");
+    }
 }
 
 #[test]

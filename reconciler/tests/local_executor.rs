@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant};
 
 use reconciler::diag::{Origin, Pos};
-use reconciler::exec::local::{LocalExecutor, PIDS_FILE};
+use reconciler::exec::local::{LocalExecutor, PIDS_FILE, SupervisorCommand};
 use reconciler::exec::{ActionContext, Event, ExecError, Executor, JobView, Outcome, StopView};
 use reconciler::observed::{NodeGpus, ObservedNode, Timestamp};
 use reconciler::plan::Action;
@@ -123,10 +123,21 @@ struct Fixture {
     exec: LocalExecutor,
 }
 
+/// Replicas' supervisors: this package's standalone one (the test binary
+/// is not gitfleet, whose `__supervise` the executor starts by default).
+fn executor(dir: &Path) -> LocalExecutor {
+    LocalExecutor::new(dir.join("local"), host())
+        .unwrap()
+        .with_supervisor(SupervisorCommand::new(
+            env!("CARGO_BIN_EXE_gitfleet-supervise"),
+            vec![],
+        ))
+}
+
 impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let exec = LocalExecutor::new(dir.path().join("local"), host()).unwrap();
+        let exec = executor(dir.path());
         Fixture { dir, exec }
     }
 
@@ -136,7 +147,7 @@ impl Fixture {
 
     /// Reopens the executor on the same directory, as a restarted reconciler.
     fn restart(&mut self) {
-        self.exec = LocalExecutor::new(self.dir.path().join("local"), host()).unwrap();
+        self.exec = executor(self.dir.path());
     }
 
     fn pids(&self, job: &str) -> serde_json::Value {
@@ -313,6 +324,7 @@ fn replicas_get_gpus_rank_and_rendezvous_in_their_environment() {
     let gpus = placement(&[&[2, 3], &[5, 6]]);
     place(&mut f.exec, &spec, &gpus).unwrap();
     let pids = f.pids("envjob");
+    let run = pids["run"].as_str().unwrap().to_string();
     let replicas = pids["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 2, "two processes");
     assert_ne!(replicas[0]["pid"], replicas[1]["pid"]);
@@ -337,6 +349,12 @@ fn replicas_get_gpus_rank_and_rendezvous_in_their_environment() {
         assert_eq!(env["MASTER_ADDR"], "127.0.0.1");
         assert_eq!(env["GITFLEET_JOB"], "envjob");
         assert_eq!(env["WANDB_PROJECT"], "llama");
+        assert_eq!(env["GITFLEET_REPLICA"], format!("envjob/{run}/{rank}"));
+        // The test process's (the reconciler's) other variables stay with it.
+        if std::env::var_os("CARGO_MANIFEST_DIR").is_some() {
+            assert!(!env.contains_key("CARGO_MANIFEST_DIR"), "{env:?}");
+        }
+        assert_eq!(env["PATH"], std::env::var("PATH").unwrap());
         let port: u16 = env["MASTER_PORT"].parse().unwrap();
         assert!((20000..30000).contains(&port), "{port}");
         ports.insert(port);
@@ -672,6 +690,8 @@ fn start_time(pid: u32) -> u64 {
     rest.split_whitespace().nth(19).unwrap().parse().unwrap()
 }
 
+/// A record as a gitfleet without supervisors wrote it: no run, the
+/// replica's own pid.
 fn write_pids(f: &Fixture, job: &str, pid: u32, start: u64) {
     let dir = f.exec.job_dir(job);
     std::fs::create_dir_all(&dir).unwrap();
@@ -715,7 +735,7 @@ fn adopts_a_process_that_is_not_its_child() {
             at: t(2),
             exit_code: None
         },
-        "the exit code of a process that is not a child cannot be known"
+        "a process recorded without a supervisor, not a child: its exit code cannot be known"
     );
 }
 
@@ -754,4 +774,277 @@ fn a_reused_pid_is_neither_adopted_nor_signalled() {
     assert!(bystander.try_wait().unwrap().is_none(), "not signalled");
     bystander.kill().unwrap();
     bystander.wait().unwrap();
+}
+
+fn set_pids(f: &Fixture, job: &str, pids: &serde_json::Value) {
+    let dir = f.exec.job_dir(job);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(PIDS_FILE), pids.to_string()).unwrap();
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn wait_for_lines(path: &Path, n: usize) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let lines = lines(path);
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            started.elapsed() < SETTLE,
+            "{} never had {n} lines",
+            path.display()
+        );
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_started_but_not_recorded_is_found_and_not_started_again() {
+    // Found by its claim, then (the claim lost too) by its identity in its
+    // supervisor's environment.
+    for claim_lost in [false, true] {
+        let mut f = Fixture::new();
+        let starts = f.path("starts");
+        let release = f.path("release");
+        let spec = job(
+            "unrecorded",
+            2,
+            &[
+                "sh",
+                "-c",
+                "echo $GITFLEET_REPLICA >> \"$STARTS\"; while [ ! -e \"$RELEASE\" ]; do sleep 0.05; done",
+            ],
+            &[
+                ("STARTS", starts.to_str().unwrap()),
+                ("RELEASE", release.to_str().unwrap()),
+            ],
+        );
+        let gpus = placement(&[&[0], &[1]]);
+        place(&mut f.exec, &spec, &gpus).unwrap();
+        let first = wait_for_lines(&starts, 2);
+        let before = f.pids("unrecorded");
+        // A crash between starting rank 1's supervisor and recording its pid.
+        let mut pids = before.clone();
+        let rank1 = pids["replicas"][1].as_object_mut().unwrap();
+        rank1.remove("pid").unwrap();
+        rank1.remove("startTime").unwrap();
+        set_pids(&f, "unrecorded", &pids);
+        let run = f
+            .exec
+            .job_dir("unrecorded")
+            .join(before["run"].as_str().unwrap());
+        if claim_lost {
+            std::fs::remove_file(run.join("1.claim")).unwrap();
+        }
+
+        f.restart();
+        assert_eq!(place(&mut f.exec, &spec, &gpus).unwrap(), Outcome::Done);
+        std::thread::sleep(StdDuration::from_millis(300));
+        assert_eq!(
+            lines(&starts),
+            first,
+            "not started twice (claim lost: {claim_lost})"
+        );
+        assert_eq!(f.pids("unrecorded"), before, "the same supervisor, found");
+
+        std::fs::write(&release, "").unwrap();
+        let running = record("unrecorded", &gpus, None);
+        let event = poll_until_event(&mut f.exec, &running, &spec, Duration::ZERO, t(2));
+        assert_eq!(
+            event,
+            Event::Exited {
+                job: "unrecorded".into(),
+                at: t(2),
+                exit_code: Some(0)
+            }
+        );
+    }
+}
+
+/// `pids.json` as a crash right after the intent leaves it: no process yet.
+fn intent_only(f: &Fixture, job: &str) {
+    std::fs::create_dir_all(f.exec.job_dir(job).join("run-1")).unwrap();
+    let pending = JobRecord::new_pending(job, t(-60));
+    set_pids(
+        f,
+        job,
+        &json!({
+            "job": job,
+            "attempt": attempt(&pending),
+            "run": "run-1",
+            "masterPort": 20000,
+            "replicas": [{"rank": 0, "node": "local-0", "gpus": [0]}],
+        }),
+    );
+}
+
+#[test]
+fn an_intent_left_by_a_crash_starts_its_replica_once() {
+    let mut f = Fixture::new();
+    let starts = f.path("starts");
+    let spec = job(
+        "intended",
+        1,
+        &["sh", "-c", "echo $GITFLEET_REPLICA >> \"$STARTS\"; exit 3"],
+        &[("STARTS", starts.to_str().unwrap())],
+    );
+    let gpus = placement(&[&[0]]);
+    intent_only(&f, "intended");
+    assert_eq!(place(&mut f.exec, &spec, &gpus).unwrap(), Outcome::Done);
+    let running = record("intended", &gpus, None);
+    let event = poll_until_event(&mut f.exec, &running, &spec, Duration::ZERO, t(1));
+    assert_eq!(
+        event,
+        Event::Exited {
+            job: "intended".into(),
+            at: t(1),
+            exit_code: Some(3)
+        }
+    );
+    // Carried out once more (another crash before the reconciler recorded it).
+    f.restart();
+    assert_eq!(place(&mut f.exec, &spec, &gpus).unwrap(), Outcome::Done);
+    std::thread::sleep(StdDuration::from_millis(200));
+    assert_eq!(lines(&starts), ["intended/run-1/0"]);
+}
+
+#[test]
+fn a_replica_given_up_is_never_started_by_a_late_supervisor() {
+    let mut f = Fixture::new();
+    let starts = f.path("starts");
+    let spec = job(
+        "late",
+        1,
+        &["sh", "-c", "echo started >> \"$STARTS\""],
+        &[("STARTS", starts.to_str().unwrap())],
+    );
+    let gpus = placement(&[&[0]]);
+    intent_only(&f, "late");
+    // The reconciler thinks it runs; nothing of it is found: given up.
+    let running = record("late", &gpus, None);
+    let event = poll_until_event(&mut f.exec, &running, &spec, Duration::ZERO, t(1));
+    assert_eq!(
+        event,
+        Event::Exited {
+            job: "late".into(),
+            at: t(1),
+            exit_code: None
+        }
+    );
+    // A supervisor that was on its way finds the tombstone and starts nothing.
+    let run = f.exec.job_dir("late").join("run-1");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitfleet-supervise"))
+        .arg("--claim")
+        .arg(run.join("0.claim"))
+        .arg("--exit-file")
+        .arg(run.join("0.exit"))
+        .args(["--", "sh", "-c", "echo started >> \"$STARTS\""])
+        .env("STARTS", &starts)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!starts.exists(), "not started");
+    assert!(!run.join("0.exit").exists());
+}
+
+#[test]
+fn a_killed_supervisor_takes_its_replica_along_and_counts_as_killed() {
+    let mut f = Fixture::new();
+    let ready = f.path("ready");
+    let spec = job(
+        "orphaned",
+        1,
+        &[
+            "sh",
+            "-c",
+            "echo $$ > \"$READY\"; while :; do sleep 0.05; done",
+        ],
+        &[("READY", ready.to_str().unwrap())],
+    );
+    let gpus = placement(&[&[0]]);
+    place(&mut f.exec, &spec, &gpus).unwrap();
+    let replica: i64 = wait_for_file(&ready).trim().parse().unwrap();
+    let supervisor = f.pids("orphaned")["replicas"][0]["pid"].as_i64().unwrap();
+    assert_ne!(replica, supervisor);
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &supervisor.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let running = record("orphaned", &gpus, None);
+    let event = poll_until_event(&mut f.exec, &running, &spec, Duration::ZERO, t(1));
+    assert_eq!(
+        event,
+        Event::Exited {
+            job: "orphaned".into(),
+            at: t(1),
+            exit_code: Some(137)
+        },
+        "no exit file: killed"
+    );
+    let started = Instant::now();
+    while alive(replica) {
+        assert!(
+            started.elapsed() < SETTLE,
+            "the replica outlived its supervisor"
+        );
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_stop_reaches_the_replica_once_through_its_supervisor() {
+    let mut f = Fixture::new();
+    let ready = f.path("ready");
+    let terms = f.path("terms");
+    let spec = job(
+        "graceful",
+        1,
+        &[
+            "sh",
+            "-c",
+            "trap 'echo TERM >> \"$TERMS\"' TERM; echo up > \"$READY\"; i=0; while [ $i -lt 30 ]; do sleep 0.05; i=$((i+1)); done; exit 0",
+        ],
+        &[
+            ("READY", ready.to_str().unwrap()),
+            ("TERMS", terms.to_str().unwrap()),
+        ],
+    );
+    let gpus = placement(&[&[0]]);
+    place(&mut f.exec, &spec, &gpus).unwrap();
+    wait_for_file(&ready);
+    let grace = Duration::from_secs(300);
+    let running = record("graceful", &gpus, None);
+    assert_eq!(
+        preempt(&mut f.exec, &spec, &running, grace, t(10)),
+        Outcome::Underway
+    );
+    let stopping = record(
+        "graceful",
+        &gpus,
+        Some(Stopping {
+            kind: StopKind::Preempt,
+            since: t(10),
+            for_job: Some("other".into()),
+        }),
+    );
+    let event = poll_until_event(&mut f.exec, &stopping, &spec, grace, t(11));
+    assert!(matches!(event, Event::Stopped { .. }), "{event:?}");
+    assert_eq!(
+        lines(&terms),
+        ["TERM"],
+        "SIGTERM once, and the replica kept running"
+    );
+    let run = f.pids("graceful")["run"].as_str().unwrap().to_string();
+    let exit =
+        std::fs::read_to_string(f.exec.job_dir("graceful").join(run).join("0.exit")).unwrap();
+    assert_eq!(exit, r#"{"code":0}"#, "it exited by itself");
 }

@@ -16,4 +16,5 @@ pub mod preview;
 pub mod reconcile;
 pub mod schema;
 pub mod status;
+pub mod supervise;
 pub mod validate;

@@ -1,6 +1,6 @@
 //! The executor interface: what carries a plan's actions out on a fleet and
 //! reports what the fleet did. `sim` (an embedded virtual fleet, the
-//! default) and `local` (this host: replicas as child processes) live here;
+//! default) and `local` (this host: replicas as supervised processes) live here;
 //! remote executors (Kubernetes, Slurm) implement the same trait in crates of
 //! their own.
 //!
