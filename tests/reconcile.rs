@@ -343,25 +343,25 @@ fn died_while_loading(fleet: &Fleet, revision: &str, interrupted: u32) {
 }
 
 #[test]
-fn a_revision_that_killed_the_process_twice_is_refused_and_the_last_good_kept() {
+fn a_revision_that_killed_the_process_three_times_is_refused_and_the_last_good_kept() {
     let (fleet, _) = two_running_jobs();
     let head = fleet.commit(&[("jobs.yaml", &job("a-2", "a", 4, ""))], "remove a-1");
 
-    // Died once: tried again (a kill -9 or a reboot is not the commit's fault).
-    died_while_loading(&fleet, &head, 0);
+    // Died twice: tried again (a kill -9 or a reboot is not the commit's fault).
+    died_while_loading(&fleet, &head, 1);
     let out = fleet.reconcile(&[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("cancel a-1"), "{}", text(&out));
     assert_eq!(fleet.status()["revisions"].get("loading"), None);
 
-    // Died twice on the next commit: refused, nothing of it applied.
+    // Died three times on the next commit: refused, nothing of it applied.
     let next = fleet.commit(&[("jobs.yaml", "")], "remove a-2");
-    died_while_loading(&fleet, &next, 1);
+    died_while_loading(&fleet, &next, 2);
     let out = fleet.reconcile(&[]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(&format!(
-            "revision {}: gitfleet stopped 2 times while loading or planning this revision",
+            "revision {}: gitfleet stopped 3 times while loading or planning this revision",
             &next[..12]
         )),
         "{}",
@@ -376,7 +376,7 @@ fn a_revision_that_killed_the_process_twice_is_refused_and_the_last_good_kept() 
         revisions["lastError"]
             .as_str()
             .unwrap()
-            .contains("stopped 2 times"),
+            .contains("stopped 3 times"),
         "{revisions}"
     );
     // And it stays refused without being loaded again.

@@ -73,7 +73,7 @@ const KEPT_DIAGNOSTICS: usize = 5;
 
 /// A revision during whose loading or planning the process died this many
 /// times is refused (a crash that repeats is not retried forever).
-pub const MAX_INTERRUPTED: u32 = 2;
+pub const MAX_INTERRUPTED: u32 = 3;
 
 /// An action as carried out.
 #[derive(Debug, Clone, PartialEq)]
@@ -345,11 +345,14 @@ impl<E: Executor> Reconciler<E> {
             && revisions.last_error.is_some();
         if !already_refused {
             let mut revisions = revisions;
+            // A revision applied before has loaded and planned: it is not
+            // what kills the process (a restart reloads it, unmarked).
+            let proven = revisions.last_applied.as_deref() == Some(newest.id.as_str());
             let interrupted = match &revisions.loading {
                 Some(loading) if loading.revision == newest.id => loading.interrupted + 1,
                 _ => 0,
             };
-            if interrupted >= MAX_INTERRUPTED {
+            if !proven && interrupted >= MAX_INTERRUPTED {
                 let diagnostic = Diagnostic::new(
                     Origin::new(
                         format!("revision {}", newest.short()).into(),
@@ -366,17 +369,19 @@ impl<E: Executor> Reconciler<E> {
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
                 return Ok((in_force, Some((newest, diagnostics))));
             }
-            // Recorded before the first byte is parsed: if this revision
-            // kills the process, the next start knows which one did.
-            revisions.loading = Some(Loading {
-                revision: newest.id.clone(),
-                interrupted,
-            });
-            self.store.commit(&Batch {
-                revisions: Some(revisions.clone()),
-                ..Batch::default()
-            })?;
-            self.loading = true;
+            if !proven {
+                // Recorded before the first byte is parsed: if this revision
+                // kills the process, the next start knows which one did.
+                revisions.loading = Some(Loading {
+                    revision: newest.id.clone(),
+                    interrupted,
+                });
+                self.store.commit(&Batch {
+                    revisions: Some(revisions.clone()),
+                    ..Batch::default()
+                })?;
+                self.loading = true;
+            }
             let Some(files) = self.source.files(&newest)? else {
                 // The directory changed while it was read (an empty file
                 // list would be a valid, empty fleet): next iteration.

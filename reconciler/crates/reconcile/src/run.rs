@@ -411,7 +411,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 
 /// `ok`, or 503 while an iteration has run past the loop's deadline (a
 /// liveness probe then restarts the process; the revision that hangs it is
-/// refused after two such restarts).
+/// refused after three such restarts).
 async fn healthz(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
     match shared.stuck_for() {
         Some((running, deadline)) => (

@@ -38,6 +38,9 @@ const AUDIT: TableDefinition<u64, &str> = TableDefinition::new("audit");
 const REVISIONS_KEY: &str = "revisions";
 const CLOCK_KEY: &str = "clock";
 
+/// How long [`Store::open`] waits for a lock held by another process.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The database file's name inside the state directory.
 pub const DB_FILE: &str = "state.redb";
 
@@ -198,15 +201,31 @@ impl Store {
                 evidence,
             });
         }
-        let db = Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Locked {
-                path: shown.clone(),
-            },
-            other => StateError::Database {
-                path: shown.clone(),
-                message: other.to_string(),
-            },
-        })?;
+        // A process that just died (or a child it forked a moment before,
+        // which shares the lock until it execs) may hold the lock for a
+        // moment: wait a little before calling it another reconciler.
+        let waited_since = std::time::Instant::now();
+        let db = loop {
+            match Database::create(&path) {
+                Ok(db) => break db,
+                Err(redb::DatabaseError::DatabaseAlreadyOpen)
+                    if waited_since.elapsed() < LOCK_PATIENCE =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(StateError::Locked {
+                        path: shown.clone(),
+                    });
+                }
+                Err(other) => {
+                    return Err(StateError::Database {
+                        path: shown.clone(),
+                        message: other.to_string(),
+                    });
+                }
+            }
+        };
         let store = Store { db, path };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
