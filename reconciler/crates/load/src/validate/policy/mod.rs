@@ -1,12 +1,18 @@
 //! Policies: CEL rules evaluated against matching documents, as Kubernetes
 //! ValidatingAdmissionPolicy does. The document is the variable `object`,
 //! with defaults filled in (`object.spec.replicas` is 1 when omitted).
+//!
+//! A rule can never crash or overflow the stack: its text and syntax tree
+//! are bounded ([`limits`]), and everything runs on one thread with a large
+//! stack, library panics caught, within [`DEADLINE`] ([`worker`]).
 
-use std::cell::Cell;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::Once;
+mod compile;
+mod limits;
+mod worker;
 
-use cel_interpreter::{Context, ExecutionError, ParseErrors, Program, Value as Cel};
+use std::time::Duration;
+
+use cel_interpreter::Value as Cel;
 use serde::Serialize;
 
 use crate::yaml::PathSegment::{Index, Key};
@@ -14,109 +20,96 @@ use crate::{Document, Documents};
 use model::diag::{Diagnostic, Origin};
 use model::spec::{API_VERSION, Kind, Metadata, PolicySpec};
 
+#[cfg(test)]
+use compile::compile_expression;
+pub use limits::{MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REPEATED_UNARY};
+use worker::{DocumentInput, Job, PolicyInput, RuleInput};
+
+/// How long the whole policy check may take; rules not evaluated by then
+/// are reported as such.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The policy thread's stack. The worst expressions the limits accept need
+/// less than 8 MiB in a debug build (parsing takes about 11 KiB per nested
+/// bracket, evaluation about 29 KiB per tree level) and far less optimized;
+/// even 10,000 bytes of nested brackets, were the bracket count fooled,
+/// parse in 53 MiB. Only the pages used are ever committed.
+const STACK_BYTES: usize = 256 << 20;
+
 /// Why a policy rule could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// The expression is not valid CEL.
     #[error("invalid CEL expression: {0}")]
     Compile(String),
+    /// The expression is beyond one of the limits.
+    #[error("{0}")]
+    Limit(String),
+    /// The expression uses what policies cannot evaluate.
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
-/// A policy whose rules compiled.
-pub struct CompiledPolicy<'a> {
-    doc: &'a Document<PolicySpec>,
-    rules: Vec<(usize, Program)>,
-}
-
+/// Compiles every policy's rules and evaluates them against every matching
+/// document, appending what is wrong to `out`.
 pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
-    let compiled: Vec<CompiledPolicy> = docs.policies.iter().map(|p| compile(p, out)).collect();
-    if compiled.iter().all(|p| p.rules.is_empty()) {
+    check_within(docs, out, DEADLINE);
+}
+
+fn check_within(docs: &Documents, out: &mut Vec<Diagnostic>, deadline: Duration) {
+    if docs.policies.iter().all(|p| p.object.spec.rules.is_empty()) {
         return;
     }
-    let root = Context::default();
-    evaluate_kind(&compiled, Kind::NodePool, &docs.pools, &root, out);
-    evaluate_kind(&compiled, Kind::Queue, &docs.queues, &root, out);
-    evaluate_kind(
-        &compiled,
-        Kind::PriorityClass,
-        &docs.priority_classes,
-        &root,
+    let policies: Vec<PolicyInput> = docs
+        .policies
+        .iter()
+        .map(|p| PolicyInput {
+            name: p.name().to_string(),
+            rules: (p.object.spec.rules.iter().enumerate())
+                .map(|(i, rule)| RuleInput {
+                    expression: rule.expression.clone(),
+                    message: rule.message.clone(),
+                    origin: rule_origin(p, i),
+                })
+                .collect(),
+        })
+        .collect();
+    let mut documents = Vec::new();
+    let policy_docs = &docs.policies;
+    add_kind(
+        policy_docs,
+        Kind::NodePool,
+        &docs.pools,
+        &mut documents,
         out,
     );
-    evaluate_kind(&compiled, Kind::Job, &docs.jobs, &root, out);
-    evaluate_kind(&compiled, Kind::Policy, &docs.policies, &root, out);
-}
-
-fn compile<'a>(doc: &'a Document<PolicySpec>, out: &mut Vec<Diagnostic>) -> CompiledPolicy<'a> {
-    let mut rules = Vec::new();
-    for (i, rule) in doc.object.spec.rules.iter().enumerate() {
-        match compile_expression(&rule.expression) {
-            Ok(program) => rules.push((i, program)),
-            Err(err) => out.push(Diagnostic::new(
-                rule_origin(doc, i),
-                format!("Policy {}: spec.rules[{i}].expression: {err}", doc.name()),
-            )),
-        }
-    }
-    CompiledPolicy { doc, rules }
+    add_kind(policy_docs, Kind::Queue, &docs.queues, &mut documents, out);
+    add_kind(
+        policy_docs,
+        Kind::PriorityClass,
+        &docs.priority_classes,
+        &mut documents,
+        out,
+    );
+    add_kind(policy_docs, Kind::Job, &docs.jobs, &mut documents, out);
+    add_kind(
+        policy_docs,
+        Kind::Policy,
+        &docs.policies,
+        &mut documents,
+        out,
+    );
+    out.extend(worker::run(
+        Job {
+            policies,
+            documents,
+        },
+        deadline,
+    ));
 }
 
 fn rule_origin(doc: &Document<PolicySpec>, i: usize) -> Origin {
     doc.origin_at(&[Key("spec"), Key("rules"), Index(i), Key("expression")])
-}
-
-thread_local! {
-    /// Set while the CEL parser runs, so that its panics are not printed.
-    static QUIET_PANICS: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Compiles a CEL expression. The parser of cel-interpreter 0.10 panics on
-/// some invalid input (e.g. `a &&`, cel-rust/cel-rust#191) instead of
-/// returning an error: the panic is caught, kept off stderr, and reported as
-/// a syntax error. Other panics print as before.
-fn compile_expression(expression: &str) -> Result<Program, PolicyError> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let previous = panic::take_hook();
-        panic::set_hook(Box::new(move |info| {
-            if !QUIET_PANICS.with(Cell::get) {
-                previous(info);
-            }
-        }));
-    });
-    QUIET_PANICS.with(|q| q.set(true));
-    let result = panic::catch_unwind(AssertUnwindSafe(|| Program::compile(expression)));
-    QUIET_PANICS.with(|q| q.set(false));
-    match result {
-        Ok(Ok(program)) => Ok(program),
-        Ok(Err(errors)) => Err(PolicyError::Compile(describe_parse_errors(
-            &errors, expression,
-        ))),
-        Err(_) => Err(PolicyError::Compile(
-            "syntax error (incomplete expression?)".to_string(),
-        )),
-    }
-}
-
-/// The first syntax error, with its place in the expression and without the
-/// parser's snippet.
-fn describe_parse_errors(errors: &ParseErrors, expression: &str) -> String {
-    let first = errors
-        .errors
-        .iter()
-        .find(|e| e.msg.starts_with("Syntax error"))
-        .or_else(|| errors.errors.first());
-    let Some(err) = first else {
-        return "syntax error".to_string();
-    };
-    let msg = err.msg.trim_start_matches("Syntax error: ");
-    let msg = one_line(&msg.replace("'<EOF>'", "end of expression"));
-    let (line, column) = err.pos;
-    if expression.trim_end().contains('\n') {
-        format!("syntax error at line {line}, column {column}: {msg}")
-    } else {
-        format!("syntax error at column {column}: {msg}")
-    }
 }
 
 /// Fields that serialization leaves out when empty are present (and empty)
@@ -178,107 +171,56 @@ struct Object<'a, S> {
     spec: &'a S,
 }
 
-fn evaluate_kind<S: Serialize>(
-    policies: &[CompiledPolicy],
+/// The documents of one kind that some policy with rules matches, as
+/// policies see them.
+fn add_kind<S: Serialize>(
+    policies: &[Document<PolicySpec>],
     kind: Kind,
     docs: &[Document<S>],
-    root: &Context,
+    documents: &mut Vec<DocumentInput>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let relevant: Vec<&CompiledPolicy> = policies
-        .iter()
-        .filter(|p| {
-            let kinds = &p.doc.object.spec.matches.kinds;
-            !p.rules.is_empty() && (kinds.is_empty() || kinds.contains(&kind))
-        })
-        .collect();
-    if relevant.is_empty() {
-        return;
-    }
     for doc in docs {
+        let matching: Vec<usize> = (policies.iter().enumerate())
+            .filter(|(_, p)| {
+                let spec = &p.object.spec;
+                !spec.rules.is_empty()
+                    && (spec.matches.kinds.is_empty() || spec.matches.kinds.contains(&kind))
+                    && (spec.matches.labels.iter())
+                        .all(|(k, v)| doc.object.metadata.labels.get(k) == Some(v))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if matching.is_empty() {
+            continue;
+        }
         let object = Object {
             api_version: API_VERSION,
             kind: kind.as_str(),
             metadata: &doc.object.metadata,
             spec: &doc.object.spec,
         };
-        let mut ctx = root.new_inner_scope();
         match serde_json::to_value(&object) {
             Ok(mut json) => {
                 fill_empty_fields(kind, &mut json);
-                ctx.add_variable_from_value("object", to_cel(&json));
+                documents.push(DocumentInput {
+                    kind,
+                    name: doc.name().to_string(),
+                    origin: violation_origin(doc),
+                    object: to_cel(&json),
+                    policies: matching,
+                });
             }
-            Err(err) => {
-                out.push(Diagnostic::new(
-                    doc.object.origin.clone(),
-                    format!("{kind} {}: cannot be given to policies: {err}", doc.name()),
-                ));
-                continue;
-            }
-        }
-        for policy in &relevant {
-            let labels = &policy.doc.object.spec.matches.labels;
-            if !labels
-                .iter()
-                .all(|(k, v)| doc.object.metadata.labels.get(k) == Some(v))
-            {
-                continue;
-            }
-            for (i, program) in &policy.rules {
-                let rule = &policy.doc.object.spec.rules[*i];
-                let expression = one_line(&rule.expression);
-                let problem = match program.execute(&ctx) {
-                    Ok(Cel::Bool(true)) => continue,
-                    Ok(Cel::Bool(false)) => rule
-                        .message
-                        .clone()
-                        .unwrap_or_else(|| format!("rule failed: {expression}")),
-                    Ok(other) => format!(
-                        "rule returned {} instead of true or false: {expression}",
-                        show(&other)
-                    ),
-                    Err(err) => {
-                        let hint = match err {
-                            ExecutionError::NoSuchKey(_) => {
-                                " (test optional fields with has() first)"
-                            }
-                            _ => "",
-                        };
-                        format!(
-                            "rule could not be evaluated: {}{hint}: {expression}",
-                            one_line(&err.to_string()),
-                        )
-                    }
-                };
-                out.push(Diagnostic::new(
-                    violation_origin(doc),
-                    format!(
-                        "{kind} {}: violates Policy {} ({}): {problem}",
-                        doc.name(),
-                        policy.doc.name(),
-                        rule_origin(policy.doc, *i)
-                    ),
-                ));
-            }
+            Err(err) => out.push(Diagnostic::new(
+                doc.object.origin.clone(),
+                format!("{kind} {}: cannot be given to policies: {err}", doc.name()),
+            )),
         }
     }
 }
 
 fn violation_origin<S>(doc: &Document<S>) -> Origin {
     doc.origin_of(&["metadata", "name"])
-}
-
-/// A CEL value as a user would write it, with its type.
-fn show(value: &Cel) -> String {
-    let kind = value.type_of();
-    match value {
-        Cel::Int(i) => format!("{kind} {i}"),
-        Cel::UInt(u) => format!("{kind} {u}"),
-        Cel::Float(f) => format!("{kind} {f}"),
-        Cel::String(s) => format!("{kind} {s:?}"),
-        Cel::Null => "null".to_string(),
-        _ => format!("a {kind}"),
-    }
 }
 
 fn one_line(text: &str) -> String {
@@ -357,5 +299,82 @@ mod tests {
                 "a.yaml:3:18: Queue q: violates Policy p (a.yaml:13:19): rule could not be evaluated: No such key: parent (test optional fields with has() first): object.spec.parent == 'x'",
             ]
         );
+    }
+
+    #[test]
+    fn rules_not_evaluated_by_the_deadline_are_reported() {
+        let mut text = String::from(FLEET);
+        for i in 0..2_000 {
+            text.push_str(&format!("apiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: j{i}}}\nspec: {{queue: q, gpusPerReplica: 1, command: [a, b, c, d, e, f, g, h]}}\n---\n"));
+        }
+        text.push_str("apiVersion: gitfleet/v1\nkind: Policy\nmetadata: {name: p}\nspec:\n  match: {kinds: [Job]}\n  rules:\n    - expression: object.spec.command.all(c, [c, c, c].exists(d, d == 'x') == false)\n");
+        let mut diagnostics = Vec::new();
+        let docs = crate::parse_files(&[SourceFile::new("f.yaml", text)], &mut diagnostics);
+        assert_eq!(diagnostics.len(), 0, "{diagnostics:?}");
+        let start = std::time::Instant::now();
+        check_within(&docs, &mut diagnostics, Duration::from_millis(1));
+        let took = start.elapsed();
+        assert!(took < Duration::from_millis(500), "{took:?}");
+        let [late] = diagnostics.as_slice() else {
+            panic!("{diagnostics:#?}");
+        };
+        assert!(
+            late.message
+                .starts_with("Policy p: spec.rules[0].expression: not evaluated for Job ")
+                && late.message.ends_with(
+                    " other documents: the policy check ran past its deadline of 0.001 s"
+                ),
+            "{}",
+            late.message
+        );
+    }
+
+    /// The heaviest expressions the limits let through need a small part of
+    /// the policy thread's stack: here they run on an eighth of it.
+    #[test]
+    fn the_worst_accepted_expressions_use_little_stack() {
+        let nest = |open: &str, close: &str, inner: &str| {
+            format!(
+                "{}{inner}{}",
+                open.repeat(MAX_NESTING),
+                close.repeat(MAX_NESTING)
+            )
+        };
+        let deepest_sum = vec!["1"; MAX_AST_DEPTH - 1].join("+");
+        let heavy = [
+            // Brackets as deep as allowed, as often as the length allows.
+            vec![nest("[", "]", "1"); 140]
+                .join(" + ")
+                .replace("+ ", "+"),
+            vec![nest("(", ")", "1"); 140].join("+"),
+            nest("size(", ")", &deepest_sum[..deepest_sum.len() - 64]),
+            // The deepest tree allowed, evaluated.
+            format!("{deepest_sum} > 0"),
+            // Deep trees the parser builds and the depth limit refuses.
+            vec!["1"; 4_999].join("+"),
+            format!("{}1", "1 ? 1 : ".repeat(1_249)),
+            format!("a{}", ".b".repeat(4_999)),
+        ];
+        std::thread::Builder::new()
+            .stack_size(STACK_BYTES / 8)
+            .spawn(move || {
+                let root = cel_interpreter::Context::default();
+                let mut accepted = 0;
+                for expression in &heavy {
+                    assert!(
+                        expression.len() <= MAX_EXPRESSION_BYTES,
+                        "{}",
+                        expression.len()
+                    );
+                    if let Ok(rule) = compile_expression(expression) {
+                        accepted += 1;
+                        let _ = cel_interpreter::Value::resolve(&rule.tree, &root);
+                    }
+                }
+                assert_eq!(accepted, 4);
+            })
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
     }
 }
