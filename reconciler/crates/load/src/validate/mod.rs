@@ -9,7 +9,8 @@ use crate::Documents;
 use model::diag::Diagnostic;
 
 pub use policy::{
-    DEADLINE, MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REPEATED_UNARY, PolicyError,
+    COST_BUDGET, DEADLINE, MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REGEX_BYTES,
+    MAX_REPEATED_UNARY, PolicyError,
 };
 pub use suggest::closest;
 

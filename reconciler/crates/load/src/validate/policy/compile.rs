@@ -7,16 +7,19 @@ use std::sync::Once;
 
 use cel_interpreter::{IdedExpr, ParseErrors};
 
+use super::cost::{Shape, estimate};
 use super::limits;
-use super::{PolicyError, one_line};
+use super::patterns::Patterns;
+use super::{COST_BUDGET, PolicyError, one_line};
 
 /// A rule that passed every check before evaluation.
 pub(super) struct Rule {
     pub(super) tree: IdedExpr,
+    pub(super) regexes: Patterns,
 }
 
-/// Compiles a CEL expression: checks its text against the limits, parses it
-/// and checks the tree.
+/// Compiles a CEL expression: checks its text against the limits, parses it,
+/// checks the tree and that some document could be within the cost budget.
 ///
 /// The parser of cel-interpreter 0.10 panics on some invalid input (e.g.
 /// `a &&`, cel-rust/cel-rust#191) instead of returning an error: the panic is
@@ -36,8 +39,24 @@ pub(super) fn compile_expression(expression: &str) -> Result<Rule, PolicyError> 
             ));
         }
     };
-    limits::check_tree(&tree)?;
-    Ok(Rule { tree })
+    let regexes = limits::check_tree(&tree)?;
+    let least = estimate(&tree, &Shape::scalar(), &regexes);
+    if least > COST_BUDGET {
+        return Err(PolicyError::Limit(format!(
+            "exceeds the cost budget whatever the document (estimated {} > {COST_BUDGET})",
+            shown_cost(least)
+        )));
+    }
+    Ok(Rule { tree, regexes })
+}
+
+/// A cost estimate for messages: saturated estimates read as "more than".
+pub(super) fn shown_cost(cost: u64) -> String {
+    if cost == u64::MAX {
+        format!("more than {}", u64::MAX / 2)
+    } else {
+        cost.to_string()
+    }
 }
 
 thread_local! {

@@ -4,8 +4,10 @@
 
 use cel_interpreter::IdedExpr;
 use cel_parser::ast::{EntryExpr, Expr};
+use cel_parser::reference::Val;
 
 use super::PolicyError;
+use super::patterns::{self, Patterns};
 
 /// The longest rule expression, in bytes.
 pub const MAX_EXPRESSION_BYTES: usize = 10_000;
@@ -16,6 +18,8 @@ pub const MAX_NESTING: usize = 32;
 pub const MAX_REPEATED_UNARY: usize = 2;
 /// The deepest syntax tree (operators, calls, selections, macros) a rule may have.
 pub const MAX_AST_DEPTH: usize = 200;
+/// The largest compiled size of a `matches()` pattern, in bytes.
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
 
 /// Checks the text of an expression before it is parsed: its length, how
 /// deeply it nests brackets and how often it repeats unary operators.
@@ -267,11 +271,14 @@ fn escape_len(src: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// Checks a parsed expression: its depth and that it uses no message
-/// literals (`Foo{a: 1}`, which the library cannot evaluate).
+/// Checks a parsed expression: its depth, that it uses no message literals
+/// (`Foo{a: 1}`, which the library cannot evaluate) and that every
+/// `matches()` pattern is a string literal of bounded size. Returns the
+/// patterns, which the cost estimate uses.
 ///
 /// Walks with an explicit stack, so any tree the parser built is safe to check.
-pub(super) fn check_tree(root: &IdedExpr) -> Result<(), PolicyError> {
+pub(super) fn check_tree(root: &IdedExpr) -> Result<Patterns, PolicyError> {
+    let mut regexes = Patterns::default();
     let mut stack: Vec<(&IdedExpr, usize)> = vec![(root, 1)];
     while let Some((node, depth)) = stack.pop() {
         if depth > MAX_AST_DEPTH {
@@ -283,6 +290,9 @@ pub(super) fn check_tree(root: &IdedExpr) -> Result<(), PolicyError> {
         let mut push = |child| stack.push((child, depth + 1));
         match &node.expr {
             Expr::Call(call) => {
+                if call.func_name == "matches" {
+                    regexes.insert(node.id, pattern(call.args.last())?);
+                }
                 if let Some(target) = &call.target {
                     push(target);
                 }
@@ -319,7 +329,7 @@ pub(super) fn check_tree(root: &IdedExpr) -> Result<(), PolicyError> {
             Expr::Ident(_) | Expr::Literal(_) => {}
         }
     }
-    Ok(())
+    Ok(regexes)
 }
 
 fn message_literal(type_name: &str) -> PolicyError {
@@ -331,6 +341,27 @@ fn message_literal(type_name: &str) -> PolicyError {
             type_name
         }
     ))
+}
+
+/// A `matches()` call's pattern. The library compiles the pattern at every
+/// call; only a literal pattern can be bounded in advance.
+fn pattern(pattern: Option<&IdedExpr>) -> Result<patterns::Pattern, PolicyError> {
+    match pattern {
+        Some(IdedExpr {
+            expr: Expr::Literal(Val::String(pattern)),
+            ..
+        }) => patterns::classify(pattern),
+        // A call without arguments fails at once.
+        None => Ok(patterns::Pattern {
+            size: 0,
+            per_call: false,
+        }),
+        Some(_) => Err(PolicyError::Unsupported(
+            "matches() needs a string literal as its pattern: a pattern computed \
+             at run time cannot be bounded"
+                .to_string(),
+        )),
+    }
 }
 
 #[cfg(test)]

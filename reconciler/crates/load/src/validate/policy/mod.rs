@@ -2,12 +2,16 @@
 //! ValidatingAdmissionPolicy does. The document is the variable `object`,
 //! with defaults filled in (`object.spec.replicas` is 1 when omitted).
 //!
-//! A rule can never crash or overflow the stack: its text and syntax tree
-//! are bounded ([`limits`]), and everything runs on one thread with a large
-//! stack, library panics caught, within [`DEADLINE`] ([`worker`]).
+//! A rule can never crash, hang or exhaust memory: its text and syntax tree
+//! are bounded ([`limits`]), its cost is estimated against each document and
+//! must be within [`COST_BUDGET`] ([`cost`]), and everything runs on one
+//! thread with a large stack, library panics caught, within [`DEADLINE`]
+//! ([`worker`]). See "Policy limits" in docs/semantics.md.
 
 mod compile;
+mod cost;
 mod limits;
+mod patterns;
 mod worker;
 
 use std::time::Duration;
@@ -22,8 +26,15 @@ use model::spec::{API_VERSION, Kind, Metadata, PolicySpec};
 
 #[cfg(test)]
 use compile::compile_expression;
-pub use limits::{MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REPEATED_UNARY};
+pub use limits::{
+    MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REGEX_BYTES, MAX_REPEATED_UNARY,
+};
 use worker::{DocumentInput, Job, PolicyInput, RuleInput};
+
+/// The most a rule may cost against one document, in the estimate's units
+/// (about one evaluation step each): Kubernetes' per-expression limit for
+/// CEL validation rules (`PerCallLimit`, "roughly 0.1 second").
+pub const COST_BUDGET: u64 = 1_000_000;
 
 /// How long the whole policy check may take; rules not evaluated by then
 /// are reported as such.

@@ -16,8 +16,9 @@ use cel_interpreter::{Context, ExecutionError, Value as Cel};
 use model::diag::{Diagnostic, Origin};
 use model::spec::Kind;
 
-use super::compile::{Rule, compile_expression, panic_message, quietly, shorten};
-use super::{STACK_BYTES, one_line};
+use super::compile::{Rule, compile_expression, panic_message, quietly, shorten, shown_cost};
+use super::cost::{Shape, estimate};
+use super::{COST_BUDGET, STACK_BYTES, one_line};
 
 /// Everything the thread needs, owned.
 pub(super) struct Job {
@@ -212,8 +213,25 @@ fn work(job: &Job, shared: &Shared) {
         );
         rules.push(compiled);
     }
-    let root = Context::default();
-    for doc in &job.documents {
+    let shapes: Vec<Shape> = job.documents.iter().map(|d| Shape::of(&d.object)).collect();
+    let largest = shapes.iter().fold(Shape::scalar(), |a, s| a.join(s));
+    // A rule within the budget for the join of all documents is within it
+    // for each: the estimate only grows with the sizes.
+    let always_within: Vec<Vec<bool>> = rules
+        .iter()
+        .map(|policy| {
+            policy
+                .iter()
+                .map(|r| {
+                    r.as_ref()
+                        .is_some_and(|r| estimate(&r.tree, &largest, &r.regexes) <= COST_BUDGET)
+                })
+                .collect()
+        })
+        .collect();
+    let mut root = Context::default();
+    root.add_function("matches", super::patterns::matches);
+    for (doc, shape) in job.documents.iter().zip(&shapes) {
         let mut ctx = root.new_inner_scope();
         ctx.add_variable_from_value("object", doc.object.clone());
         let mut diagnostics = Vec::new();
@@ -228,7 +246,12 @@ fn work(job: &Job, shared: &Shared) {
                 let (Some(rule), Some(input)) = (rule, policy.rules.get(i)) else {
                     continue;
                 };
-                let problem = evaluate(rule, input, &ctx);
+                let within = always_within
+                    .get(p)
+                    .and_then(|w| w.get(i))
+                    .copied()
+                    .unwrap_or(false);
+                let problem = evaluate(rule, input, within, shape, &ctx);
                 if let Some(problem) = problem {
                     diagnostics.push(Diagnostic::new(
                         doc.origin.clone(),
@@ -245,8 +268,23 @@ fn work(job: &Job, shared: &Shared) {
 }
 
 /// What is wrong with a document under one rule, if anything.
-fn evaluate(rule: &Rule, input: &RuleInput, ctx: &Context) -> Option<String> {
+fn evaluate(
+    rule: &Rule,
+    input: &RuleInput,
+    within: bool,
+    shape: &Shape,
+    ctx: &Context,
+) -> Option<String> {
     let expression = one_line(&input.expression);
+    if !within {
+        let cost = estimate(&rule.tree, shape, &rule.regexes);
+        if cost > COST_BUDGET {
+            return Some(format!(
+                "rule not evaluated: it exceeds the cost budget for this document (estimated {} > {COST_BUDGET}): {expression}",
+                shown_cost(cost)
+            ));
+        }
+    }
     let problem = match quietly(|| cel_interpreter::Value::resolve(&rule.tree, ctx)) {
         Ok(Ok(Cel::Bool(true))) => return None,
         Ok(Ok(Cel::Bool(false))) => input
