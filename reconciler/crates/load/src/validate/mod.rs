@@ -8,7 +8,10 @@ mod suggest;
 use crate::Documents;
 use model::diag::Diagnostic;
 
-pub use policy::{CompiledPolicy, PolicyError};
+pub use policy::{
+    COST_BUDGET, DEADLINE, MAX_AST_DEPTH, MAX_EXPRESSION_BYTES, MAX_NESTING, MAX_REGEX_BYTES,
+    MAX_REPEATED_UNARY, PolicyError,
+};
 pub use suggest::closest;
 
 /// Runs every cross-document check and every policy, appending to `diagnostics`.
