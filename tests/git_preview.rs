@@ -390,3 +390,60 @@ fn base_and_head_may_be_branches_of_a_bare_repository() {
         run.stdout
     );
 }
+
+#[test]
+fn a_change_that_prune_protection_refuses_says_so_in_the_preview() {
+    let mut repo = fleet_repo();
+    pull_request(&mut repo);
+    let mut observed = String::from("time: 2026-01-01T00:00:00Z\nnodes:\n");
+    observed.push_str("  - name: h100-0\n    pool: h100\n    gpus:\n");
+    for g in 0..8 {
+        observed.push_str(&format!(
+            "      - {{index: {g}, model: H100, healthy: true}}\n"
+        ));
+    }
+    observed.push_str("running:\n");
+    for (i, job) in ["old-eval", "gone-1", "gone-2"].iter().enumerate() {
+        observed.push_str(&format!(
+            "  - {{job: {job}, started: 2025-12-31T00:00:00Z, placement: [{{node: h100-0, gpus: [{i}]}}]}}\n"
+        ));
+    }
+    repo.write("observed.yaml", &observed);
+    let args = |output: &'static str| {
+        [
+            "plan",
+            "--base",
+            "HEAD~1",
+            "fleet",
+            "--observed",
+            "observed.yaml",
+            "-o",
+            output,
+        ]
+    };
+    let json = gitfleet(repo.path(), &args("json"));
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let prune = doc["prune"].as_str().unwrap();
+    assert!(
+        prune.starts_with(
+            "the revision removes 3 of 3 running jobs from Git (gone-1, gone-2, old-eval)"
+        ),
+        "{prune}"
+    );
+    let text = gitfleet(repo.path(), &args("text"));
+    assert!(
+        text.stdout
+            .contains("! prune protection: the revision removes 3 of 3"),
+        "{}",
+        text.stdout
+    );
+    let markdown = gitfleet(repo.path(), &args("markdown"));
+    assert!(
+        markdown
+            .stdout
+            .contains("> [!WARNING]\n> **Prune protection**: the revision removes 3 of 3"),
+        "{}",
+        markdown.stdout
+    );
+}

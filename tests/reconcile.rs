@@ -385,6 +385,116 @@ fn a_revision_that_killed_the_process_three_times_is_refused_and_the_last_good_k
 }
 
 #[test]
+fn prune_protection_refuses_mass_removals_and_apply_needs_a_flag() {
+    let fleet = Fleet::new();
+    let jobs: String = (1..=4)
+        .map(|i| job(&format!("a-{i}"), "a", 2, ""))
+        .collect();
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &jobs),
+        ],
+        "four jobs",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("a-4"), "running");
+
+    // Three of four running jobs removed: more than half.
+    fleet.commit(&[("jobs.yaml", &job("a-4", "a", 2, ""))], "remove three");
+    let out = fleet.reconcile(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "prune protection: the revision removes 3 of 4 running jobs from Git (a-1, a-2, a-3)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("cancel"), "{}", text(&out));
+    assert_eq!(fleet.phase("a-1"), "running");
+    assert!(
+        fleet.status()["revisions"]["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("prune protection")
+    );
+
+    // apply refuses it too, unless told.
+    let out = fleet.run(&["apply", "--auto-approve", "--sim-step", "1m"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("refused by prune protection"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fleet.phase("a-1"), "running");
+    let out = fleet.run(&[
+        "apply",
+        "--auto-approve",
+        "--allow-prune",
+        "--sim-step",
+        "1m",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Plan: 3 to cancel"), "{}", text(&out));
+    assert_eq!(fleet.phase("a-1"), "stopped");
+    assert_eq!(fleet.phase("a-4"), "running");
+}
+
+#[test]
+fn an_empty_path_or_a_protected_job_cancels_nothing() {
+    let (fleet, jobs) = two_running_jobs();
+    // A commit that empties the fleet (a wrong path, a bad merge).
+    fleet.git(
+        &["rm", "-q", "fleet.yaml", "queues.yaml", "jobs.yaml"],
+        &fleet.repo(),
+    );
+    fleet.commit(&[("README.md", "moved\n")], "empty");
+    let out = fleet.reconcile(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("has no gitfleet documents"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fleet.phase("a-1"), "running");
+
+    // Restored, with a-1 protected; removing it is refused even with the flag.
+    let protected = jobs.replacen(
+        "metadata: {name: a-1}",
+        "metadata: {name: a-1, annotations: {gitfleet/prevent-prune: \"true\"}}",
+        1,
+    );
+    assert_ne!(protected, jobs);
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &protected),
+        ],
+        "back, protected",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    fleet.commit(&[("jobs.yaml", &job("a-2", "a", 4, ""))], "remove a-1");
+    let out = fleet.run(&[
+        "apply",
+        "--auto-approve",
+        "--allow-prune",
+        "--sim-step",
+        "1m",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("removes running job(s) a-1 marked gitfleet/prevent-prune"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fleet.phase("a-1"), "running");
+}
+
+#[test]
 fn a_quota_cut_leads_to_the_preemptions_the_engine_planned() {
     let fleet = Fleet::new();
     // a holds 16 GPUs, 4 above its guarantee of 12; b-1 needs 8 but b's

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use miette::{IntoDiagnostic, Result, miette};
 use reconciler::reconcile::ActionResult;
+use reconciler::reconcile::prune::PrunePolicy;
 use reconciler::reconcile::run::{Shared, record};
 
 use super::args::OutputArgs;
@@ -23,6 +24,11 @@ pub struct Args {
     /// Carry the plan out without asking (required when not on a terminal).
     #[arg(long)]
     pub auto_approve: bool,
+    /// Apply a revision that prune protection refuses: one without
+    /// documents, or one that removes many running jobs from Git (jobs
+    /// annotated gitfleet/prevent-prune stay protected).
+    #[arg(long)]
+    pub allow_prune: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -33,6 +39,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         mut reconciler,
         mut clock,
     } = setup(&args.source)?;
+    if args.allow_prune {
+        reconciler = reconciler.with_prune_policy(PrunePolicy {
+            allow: true,
+            ..PrunePolicy::default()
+        });
+    }
     let now = clock.now();
     let started = Instant::now();
     let runtime = runtime()?;
@@ -44,10 +56,31 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         for d in diagnostics {
             eprintln!("{d}");
         }
-        return Err(miette!(
-            "revision {} is invalid; nothing applied (run `gitfleet validate`)",
-            revision.short()
-        ));
+        // Refused before (by the loop): the reason is in the state.
+        let recorded = if diagnostics.is_empty() {
+            let error = reconciler.store().revisions().into_diagnostic()?.last_error;
+            if let Some(error) = &error {
+                eprintln!("{error}");
+            }
+            error.unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let prune = recorded.contains("prune protection:")
+            || diagnostics
+                .iter()
+                .any(|d| d.message.starts_with("prune protection:"));
+        return Err(if prune {
+            miette!(
+                "revision {} is refused by prune protection; nothing applied",
+                revision.short()
+            )
+        } else {
+            miette!(
+                "revision {} is invalid; nothing applied (run `gitfleet validate`)",
+                revision.short()
+            )
+        });
     }
     let Some(plan) = &iteration.plan else {
         return Err(miette!("no valid fleet to apply"));

@@ -8,6 +8,7 @@ use reconciler::engine::{PlanInput, plan};
 use reconciler::load::{Loaded, load_fleet};
 use reconciler::observed::derive_inventory;
 use reconciler::plan_diff::diff_plans;
+use reconciler::reconcile::prune::{self, PrunePolicy};
 use reconciler::report::preview::{MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision};
 use reconciler::source::rev_label;
 use reconciler::specdiff::{DocSet, diff};
@@ -36,6 +37,7 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
         &DocSet::from_files(&base_specs.files, Some(&rev_label(&base_specs.rev))),
         &DocSet::from_files(&head_specs.files, Some(&rev_label(&head_specs.rev))),
     );
+    let mut prune = None;
     let plan_diff = if base_loaded.is_valid() && head_loaded.is_valid() {
         // the world before the change: the base revision's pools
         let Some(observed) = input::observed_or(&args.input.observed, || {
@@ -45,6 +47,16 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         };
         let now = input::now(&args.input.time, &observed)?;
+        // What `reconcile` would say of the head revision, given what runs.
+        let running: Vec<&str> = observed.running.iter().map(|r| r.job.as_str()).collect();
+        prune = prune::check(
+            &PrunePolicy::default(),
+            Some(&base_loaded.fleet),
+            &head_loaded.fleet,
+            &running,
+        )
+        .err()
+        .map(|refusal| refusal.to_string());
         let at = |loaded: &Loaded, specs: &SpecsAt| {
             plan(&PlanInput {
                 fleet: &loaded.fleet,
@@ -69,6 +81,7 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
         spec,
         plan: plan_diff,
         changed,
+        prune,
     };
     emit(&preview, args.output.output)?;
     Ok(if !preview.head.valid {

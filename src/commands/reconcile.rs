@@ -10,6 +10,7 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::plan::Wording;
+use reconciler::reconcile::prune::PrunePolicy;
 use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, run_loop};
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
@@ -41,6 +42,14 @@ pub struct SourceArgs {
     /// The state directory (embedded database, status.json, logs).
     #[arg(long, value_name = "DIR", default_value = ".gitfleet")]
     pub state: PathBuf,
+    /// Prune protection: refuse a revision that removes more running jobs
+    /// than this from Git.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_prune: usize,
+    /// Prune protection: refuse a revision that removes more than this
+    /// percentage of the running jobs (when more than one).
+    #[arg(long, value_name = "PERCENT", default_value_t = 50.0)]
+    pub max_prune_percent: f64,
     /// The executor and its own arguments.
     #[command(flatten)]
     pub exec: ExecutorArgs,
@@ -153,7 +162,11 @@ pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
     );
     let (executor, clock) = args.exec.open(&args.state, &store)?;
     Ok(Setup {
-        reconciler: Reconciler::new(source, store, executor),
+        reconciler: Reconciler::new(source, store, executor).with_prune_policy(PrunePolicy {
+            max_jobs: args.max_prune,
+            max_share: (args.max_prune_percent / 100.0).clamp(0.0, 1.0),
+            allow: false,
+        }),
         clock,
     })
 }
@@ -236,7 +249,7 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
     if let Some((revision, diagnostics)) = &iteration.refused {
         if diagnostics.is_empty() {
             println!(
-                "{time} revision {} still refused (invalid); keeping the last applied revision",
+                "{time} revision {} still refused; keeping the last applied revision",
                 revision.short()
             );
         } else {

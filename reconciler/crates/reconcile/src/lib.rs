@@ -14,6 +14,7 @@
 
 pub mod http_limits;
 pub mod metrics;
+pub mod prune;
 pub mod run;
 pub mod source;
 pub mod state;
@@ -35,6 +36,7 @@ use model::observed::{
 };
 use model::plan::{Action, Plan};
 use model::spec::{Fleet, JobSpec, Object};
+use prune::{PrunePolicy, PruneRefusal};
 
 pub use source::{FetchError, FleetSource, Revision};
 
@@ -146,6 +148,8 @@ pub struct Reconciler<E> {
     good: Option<(Revision, Arc<Fleet>)>,
     /// A new revision is being loaded and planned (marked in the state).
     loading: bool,
+    /// How much one revision may cancel.
+    prune: PrunePolicy,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -166,6 +170,7 @@ impl<E: Executor> Reconciler<E> {
             executor,
             good: None,
             loading: false,
+            prune: PrunePolicy::default(),
         }
     }
 
@@ -341,8 +346,10 @@ impl<E: Executor> Reconciler<E> {
             return Ok((Some(newest), None));
         }
         let revisions = self.store.revisions()?;
+        // `apply --allow-prune` looks again at a revision the loop refused.
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
-            && revisions.last_error.is_some();
+            && revisions.last_error.is_some()
+            && !self.prune.allow;
         if !already_refused {
             let mut revisions = revisions;
             // A revision applied before has loaded and planned: it is not
@@ -390,6 +397,21 @@ impl<E: Executor> Reconciler<E> {
             };
             let loaded = load_fleet(&files);
             if loaded.is_valid() {
+                if let Err(refusal) = self.check_prune(&loaded.fleet)? {
+                    let diagnostics = vec![Diagnostic::new(
+                        Origin::new(
+                            format!("revision {}", newest.short()).into(),
+                            Pos::default(),
+                        ),
+                        format!("prune protection: {refusal}"),
+                    )];
+                    let revisions = self.store.revisions()?;
+                    self.record_refusal(&newest, &diagnostics, revisions, now)?;
+                    self.loading = false;
+                    self.restore_last_applied()?;
+                    let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                    return Ok((in_force, Some((newest, diagnostics))));
+                }
                 self.good = Some((newest.clone(), Arc::new(loaded.fleet)));
                 return Ok((Some(newest), None));
             }
@@ -441,6 +463,27 @@ impl<E: Executor> Reconciler<E> {
             ..Batch::default()
         })?;
         Ok(())
+    }
+
+    /// Sets how much one revision may cancel (`apply --allow-prune`, the
+    /// loop's `--max-prune`).
+    pub fn with_prune_policy(mut self, policy: PrunePolicy) -> Self {
+        self.prune = policy;
+        self
+    }
+
+    /// Prune protection for `new` against the jobs running now and the
+    /// fleet in force.
+    fn check_prune(&mut self, new: &Fleet) -> Result<Result<(), PruneRefusal>, ReconcileError> {
+        self.restore_last_applied()?;
+        let records = self.store.jobs()?;
+        let running: Vec<&str> = records
+            .values()
+            .filter(|r| r.phase == Phase::Running && r.stopping.is_none())
+            .map(|r| r.job.as_str())
+            .collect();
+        let current = self.good.as_ref().map(|(_, f)| f.as_ref());
+        Ok(prune::check(&self.prune, current, new, &running))
     }
 
     /// After a restart, the last applied revision is loaded again (Git only).

@@ -34,7 +34,7 @@ pub struct Metrics {
     action_errors: IntCounter,
     reconcile_duration: Histogram,
     reconcile_errors: IntCounter,
-    refused: IntCounter,
+    refused: IntCounterVec,
     applied_revision: GaugeVec,
     last_success: IntGauge,
 }
@@ -118,10 +118,19 @@ impl Metrics {
             "gitfleet_reconcile_errors_total",
             "Iterations that failed (state, executor or source errors).",
         );
-        let refused = counter(
-            "gitfleet_refused_revisions_total",
-            "Revisions refused because they failed validation.",
-        );
+        let refused = IntCounterVec::new(
+            Opts::new(
+                "gitfleet_refused_revisions_total",
+                "Revisions refused, by reason: invalid (validation), prune (prune protection), crashed (the process died loading them).",
+            ),
+            &["reason"],
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(refused.clone()));
+        for reason in ["invalid", "prune", "crashed"] {
+            // Present at 0 from the start, so rates and alerts work.
+            let _ = refused.with_label_values(&[reason]);
+        }
         let actions = IntCounterVec::new(
             Opts::new("gitfleet_actions_total", "Actions carried out, by type."),
             &["type"],
@@ -192,9 +201,16 @@ impl Metrics {
         self.reconcile_duration.observe(seconds);
         self.last_success.set(iteration.time.timestamp());
         if let Some((_, diagnostics)) = &iteration.refused
-            && !diagnostics.is_empty()
+            && let Some(first) = diagnostics.first()
         {
-            self.refused.inc();
+            let reason = if first.message.starts_with("prune protection:") {
+                "prune"
+            } else if first.message.starts_with("gitfleet stopped") {
+                "crashed"
+            } else {
+                "invalid"
+            };
+            self.refused.with_label_values(&[reason]).inc();
         }
         for done in &iteration.executed {
             match &done.result {

@@ -34,6 +34,10 @@ pub struct Preview {
     pub plan: Option<PlanDiff>,
     /// Whether anything changes (what `--detailed-exitcode` reports).
     pub changed: bool,
+    /// Why `reconcile` would refuse the head revision by prune protection
+    /// (it removes too many running jobs, or a protected one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prune: Option<String>,
 }
 
 /// One side of the comparison.
@@ -120,6 +124,9 @@ pub fn preview_text(preview: &Preview) -> String {
                 let _ = writeln!(out, "    {e}");
             }
         }
+    }
+    if let Some(prune) = &preview.prune {
+        let _ = writeln!(out, "\n! prune protection: {prune}");
     }
     let _ = writeln!(out, "\nSpec changes: {}", preview.spec.summary.words());
     for object in &preview.spec.objects {
@@ -213,6 +220,9 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
             b.push_str("```\n\n");
             blocks.push(b);
         }
+    }
+    if let Some(prune) = &preview.prune {
+        blocks.push(format!("> [!WARNING]\n> **Prune protection**: {prune}\n\n"));
     }
     if let Some(plan) = &preview.plan {
         let mut b = format!(
