@@ -56,6 +56,11 @@ fn git(args: &[&str], cwd: &Path) {
 }
 
 fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
+    http_with(addr, method, path, "", "")
+}
+
+/// A request with extra header lines (each ending in `\r\n`) and a body.
+fn http_with(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
     let Ok(mut stream) = TcpStream::connect(addr) else {
         return (0, String::new());
     };
@@ -64,7 +69,8 @@ fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
         .unwrap();
     if write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .is_err()
     {
@@ -102,6 +108,10 @@ fn start(repo: &Path, state: &Path) -> Loop {
 }
 
 fn start_every(repo: &Path, state: &Path, interval: &str) -> Loop {
+    start_with(repo, state, &["--interval", interval])
+}
+
+fn start_with(repo: &Path, state: &Path, extra: &[&str]) -> Loop {
     let mut child = Command::new(BIN)
         .args([
             "reconcile",
@@ -109,14 +119,8 @@ fn start_every(repo: &Path, state: &Path, interval: &str) -> Loop {
             "--state",
             state.to_str().unwrap(),
         ])
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            interval,
-            "--now",
-            "2026-11-21T10:00:00Z",
-        ])
+        .args(["--listen", "127.0.0.1:0", "--now", "2026-11-21T10:00:00Z"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -297,4 +301,38 @@ fn the_webhook_is_rate_limited() {
     assert!(codes.contains(&429), "{codes:?}");
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(http(&running.addr, "POST", "/hooks/git").0, 202);
+}
+
+#[test]
+fn a_webhook_secret_admits_only_signed_calls() {
+    use hmac::{Hmac, Mac};
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_fleet(dir.path());
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let running = start_with(
+        &repo,
+        &dir.path().join("state"),
+        &[
+            "--interval",
+            "1h",
+            "--webhook-secret-file",
+            secret.to_str().unwrap(),
+        ],
+    );
+    let body = r#"{"ref":"refs/heads/main"}"#;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"s3cret").unwrap();
+    mac.update(body.as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let post = |headers: &str| http_with(&running.addr, "POST", "/hooks/git", headers, body).0;
+    assert_eq!(post(""), 401, "unsigned");
+    assert_eq!(post("X-Hub-Signature-256: sha256=00\r\n"), 401, "wrong");
+    let wrong_key = format!("X-Hub-Signature-256: sha256={}\r\n", "ab".repeat(32));
+    assert_eq!(post(&wrong_key), 401, "wrong key");
+    assert_eq!(post(&format!("X-Hub-Signature-256: sha256={hex}\r\n")), 202);
 }

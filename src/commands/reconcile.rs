@@ -76,6 +76,10 @@ pub struct Args {
     /// before the process exits anyway (with 143; safe as a crash is).
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub shutdown_timeout: Duration,
+    /// A file holding the webhook's secret: POST /hooks/git then needs its
+    /// HMAC in X-Hub-Signature-256, as GitHub and Gitea send it.
+    #[arg(long, value_name = "FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
     /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
@@ -187,6 +191,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         iterations: if args.once { Some(1) } else { args.iterations },
         deadline: std::time::Duration::from_millis(args.iteration_deadline.as_millis().max(1000)),
         shutdown_timeout: std::time::Duration::from_millis(args.shutdown_timeout.as_millis()),
+        webhook_secret: match &args.webhook_secret_file {
+            Some(path) => Some(read_secret(path)?),
+            None => None,
+        },
         listen,
         state_dir: args.source.state.clone(),
     };
@@ -303,4 +311,20 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
     if changed || !quiet || iteration.refused.is_some() {
         println!("{line}");
     }
+}
+
+/// The webhook secret in `path`, without a trailing newline; an empty or
+/// unreadable file is an error (an empty secret would verify anything).
+fn read_secret(path: &std::path::Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path)
+        .into_diagnostic()
+        .wrap_err_with(|| format!("--webhook-secret-file {}", path.display()))?;
+    let secret = bytes.trim_ascii_end().to_vec();
+    if secret.is_empty() {
+        return Err(miette!(
+            "--webhook-secret-file {}: the file is empty",
+            path.display()
+        ));
+    }
+    Ok(secret)
 }

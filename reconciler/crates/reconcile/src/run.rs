@@ -22,7 +22,10 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use super::http_limits::{IDLE_TIMEOUT, LimitedListener, MAX_CONNECTIONS, RateLimit};
+use super::http_limits::{
+    IDLE_TIMEOUT, LimitedListener, MAX_CONNECTIONS, MAX_WEBHOOK_BODY, RateLimit,
+    webhook_signature_ok,
+};
 use super::metrics::Metrics;
 use super::status::Status;
 use super::{Iteration, ReconcileError, Reconciler};
@@ -103,6 +106,9 @@ pub struct LoopOptions {
     /// After SIGTERM or Ctrl-C, how long an iteration under way may go on
     /// before the process exits anyway (as safe as a crash: see the state).
     pub shutdown_timeout: std::time::Duration,
+    /// The webhook's HMAC secret (`X-Hub-Signature-256`); `None`: any call
+    /// wakes the loop.
+    pub webhook_secret: Option<Vec<u8>>,
 }
 
 /// The exit code of a process ended by SIGTERM, used when the shutdown
@@ -173,6 +179,8 @@ pub struct Shared {
     pub stop: Notify,
     /// How often the webhook may wake the loop.
     pub webhook_limit: RateLimit,
+    /// The webhook's HMAC secret; `None`: calls are not authenticated.
+    pub webhook_secret: Mutex<Option<Vec<u8>>>,
 }
 
 impl Shared {
@@ -279,6 +287,9 @@ pub async fn run_loop<E: Executor>(
     let shared = Arc::new(Shared::default());
     if let Ok(mut deadline) = shared.deadline.lock() {
         *deadline = Some(options.deadline);
+    }
+    if let Ok(mut secret) = shared.webhook_secret.lock() {
+        secret.clone_from(&options.webhook_secret);
     }
     tokio::spawn(watch_shutdown(shared.clone(), options.shutdown_timeout));
     let once = options.iterations == Some(1);
@@ -387,6 +398,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(healthz))
         .route("/status", get(status))
         .route("/hooks/git", post(hook))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_WEBHOOK_BODY))
         .with_state(shared)
 }
 
@@ -445,9 +457,28 @@ async fn status(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     }
 }
 
-/// Wakes the loop; beyond the rate limit (bursts of 5, then one a second)
-/// 429 with `Retry-After`, so a flood of pushes cannot keep the loop busy.
-async fn hook(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+/// Wakes the loop. With a secret, only a call signed with it
+/// (`X-Hub-Signature-256`) does (401 otherwise); beyond the rate limit
+/// (bursts of 5, then one a second) 429 with `Retry-After`, so a flood of
+/// pushes cannot keep the loop busy.
+async fn hook(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> impl IntoResponse {
+    let secret = shared.webhook_secret.lock().ok().and_then(|s| s.clone());
+    if let Some(secret) = secret {
+        let signature = headers
+            .get("x-hub-signature-256")
+            .and_then(|v| v.to_str().ok());
+        if !webhook_signature_ok(&secret, &body, signature) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::RETRY_AFTER, "0")],
+                "missing or wrong X-Hub-Signature-256\n",
+            );
+        }
+    }
     if !shared.webhook_limit.allow() {
         return (
             StatusCode::TOO_MANY_REQUESTS,

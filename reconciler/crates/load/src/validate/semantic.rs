@@ -461,7 +461,11 @@ fn gang_can_ever_run(
         return;
     };
     let mut capacity: BTreeMap<&str, u64> = BTreeMap::new();
-    for pool in docs.pools.iter().filter(|p| spec.accepts_model(&p.object.spec.gpu.model)) {
+    for pool in docs
+        .pools
+        .iter()
+        .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
+    {
         let pool = &pool.object.spec;
         *capacity.entry(pool.gpu.model.as_str()).or_default() +=
             u64::from(pool.size.max) * (u64::from(pool.gpu.count) / per);
@@ -498,7 +502,9 @@ fn gang_can_ever_run(
             .map(|(model, l, q)| format!("Queue {q} limits {model} to {l}"))
             .collect();
         let hint = match tightest.as_slice() {
-            [(_, _, q)] => format!("; raise Queue {q}'s limit to at least {total} or make the job smaller"),
+            [(_, _, q)] => {
+                format!("; raise Queue {q}'s limit to at least {total} or make the job smaller")
+            }
             _ => "; raise a limit or make the job smaller".to_string(),
         };
         format!(
@@ -506,7 +512,10 @@ fn gang_can_ever_run(
             limits.join(", ")
         )
     };
-    out.push(Diagnostic::new(job.origin_of(&["spec", "replicas"]), message));
+    out.push(Diagnostic::new(
+        job.origin_of(&["spec", "replicas"]),
+        message,
+    ));
 }
 
 /// The pool with the most GPUs per node among those of a model `spec`
