@@ -256,7 +256,7 @@ pub fn webhook_signature_ok(secret: &[u8], body: &[u8], signature: Option<&str>)
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())
