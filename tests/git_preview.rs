@@ -447,3 +447,51 @@ fn a_change_that_prune_protection_refuses_says_so_in_the_preview() {
         markdown.stdout
     );
 }
+
+#[test]
+fn spec_changes_of_running_jobs_say_they_wait_for_a_restart() {
+    let mut repo = fleet_repo();
+    repo.write(
+        "fleet/jobs/nlp.yaml",
+        &git_support::NLP_JOBS.replace(
+            "metadata: {name: nlp-a}\nspec: {queue: nlp, gpusPerReplica: 8}",
+            "metadata: {name: nlp-a}\nspec: {queue: nlp, gpusPerReplica: 8, image: \"train:v2\", timeLimit: 2h}",
+        ),
+    );
+    repo.commit("Bob", "New image for nlp-a");
+    let mut observed = String::from("time: 2026-01-01T00:00:00Z\nnodes:\n");
+    observed.push_str("  - name: h100-0\n    pool: h100\n    gpus:\n");
+    for g in 0..8 {
+        observed.push_str(&format!(
+            "      - {{index: {g}, model: H100, healthy: true}}\n"
+        ));
+    }
+    observed.push_str(
+        "running:\n  - {job: nlp-a, started: 2025-12-31T23:00:00Z, placement: [{node: h100-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]}\n",
+    );
+    repo.write("observed.yaml", &observed);
+    let run = gitfleet(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "HEAD~1",
+            "fleet",
+            "--observed",
+            "observed.yaml",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("~ job nlp-a: image added: train:v2 (running; takes effect on restart)"),
+        "{}",
+        run.stdout
+    );
+    // A time limit applies at once: no note.
+    assert!(
+        run.stdout.contains("~ job nlp-a: timeLimit added: 2h\n"),
+        "{}",
+        run.stdout
+    );
+}

@@ -33,7 +33,7 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
         );
     }
     let head_loaded = load_reporting(&head_specs, &specs.path);
-    let spec = diff(
+    let mut spec = diff(
         &DocSet::from_files(&base_specs.files, Some(&rev_label(&base_specs.rev))),
         &DocSet::from_files(&head_specs.files, Some(&rev_label(&head_specs.rev))),
     );
@@ -49,6 +49,7 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
         let now = input::now(&args.input.time, &observed)?;
         // What `reconcile` would say of the head revision, given what runs.
         let running: Vec<&str> = observed.running.iter().map(|r| r.job.as_str()).collect();
+        note_restarts(&mut spec, &running);
         prune = prune::check(
             &PrunePolicy::default(),
             Some(&base_loaded.fleet),
@@ -106,5 +107,20 @@ fn revision(specs: &SpecsAt, loaded: &Loaded) -> Revision {
             .map(ToString::to_string)
             .collect(),
         error_count: loaded.diagnostics.len(),
+    }
+}
+
+/// Marks the changes of running jobs that only a restart would apply, so a
+/// reviewer does not take "no scheduling changes" for "nothing happens".
+fn note_restarts(spec: &mut reconciler::specdiff::SpecDiff, running: &[&str]) {
+    for object in &mut spec.objects {
+        if object.kind != reconciler::spec::Kind::Job || !running.contains(&object.name.as_str()) {
+            continue;
+        }
+        for field in &mut object.fields {
+            if field.needs_restart() {
+                field.note = Some("running; takes effect on restart".to_string());
+            }
+        }
     }
 }

@@ -16,17 +16,47 @@ pub struct FieldChange {
     /// The value after; absent when the field was removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<Value>,
+    /// What the change means for what runs, e.g. `running; takes effect on
+    /// restart` (set by whoever knows the live state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl FieldChange {
     /// `field before → after`, `field added: value`, `field removed (was value)`.
     pub fn words(&self) -> String {
-        match (&self.before, &self.after) {
+        let words = match (&self.before, &self.after) {
             (Some(b), Some(a)) => format!("{} {} → {}", self.field, flow(b), flow(a)),
             (None, Some(a)) => format!("{} added: {}", self.field, flow(a)),
             (Some(b), None) => format!("{} removed (was {})", self.field, flow(b)),
             (None, None) => self.field.clone(),
+        };
+        match &self.note {
+            Some(note) => format!("{words} ({note})"),
+            None => words,
         }
+    }
+
+    /// Whether a running job only sees this change of its spec when it is
+    /// started again: what it runs and the shape of its gang, not its
+    /// queue, priority, time limit or labels (which apply at once).
+    pub fn needs_restart(&self) -> bool {
+        let field = self.field.as_str();
+        [
+            "image",
+            "command",
+            "env",
+            "replicas",
+            "gpusPerReplica",
+            "gpu",
+            "topology",
+        ]
+        .iter()
+        .any(|f| {
+            field == *f
+                || field.starts_with(&format!("{f}."))
+                || field.starts_with(&format!("{f}["))
+        })
     }
 }
 
@@ -150,6 +180,7 @@ fn compare_keyed(out: &mut Vec<FieldChange>, path: &[Seg], key: &str, b: &[Value
                     field: format!("{} {item}", words(path)),
                     before: strip(bv),
                     after: strip(av),
+                    note: None,
                 });
             }
         }
@@ -195,6 +226,7 @@ fn push(out: &mut Vec<FieldChange>, path: &[Seg], before: Option<&Value>, after:
         field: words(path),
         before: before.cloned(),
         after: after.cloned(),
+        note: None,
     });
 }
 
