@@ -213,11 +213,12 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
     for rev in [&preview.base, &preview.head] {
         if let Some(note) = invalid_note(rev) {
             let mut b = format!("> [!CAUTION]\n> `{}` {}\n\n", rev.rev, rest_of(&note));
-            b.push_str("```\n");
+            let fence = fence_for(&rev.errors.concat());
+            let _ = writeln!(b, "{fence}");
             for e in &rev.errors {
                 let _ = writeln!(b, "{e}");
             }
-            b.push_str("```\n\n");
+            let _ = writeln!(b, "{fence}\n");
             blocks.push(b);
         }
     }
@@ -354,15 +355,19 @@ fn object_block(object: &ObjectDiff) -> String {
         b.push('\n');
     }
     if !object.yaml_diff.is_empty() {
-        let fence = if object.yaml_diff.contains("```") {
-            "````"
-        } else {
-            "```"
-        };
+        let fence = fence_for(&object.yaml_diff);
         let _ = write!(b, "{fence}diff\n{}{fence}\n\n", object.yaml_diff);
     }
     b.push_str("</details>\n\n");
     b
+}
+
+/// A code fence longer than any run of backticks in `content`, so that no
+/// committed text (a file name, a value) can close the block early and
+/// write Markdown of its own into the comment.
+fn fence_for(content: &str) -> String {
+    let longest = content.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
 }
 
 /// `queue nlp: H100 guaranteed 200 → 240` → `H100 guaranteed 200 → 240`.
@@ -382,4 +387,14 @@ fn inline(text: &str) -> String {
 
 fn cell(text: &str) -> String {
     inline(text).replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod fence_tests {
+    #[test]
+    fn fences_outgrow_the_backticks_inside() {
+        assert_eq!(super::fence_for("plain"), "```");
+        assert_eq!(super::fence_for("a ``` b"), "````");
+        assert_eq!(super::fence_for("`````x"), "``````");
+    }
 }
