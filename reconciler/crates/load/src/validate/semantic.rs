@@ -403,40 +403,20 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
             if !fine {
                 replica_fits_a_node(docs, job, out);
             } else if !docs.rejected.may_provide_any(|m| spec.accepts_model(m)) {
-                gang_can_ever_run(docs, &queues, job, out);
+                gang_can_ever_run(docs, job, out);
             }
         }
     }
 }
 
-/// The queues from `leaf` up to the root; `None` when one is unknown (its
-/// own error is reported) or the parents loop.
-fn queue_path<'d>(
-    queues: &BTreeMap<&str, &'d Document<QueueSpec>>,
-    leaf: &str,
-) -> Option<Vec<&'d Document<QueueSpec>>> {
-    let mut path = Vec::new();
-    let mut name = leaf;
-    loop {
-        let queue = *queues.get(name)?;
-        path.push(queue);
-        if path.len() > queues.len() {
-            return None;
-        }
-        match queue.object.spec.parent.as_deref() {
-            Some(parent) => name = parent,
-            None => return Some(path),
-        }
-    }
-}
-
-/// A job that no plan could ever place is an error, with the number to
-/// change: its replicas must fit the acceptable pools at their `size.max`
-/// and the `limit`s on its queue path (per model, a gang may mix models),
-/// and with `topology.required: node` one node.
+/// A job that no plan could ever place, whatever the quotas say, is an
+/// error with the number to change: its replicas must fit the acceptable
+/// pools at their `size.max` (a gang may mix models), and with
+/// `topology.required: node` one node. (A gang larger than a queue `limit`
+/// on its path is not: limits change, and such a job waits with the reason
+/// `quota`; see docs/semantics.md.)
 fn gang_can_ever_run(
     docs: &Documents,
-    queues: &BTreeMap<&str, &Document<QueueSpec>>,
     job: &Document<model::spec::JobSpec>,
     out: &mut Vec<Diagnostic>,
 ) {
@@ -457,65 +437,20 @@ fn gang_can_ever_run(
             return;
         }
     }
-    let Some(path) = queue_path(queues, &spec.queue) else {
-        return;
-    };
-    let mut capacity: BTreeMap<&str, u64> = BTreeMap::new();
-    for pool in docs
+    let pools_hold: u64 = docs
         .pools
         .iter()
         .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
-    {
-        let pool = &pool.object.spec;
-        *capacity.entry(pool.gpu.model.as_str()).or_default() +=
-            u64::from(pool.size.max) * (u64::from(pool.gpu.count) / per);
+        .map(|p| u64::from(p.object.spec.size.max) * (u64::from(p.object.spec.gpu.count) / per))
+        .sum();
+    if pools_hold < replicas {
+        out.push(Diagnostic::new(
+            job.origin_of(&["spec", "replicas"]),
+            format!(
+                "Job {name}: can never run: {replicas} replicas of {per} GPUs, but the pools of acceptable models hold at most {pools_hold} such replicas at their size.max; raise a pool's size.max or make the job smaller"
+            ),
+        ));
     }
-    // Per model: replicas the pools can hold, and what the tightest limit
-    // on the path allows (and whose limit that is).
-    let mut by_pools = 0;
-    let mut usable = 0;
-    let mut tightest: Vec<(&str, u32, &str)> = Vec::new();
-    for (model, pools_hold) in &capacity {
-        by_pools += pools_hold;
-        let limit = path
-            .iter()
-            .filter_map(|q| q.object.spec.limit(model).map(|l| (l, q.name())))
-            .min_by_key(|(l, _)| *l);
-        let quota_holds = limit.map_or(u64::MAX, |(l, _)| u64::from(l) / per);
-        if let Some((l, q)) = limit
-            && quota_holds < *pools_hold
-        {
-            tightest.push((model, l, q));
-        }
-        usable += (*pools_hold).min(quota_holds);
-    }
-    if usable >= replicas {
-        return;
-    }
-    let message = if by_pools < replicas {
-        format!(
-            "Job {name}: can never run: {replicas} replicas of {per} GPUs, but the pools of acceptable models hold at most {by_pools} such replicas at their size.max; raise a pool's size.max or make the job smaller"
-        )
-    } else {
-        let limits: Vec<String> = tightest
-            .iter()
-            .map(|(model, l, q)| format!("Queue {q} limits {model} to {l}"))
-            .collect();
-        let hint = match tightest.as_slice() {
-            [(_, _, q)] => {
-                format!("; raise Queue {q}'s limit to at least {total} or make the job smaller")
-            }
-            _ => "; raise a limit or make the job smaller".to_string(),
-        };
-        format!(
-            "Job {name}: can never run: it needs {total} GPUs ({replicas} × {per}) at once, more than its queue path allows ({}){hint}",
-            limits.join(", ")
-        )
-    };
-    out.push(Diagnostic::new(
-        job.origin_of(&["spec", "replicas"]),
-        message,
-    ));
 }
 
 /// The pool with the most GPUs per node among those of a model `spec`
