@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use miette::{IntoDiagnostic, Result, miette};
-use reconciler::reconcile::ActionResult;
 use reconciler::reconcile::prune::PrunePolicy;
 use reconciler::reconcile::run::{Shared, record};
+use reconciler::reconcile::{ActionResult, Refusal};
 
 use super::args::OutputArgs;
 use super::reconcile::{Setup, SourceArgs, setup};
@@ -66,10 +66,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         } else {
             String::new()
         };
-        let prune = recorded.contains("prune protection:")
+        let prune = Refusal::of(&recorded) == Refusal::Prune
             || diagnostics
                 .iter()
-                .any(|d| d.message.starts_with("prune protection:"));
+                .any(|d| Refusal::of(&d.message) == Refusal::Prune);
         return Err(if prune {
             miette!(
                 "revision {} is refused by prune protection; nothing applied",

@@ -73,6 +73,46 @@ impl ReconcileError {
 /// How many diagnostics of a refused revision are kept in its error.
 const KEPT_DIAGNOSTICS: usize = 5;
 
+/// Why a revision was refused, read back from its message (the state keeps
+/// the message, so a refusal found after a restart is told apart the same
+/// way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It does not validate.
+    Invalid,
+    /// Prune protection ([`prune`]).
+    Prune,
+    /// The process died loading or planning it ([`MAX_INTERRUPTED`] times).
+    Crashed,
+}
+
+/// How a prune-protection refusal's message starts.
+const PRUNE_PREFIX: &str = "prune protection: ";
+/// How a crash refusal's message starts.
+const CRASH_PREFIX: &str = "gitfleet stopped ";
+
+impl Refusal {
+    /// The kind of refusal `message` (a diagnostic's, or `lastError`) tells.
+    pub fn of(message: &str) -> Refusal {
+        if message.contains(PRUNE_PREFIX) {
+            Refusal::Prune
+        } else if message.contains(CRASH_PREFIX) {
+            Refusal::Crashed
+        } else {
+            Refusal::Invalid
+        }
+    }
+
+    /// `invalid`, `prune`, `crashed` (the metric's label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Invalid => "invalid",
+            Refusal::Prune => "prune",
+            Refusal::Crashed => "crashed",
+        }
+    }
+}
+
 /// A revision during whose loading or planning the process died this many
 /// times is refused (a crash that repeats is not retried forever).
 pub const MAX_INTERRUPTED: u32 = 3;
@@ -366,7 +406,7 @@ impl<E: Executor> Reconciler<E> {
                         Pos::default(),
                     ),
                     format!(
-                        "gitfleet stopped {interrupted} times while loading or planning this revision (a crash, running out of memory, or killed); it is refused so that it cannot stop the loop again, and the last applied revision stays in force. Push a new commit (a crash is a bug: please report it with this revision)"
+                        "{CRASH_PREFIX}{interrupted} times while loading or planning this revision (a crash, running out of memory, or killed); it is refused so that it cannot stop the loop again, and the last applied revision stays in force. Push a new commit (a crash is a bug: please report it with this revision)"
                     ),
                 );
                 let diagnostics = vec![diagnostic];
@@ -403,7 +443,7 @@ impl<E: Executor> Reconciler<E> {
                             format!("revision {}", newest.short()).into(),
                             Pos::default(),
                         ),
-                        format!("prune protection: {refusal}"),
+                        format!("{PRUNE_PREFIX}{refusal}"),
                     )];
                     let revisions = self.store.revisions()?;
                     self.record_refusal(&newest, &diagnostics, revisions, now)?;

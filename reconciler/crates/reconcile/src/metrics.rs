@@ -127,9 +127,13 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
         let _ = registry.register(Box::new(refused.clone()));
-        for reason in ["invalid", "prune", "crashed"] {
+        for reason in [
+            crate::Refusal::Invalid,
+            crate::Refusal::Prune,
+            crate::Refusal::Crashed,
+        ] {
             // Present at 0 from the start, so rates and alerts work.
-            let _ = refused.with_label_values(&[reason]);
+            let _ = refused.with_label_values(&[reason.as_str()]);
         }
         let actions = IntCounterVec::new(
             Opts::new("gitfleet_actions_total", "Actions carried out, by type."),
@@ -203,14 +207,8 @@ impl Metrics {
         if let Some((_, diagnostics)) = &iteration.refused
             && let Some(first) = diagnostics.first()
         {
-            let reason = if first.message.starts_with("prune protection:") {
-                "prune"
-            } else if first.message.starts_with("gitfleet stopped") {
-                "crashed"
-            } else {
-                "invalid"
-            };
-            self.refused.with_label_values(&[reason]).inc();
+            let reason = crate::Refusal::of(&first.message);
+            self.refused.with_label_values(&[reason.as_str()]).inc();
         }
         for done in &iteration.executed {
             match &done.result {
