@@ -9,7 +9,7 @@ use crate::yaml::PathSegment::{Index, Key};
 use crate::{Document, Documents};
 use model::diag::Diagnostic;
 use model::spec::limits::{MAX_FLEET_GPUS, MAX_FLEET_NODES};
-use model::spec::{Kind, QueueSpec, TopologyLevel};
+use model::spec::{Kind, QueueSpec};
 
 pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
     duplicates("NodePool", &docs.pools, out);
@@ -402,54 +402,8 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
             });
             if !fine {
                 replica_fits_a_node(docs, job, out);
-            } else if !docs.rejected.may_provide_any(|m| spec.accepts_model(m)) {
-                gang_can_ever_run(docs, job, out);
             }
         }
-    }
-}
-
-/// A job that no plan could ever place, whatever the quotas say, is an
-/// error with the number to change: its replicas must fit the acceptable
-/// pools at their `size.max` (a gang may mix models), and with
-/// `topology.required: node` one node. (A gang larger than a queue `limit`
-/// on its path is not: limits change, and such a job waits with the reason
-/// `quota`; see docs/semantics.md.)
-fn gang_can_ever_run(
-    docs: &Documents,
-    job: &Document<model::spec::JobSpec>,
-    out: &mut Vec<Diagnostic>,
-) {
-    let spec = &job.object.spec;
-    let per = u64::from(spec.gpus_per_replica.max(1));
-    let replicas = u64::from(spec.replicas);
-    let total = replicas * per;
-    let name = job.name();
-    if spec.topology.as_ref().and_then(|t| t.required) == Some(TopologyLevel::Node) {
-        let largest = largest_acceptable_pool(docs, spec).map_or(0, |p| p.object.spec.gpu.count);
-        if total > u64::from(largest) {
-            out.push(Diagnostic::new(
-                job.origin_at(&[Key("spec"), Key("topology"), Key("required")]),
-                format!(
-                    "Job {name}: can never run: topology.required: node puts all {replicas} replicas ({total} GPUs) on one node, but the largest node of an acceptable model has {largest} GPUs"
-                ),
-            ));
-            return;
-        }
-    }
-    let pools_hold: u64 = docs
-        .pools
-        .iter()
-        .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
-        .map(|p| u64::from(p.object.spec.size.max) * (u64::from(p.object.spec.gpu.count) / per))
-        .sum();
-    if pools_hold < replicas {
-        out.push(Diagnostic::new(
-            job.origin_of(&["spec", "replicas"]),
-            format!(
-                "Job {name}: can never run: {replicas} replicas of {per} GPUs, but the pools of acceptable models hold at most {pools_hold} such replicas at their size.max; raise a pool's size.max or make the job smaller"
-            ),
-        ));
     }
 }
 
