@@ -200,12 +200,10 @@ fn json_preview_is_a_stable_document() {
     assert_eq!(again.stdout, run.stdout);
 }
 
-#[test]
-fn the_same_observed_state_shows_cancellations() {
-    let mut repo = fleet_repo();
-    pull_request(&mut repo);
+/// An observed state's header and `count` nodes `h100-N` of 8 healthy H100.
+fn h100_nodes(count: usize) -> String {
     let mut observed = String::from("time: 2026-01-01T00:00:00Z\nnodes:\n");
-    for n in 0..3 {
+    for n in 0..count {
         observed.push_str(&format!("  - name: h100-{n}\n    pool: h100\n    gpus:\n"));
         for g in 0..8 {
             observed.push_str(&format!(
@@ -213,6 +211,14 @@ fn the_same_observed_state_shows_cancellations() {
             ));
         }
     }
+    observed
+}
+
+#[test]
+fn the_same_observed_state_shows_cancellations() {
+    let mut repo = fleet_repo();
+    pull_request(&mut repo);
+    let mut observed = h100_nodes(3);
     observed.push_str(
         "running:\n  - job: old-eval\n    started: 2025-12-31T00:00:00Z\n    \
          placement: [{node: h100-2, gpus: [0, 1]}]\n",
@@ -395,13 +401,7 @@ fn base_and_head_may_be_branches_of_a_bare_repository() {
 fn a_change_that_prune_protection_refuses_says_so_in_the_preview() {
     let mut repo = fleet_repo();
     pull_request(&mut repo);
-    let mut observed = String::from("time: 2026-01-01T00:00:00Z\nnodes:\n");
-    observed.push_str("  - name: h100-0\n    pool: h100\n    gpus:\n");
-    for g in 0..8 {
-        observed.push_str(&format!(
-            "      - {{index: {g}, model: H100, healthy: true}}\n"
-        ));
-    }
+    let mut observed = h100_nodes(1);
     observed.push_str("running:\n");
     for (i, job) in ["old-eval", "gone-1", "gone-2"].iter().enumerate() {
         observed.push_str(&format!(
@@ -459,13 +459,7 @@ fn spec_changes_of_running_jobs_say_they_wait_for_a_restart() {
         ),
     );
     repo.commit("Bob", "New image for nlp-a");
-    let mut observed = String::from("time: 2026-01-01T00:00:00Z\nnodes:\n");
-    observed.push_str("  - name: h100-0\n    pool: h100\n    gpus:\n");
-    for g in 0..8 {
-        observed.push_str(&format!(
-            "      - {{index: {g}, model: H100, healthy: true}}\n"
-        ));
-    }
+    let mut observed = h100_nodes(1);
     observed.push_str(
         "running:\n  - {job: nlp-a, started: 2025-12-31T23:00:00Z, placement: [{node: h100-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]}\n",
     );
