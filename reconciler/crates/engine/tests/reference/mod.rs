@@ -21,28 +21,39 @@
 //!
 //! - **Stopping jobs** (preempted in a grace period, past their time limit,
 //!   removed from Git) keep their GPUs; nothing is placed on them in this
-//!   plan. A pending job that fits once they are gone waits for them.
+//!   plan. A pending job that fits once they are gone waits for them, and
+//!   where it will sit uses their GPUs before free ones (so that it keeps
+//!   as few free GPUs idle as it can).
 //! - **Usage** (fair share, guarantees): running jobs that are not stopping,
 //!   jobs placed by the plan, jobs waiting for GPUs promised to them. For a
 //!   queue's `limit` (a cap) stopping jobs count too, until they are gone,
-//!   except where the job they stop for is charged in their place (issue 16
-//!   item 6). Borrowing, for choosing victims, is judged on running jobs.
+//!   except where the job they stop for is charged in their place (item 6).
+//!   Borrowing, for choosing victims, is judged on running jobs.
 //! - **Order**: a first pass over jobs within their leaf's guarantee, then
 //!   every other job ("borrowers last"); in each pass the leaf comes from
 //!   hierarchical fair share (lowest dominant share ÷ weight at each level,
 //!   ties by name, recomputed after every decision) and the job from the
-//!   leaf's order (priority, age, name). A leaf whose next job would borrow
-//!   waits for the second pass as a whole (item 4); the second pass is fair
-//!   share too, not priority bands (item 3).
-//! - **Each job**, in turn: placed now on free GPUs (models where it stays
-//!   within its guarantee first, item 8; then the listed order); else it
-//!   waits for GPUs of stopping jobs; else it preempts the best victim set
-//!   over all its models (item 2); else it stays pending.
+//!   leaf's order (priority, age, name). A job that would borrow holds back
+//!   the lower-priority jobs of its leaf too (item 4); the second pass is
+//!   fair share too, not priority bands (item 3).
+//! - **Each job**, in turn: placed now on free GPUs, trying every model
+//!   before waiting; else it waits for GPUs of stopping jobs; else it
+//!   preempts the best victim set over all its models (item 2); else it
+//!   stays pending. In the first pass it tries only the models where it
+//!   stays within its guarantee, and models it would borrow that no other
+//!   queue's pending jobs are entitled to (item 8); failing those, it waits
+//!   for the second pass.
 //! - **Placement**: best fit per replica (the node left with the fewest
 //!   usable GPUs, ties by name; inside the node the fullest NVLink domain
 //!   that holds the replica); `required` topology: the domain left with the
 //!   least capacity; `preferred`: the fewest domains, then the least left
 //!   (item 7). GPUs nominated for the job are used first.
+//! - **Nominations and promises** (item 5): GPUs nominated for a pending
+//!   job, or held by jobs stopping for it, are kept for it only while it can
+//!   use them: not once it is placed elsewhere or blocked, not when it does
+//!   not fit its quota, nominated ones not against a job of higher priority,
+//!   and neither against a job within its guarantee when the holder would
+//!   borrow them (the next plan would reclaim them).
 //! - **Victims**: see [`Reference::victims`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
