@@ -442,10 +442,16 @@ fn check(case: &Case, plan: &Plan, next: &Plan) -> [Option<Vec<String>>; 6] {
 /// plan placed is such a victim. Kept until docs/semantics.md decides (see
 /// docs/reference-divergences.md).
 fn known_violation_borrower_preempted_by_higher_priority(case: &Case, plan: &Plan) -> bool {
+    borrower_preempted_by_higher_priority(case, plan, &feed_back(case, plan).plan())
+}
+
+/// Whether every job `next` preempts that `plan` placed is a job of another
+/// queue than its preemptor, of lower priority, preempted for a job that
+/// `plan` left pending.
+fn borrower_preempted_by_higher_priority(case: &Case, plan: &Plan, next: &Plan) -> bool {
     let f = Facts { case };
-    let next = feed_back(case, plan).plan();
     let placed = support::placed(plan);
-    let mut preempted = support::preempted(&next)
+    let mut preempted = support::preempted(next)
         .into_iter()
         .filter(|(v, _)| placed.contains_key(v))
         .peekable();
@@ -563,4 +569,38 @@ fn plans_keep_the_invariants_on_small_fleets() {
         "{cases} random fleets; checked (applicable) per invariant: {applicable:?}; \
          violations explained by known divergences: {tally:#?}"
     );
+}
+
+/// The examples of `docs/reference-divergences.md` with an `Invariant
+/// predicate:` line: tensions of the contract. The reference (issue 16 as
+/// written) must still break the invariant there, and the predicate must
+/// recognise it. When the contract is decided and the reference follows,
+/// this fails: update the example.
+#[test]
+fn documented_tensions_still_hold() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../docs/reference-divergences.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut seen = 0;
+    for ex in support::examples(&text) {
+        for name in &ex.invariant_predicates {
+            seen += 1;
+            assert_eq!(
+                name, "known_violation_borrower_preempted_by_higher_priority",
+                "{}: unknown invariant predicate",
+                ex.title
+            );
+            let (plan, next) = reference_plans(&ex.case);
+            let broken = stable(&ex.case, &plan, &next).unwrap_or_default();
+            assert!(
+                !broken.is_empty() && borrower_preempted_by_higher_priority(&ex.case, &plan, &next),
+                "{}: the reference no longer breaks stability here:\n{}\n{}\n{}",
+                ex.title,
+                describe(&ex.case),
+                describe_plan(&plan),
+                describe_plan(&next)
+            );
+        }
+    }
+    assert!(seen > 0, "no tension examples in {}", path.display());
 }

@@ -742,14 +742,33 @@ pub fn load_case(fleet_yaml: &str, observed_yaml: &str) -> Case {
 }
 
 /// One example of a markdown file: its heading, the names in backquotes
-/// on its `Predicate:` line, and its first two YAML blocks (fleet, observed).
+/// on its `Predicate:` and `Invariant predicate:` lines, and its first two
+/// YAML blocks (fleet, observed).
 pub struct Example {
     /// The `###` heading.
     pub title: String,
-    /// Predicate names.
+    /// Predicates of `reference_vs_engine.rs` (`known::…`).
     pub predicates: Vec<String>,
+    /// Predicates of `invariants.rs`.
+    pub invariant_predicates: Vec<String>,
     /// The case.
     pub case: Case,
+}
+
+/// The names in backquotes on the first line of `section` that starts with
+/// `prefix`.
+fn names(section: &str, prefix: &str) -> Vec<String> {
+    section
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(|l| {
+            l.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Every `###` section of `markdown` that holds two YAML blocks.
@@ -757,17 +776,6 @@ pub fn examples(markdown: &str) -> Vec<Example> {
     let mut out = Vec::new();
     for section in markdown.split("\n### ").skip(1) {
         let title = section.lines().next().unwrap_or_default().to_string();
-        let predicates: Vec<String> = section
-            .lines()
-            .find(|l| l.starts_with("Predicate:"))
-            .map(|l| {
-                l.split('`')
-                    .skip(1)
-                    .step_by(2)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
         let blocks: Vec<&str> = section
             .split("```yaml\n")
             .skip(1)
@@ -778,7 +786,8 @@ pub fn examples(markdown: &str) -> Vec<Example> {
         }
         out.push(Example {
             title,
-            predicates,
+            predicates: names(section, "Predicate:"),
+            invariant_predicates: names(section, "Invariant predicate:"),
             case: load_case(blocks[0], blocks[1]),
         });
     }
