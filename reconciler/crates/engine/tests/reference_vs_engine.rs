@@ -16,7 +16,12 @@
 //! - `GITFLEET_REFERENCE_CASES=N`: cases per run (default [`CASES`]);
 //! - `GITFLEET_REFERENCE_SEED=N`: another fixed seed (default 1);
 //! - `GITFLEET_REFERENCE_SHOW=N`: print a shrunk example of up to N cases
-//!   of each known class (slow: shrinking plans thousands of fleets).
+//!   of each known class (slow: shrinking plans thousands of fleets);
+//!   `GITFLEET_REFERENCE_ONLY=TEXT`: only of the classes whose name holds it;
+//! - `GITFLEET_REFERENCE_FILE=PATH`: print, for each example of a markdown
+//!   file written like docs/reference-divergences.md, both plans and the
+//!   closest variant of the reference (`GITFLEET_REFERENCE_ITEMS=1,5`: also
+//!   the reference with those items as today).
 
 mod known;
 mod reference;
@@ -48,6 +53,7 @@ fn env_u32(name: &str, default: u32) -> u32 {
 fn engine_agrees_with_the_reference_on_small_fleets() {
     let cases = env_u32("GITFLEET_REFERENCE_CASES", CASES);
     let show = env_u32("GITFLEET_REFERENCE_SHOW", 0);
+    let only = std::env::var("GITFLEET_REFERENCE_ONLY").unwrap_or_default();
     let mut runner = TestRunner::new(Config {
         rng_seed: RngSeed::Fixed(env_u32("GITFLEET_REFERENCE_SEED", 1).into()),
         failure_persistence: None,
@@ -62,7 +68,7 @@ fn engine_agrees_with_the_reference_on_small_fleets() {
             Verdict::Known(class) => {
                 let seen = tally.entry(class.clone()).or_default();
                 *seen += 1;
-                if *seen <= show && !class.starts_with("together") {
+                if *seen <= show && !class.starts_with("together") && class.contains(&only) {
                     let small = shrink(&mut tree, |c| verdict(c) == Verdict::Known(class.clone()));
                     eprintln!("=== known divergence: {class}\n{}", report(&small));
                 }
