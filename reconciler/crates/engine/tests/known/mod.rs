@@ -97,8 +97,11 @@ pub fn known_divergence_item_4(case: &Case, plan: &Plan) -> bool {
 }
 
 /// Issue 16 item 5 ("No GPU held idle for a job that cannot use it"):
-/// nominated or promised GPUs stay kept for a job blocked by its quota,
-/// placed elsewhere, or of lower priority than the job asking.
+/// nominated or promised GPUs stay kept for a job blocked by its quota or
+/// placed elsewhere, and nominated ones against a job of higher priority
+/// (which then preempts someone instead); the reference also lets a job
+/// within its guarantee take what a job that would borrow holds (the next
+/// plan would reclaim it).
 pub fn known_divergence_item_5(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[5])
 }
@@ -116,8 +119,9 @@ pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
 }
 
 /// Issue 16 item 8 ("Model fallback respects guarantees"): a job within
-/// its guarantee on one model borrows its first-listed model, which
-/// another queue is guaranteed and does not use.
+/// its guarantee on one model is placed, in the guaranteed pass, on its
+/// first-listed model where it borrows GPUs another queue's pending jobs
+/// are guaranteed (and would reclaim in the next plan).
 pub fn known_divergence_item_8(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[8])
 }
