@@ -165,7 +165,9 @@ impl Rules {
     ///
     /// 1. A victim of another queue must leave its queue (and every queue up
     ///    to the common ancestor) at or above its guarantee after the whole
-    ///    preemption; a job straddling its queue's guarantee is immune.
+    ///    preemption, counting the candidates ranked before it that free
+    ///    GPUs where the job will sit (taken first along the victim order);
+    ///    a job straddling its queue's guarantee is immune.
     /// 2. The preemptor's models are searched in listed order; the first
     ///    model with any victim set wins.
     /// 3. Borrowers are considered one priority band at a time from the
@@ -320,6 +322,8 @@ pub struct Reference<'a> {
     promised: BTreeMap<Gpu, String>,
     /// Set while victims are searched (for [`NEW_FREE_GPUS_HELD_FOR_WAITING`]).
     preempting: std::cell::Cell<bool>,
+    /// Jobs that preempted in this plan.
+    preempted_now: BTreeSet<String>,
     out: Outcome,
 }
 
@@ -659,6 +663,7 @@ impl<'a> Reference<'a> {
             taken: BTreeSet::new(),
             promised,
             preempting: std::cell::Cell::new(false),
+            preempted_now: BTreeSet::new(),
             out,
         }
     }
@@ -876,7 +881,8 @@ impl<'a> Reference<'a> {
     /// preemptor is pending, only it may take those GPUs"): promised GPUs are
     /// kept for a job that was pending when observed, even once this plan
     /// places it elsewhere; nominated ones until their job is placed, waits
-    /// for other GPUs or is found not to fit.
+    /// for stopping jobs' GPUs or is found not to fit (a job that preempted
+    /// in this plan keeps them).
     fn keeps(&self, p: &str, model: &str, asking: &Job, free: bool) -> bool {
         if p == asking.name {
             return false;
@@ -885,7 +891,8 @@ impl<'a> Reference<'a> {
         match self.status.get(p) {
             None => false,
             Some(Status::Placed) => today && !free,
-            Some(Status::Waiting(_)) => !free,
+            // Today a preemptor of this plan keeps its nominated GPUs too.
+            Some(Status::Waiting(_)) => !free || (today && self.preempted_now.contains(p)),
             Some(Status::Blocked(Wait::Resources)) => today && !free,
             Some(Status::Blocked(_)) => today,
             Some(Status::Unseen) => {
@@ -1381,6 +1388,28 @@ impl<'a> Reference<'a> {
                 {
                     continue;
                 }
+                if self.rules.today(1) {
+                    // Today the lender check runs along the victim order:
+                    // candidates ranked before the last victim that free
+                    // GPUs on the nodes the job uses were taken first, and
+                    // their usage counts when later ones are checked.
+                    let last = (0..n).rev().find(|i| mask & (1 << i) != 0).unwrap_or(0);
+                    let nodes: BTreeSet<usize> = p.iter().map(|(n, _)| *n).collect();
+                    let taken: Vec<(usize, bool)> = (0..=last)
+                        .filter(|i| {
+                            mask & (1 << i) != 0
+                                || (!set[*i].same_leaf
+                                    && self.runs[set[*i].run]
+                                        .gpus
+                                        .iter()
+                                        .any(|g| nodes.contains(&g.0)))
+                        })
+                        .map(|i| (set[i].run, set[i].same_leaf))
+                        .collect();
+                    if !self.valid_victims(job, m, &taken) {
+                        continue;
+                    }
+                }
                 let found = (m.clone(), chosen.iter().map(|c| c.run).collect(), p);
                 match (
                     self.rules.today(NEW_VICTIMS_FOR_FEWEST_DOMAINS),
@@ -1563,6 +1592,7 @@ impl<'a> Reference<'a> {
             }
             self.charged
                 .insert(name.to_string(), (m.clone(), job.gpus()));
+            self.preempted_now.insert(name.to_string());
             self.status
                 .insert(name.to_string(), Status::Waiting(Wait::Preemption));
             self.out.log.push(format!(
