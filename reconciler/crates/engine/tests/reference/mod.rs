@@ -82,7 +82,7 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: [u8; 16] = [
+pub const ITEMS: [u8; 18] = [
     1,
     2,
     3,
@@ -99,6 +99,8 @@ pub const ITEMS: [u8; 16] = [
     NEW_VICTIMS_MUST_FREE_PLACED_GPUS,
     NEW_STRADDLING_SAME_LEAF_IS_BORROWED,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
+    NEW_FLOAT_SHARES,
+    NEW_RECLAIM_BEFORE_OWN_VICTIMS,
 ];
 
 /// Not an item of issue 16: a job waits for GPUs of stopping jobs on its
@@ -148,6 +150,17 @@ pub const NEW_STRADDLING_SAME_LEAF_IS_BORROWED: u8 = 18;
 /// the job then sits.)
 pub const NEW_VICTIMS_FOR_FEWEST_DOMAINS: u8 = 19;
 
+/// Not an item of issue 16 (the contract: "lowest usage ÷ weight …, ties by
+/// queue name"): shares are compared in floating point, so an exact tie
+/// (2/11 ÷ 2 against 3/11 ÷ 3) is broken by rounding, not by name.
+pub const NEW_FLOAT_SHARES: u8 = 21;
+
+/// Not an item of issue 16 (rule 5b read with 5a): whether the preemptor's
+/// queue "stays within its guaranteed" is judged before its own leaf's
+/// lower-priority victims are removed, so a job that preempts one of its
+/// own leaf to come back within its guarantee cannot also reclaim.
+pub const NEW_RECLAIM_BEFORE_OWN_VICTIMS: u8 = 22;
+
 /// Which rules the reference applies: the contract as issue 16 reads it, or
 /// for some items the behaviour `docs/semantics.md` documents today.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -186,7 +199,8 @@ impl Rules {
     /// [`NEW_FREE_GPUS_HELD_FOR_WAITING`], [`NEW_RECLAIM_LEAF_ONLY`],
     /// [`NEW_NOMINATED_NOT_FIRST`], [`NEW_VICTIMS_MUST_FREE_PLACED_GPUS`],
     /// [`NEW_STRADDLING_SAME_LEAF_IS_BORROWED`],
-    /// [`NEW_VICTIMS_FOR_FEWEST_DOMAINS`].
+    /// [`NEW_VICTIMS_FOR_FEWEST_DOMAINS`], [`NEW_FLOAT_SHARES`],
+    /// [`NEW_RECLAIM_BEFORE_OWN_VICTIMS`].
     pub fn with_today(items: &[u8]) -> Self {
         Rules {
             today: items.iter().copied().collect(),
@@ -822,6 +836,19 @@ impl<'a> Reference<'a> {
         (best.0, best.1 * weight)
     }
 
+    /// [`Reference::share`] in floating point, as max(usage ÷ capacity) ÷
+    /// weight (for [`NEW_FLOAT_SHARES`]).
+    fn float_share(&self, q: &str) -> f64 {
+        let weight = f64::from(self.spec(q).map_or(1, |s| s.weight.max(1)));
+        let mut best = 0.0f64;
+        for (m, cap) in &self.capacity {
+            if *cap > 0 {
+                best = best.max(self.usage(q, m) as f64 / *cap as f64);
+            }
+        }
+        best / weight
+    }
+
     /// Hierarchical fair share: from the top, the child with the lowest
     /// share ÷ weight (ties by name) among those holding a candidate leaf.
     fn pick_leaf(&self, leaves: &BTreeSet<String>) -> Option<String> {
@@ -837,7 +864,13 @@ impl<'a> Reference<'a> {
                 .collect();
             let best = children.into_iter().min_by(|a, b| {
                 let (x, y) = (self.share(a), self.share(b));
-                (x.0 * y.1).cmp(&(y.0 * x.1)).then_with(|| a.cmp(b))
+                let exact = (x.0 * y.1).cmp(&(y.0 * x.1));
+                let order = if self.rules.today(NEW_FLOAT_SHARES) {
+                    self.float_share(a).total_cmp(&self.float_share(b))
+                } else {
+                    exact
+                };
+                order.then_with(|| a.cmp(b))
             })?;
             if leaves.contains(best) {
                 return Some(best.clone());
@@ -1475,8 +1508,12 @@ impl<'a> Reference<'a> {
                 mine.truncate(1);
             }
             let reclaim = mine.iter().all(|q| {
-                self.usage(q, m) + job.gpus()
-                    <= self.guaranteed(q, m) + removed.get(q).copied().unwrap_or(0)
+                let freed = if self.rules.today(NEW_RECLAIM_BEFORE_OWN_VICTIMS) {
+                    0
+                } else {
+                    removed.get(q).copied().unwrap_or(0)
+                };
+                self.usage(q, m) + job.gpus() <= self.guaranteed(q, m) + freed
             });
             if !reclaim {
                 return false;
