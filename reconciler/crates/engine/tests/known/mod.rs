@@ -314,7 +314,7 @@ pub fn known_divergences_together(case: &Case, plan: &Plan) -> Option<Vec<u8>> {
 }
 
 /// Sets kept at each step of [`known_divergences_together`].
-pub const TOGETHER_BEAM: usize = 12;
+pub const TOGETHER_BEAM: usize = 24;
 
 /// The most items [`known_divergences_together`] switches to today's
 /// behaviour at once.
