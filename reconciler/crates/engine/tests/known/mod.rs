@@ -1,0 +1,610 @@
+//! What the engine's plan and the reference's outcome are compared on,
+//! and the named predicates that recognise a known divergence (issue 16's
+//! items, and classes this comparison found). Shared by
+//! `reference_vs_engine.rs` and `invariants.rs`. Fix the engine, then
+//! delete the predicate (and its `reference::Rules` item): its cases must
+//! then agree.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::observed::NodeGpus;
+use model::plan::Plan;
+use model::spec::TopologyLevel;
+use proptest::strategy::ValueTree;
+
+use crate::reference::{
+    ITEMS, NEW_FLOAT_SHARES, NEW_FREE_GPUS_HELD_FOR_WAITING, NEW_NOMINATED_NOT_FIRST,
+    NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY, NEW_STRADDLING_SAME_LEAF_IS_BORROWED,
+    NEW_VICTIMS_FOR_FEWEST_DOMAINS, NEW_VICTIMS_IGNORE_STOPPING, NEW_VICTIMS_MUST_FREE_PLACED_GPUS,
+    NEW_WAIT_FIRST_MODEL, Outcome, Rules, Wait, fewest_domains, reference, would_fit,
+};
+use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
+
+// ---------------------------------------------------------------------------
+// Comparing
+// ---------------------------------------------------------------------------
+
+/// How the engine's plan differs from the reference's outcome.
+pub fn differences(plan: &Plan, r: &Outcome) -> Vec<String> {
+    let mut out = Vec::new();
+    let placed: BTreeSet<String> = support::placed(plan).into_keys().collect();
+    let want: BTreeSet<String> = r.placed.keys().cloned().collect();
+    if placed != want {
+        out.push(format!("placed: engine {placed:?}, reference {want:?}"));
+    }
+    let victims = support::preempted(plan);
+    if victims != r.preempted {
+        out.push(format!(
+            "preempted (victim → for): engine {victims:?}, reference {:?}",
+            r.preempted
+        ));
+    }
+    if support::terminated(plan) != r.terminated {
+        out.push(format!(
+            "terminated: engine {:?}, reference {:?}",
+            support::terminated(plan),
+            r.terminated
+        ));
+    }
+    if support::cancelled(plan) != r.cancelled {
+        out.push(format!(
+            "cancelled: engine {:?}, reference {:?}",
+            support::cancelled(plan),
+            r.cancelled
+        ));
+    }
+    out
+}
+
+/// Whether the reference, with the given items behaving as documented
+/// today, agrees with the engine.
+pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
+    differences(plan, &reference(&case.input(), &Rules::with_today(items))).is_empty()
+}
+
+// ---------------------------------------------------------------------------
+// Known divergences: delete a predicate once the engine is fixed
+// ---------------------------------------------------------------------------
+
+/// Issue 16 item 1 ("Guarantees must be enforceable"): a borrowing queue's
+/// job that straddles its guarantee is never a reclaim victim.
+pub fn known_divergence_item_1(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[1])
+}
+
+/// Issue 16 item 2 ("Reclaim before priority preemption"): victims are
+/// searched model by model in listed order, so a guaranteed (or
+/// straddling) victim on the first model beats a borrowed one on another.
+pub fn known_divergence_item_2(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[2])
+}
+
+/// Issue 16 item 3 ("Fair share orders queues"): borrowers are considered
+/// one priority band at a time, so a queue using less is passed by a
+/// busier queue's higher-priority borrower.
+pub fn known_divergence_item_3(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[3])
+}
+
+/// Issue 16 item 4 ("Priority within a leaf holds"): a lower-priority job
+/// of a leaf within its guarantee goes before a higher-priority job of the
+/// same leaf that would borrow.
+pub fn known_divergence_item_4(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[4])
+}
+
+/// Issue 16 item 5 ("No GPU held idle for a job that cannot use it"):
+/// nominated or promised GPUs stay kept for a job blocked by its quota or
+/// placed elsewhere, and nominated ones against a job of higher priority
+/// (which then preempts someone instead); the reference also lets a job
+/// within its guarantee take what a job that would borrow holds (the next
+/// plan would reclaim it).
+pub fn known_divergence_item_5(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[5])
+}
+
+/// Issue 16 item 6 ("Limits are caps, also while jobs stop"): a stopping
+/// job's GPUs do not count against its queue's `limit`.
+pub fn known_divergence_item_6(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[6])
+}
+
+/// Issue 16 item 7 ("Topology preferred means fewest domains"): with no
+/// single domain holding the gang, placement is best fit anywhere.
+pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[7]) || !preferred_domains_excess(case, plan).is_empty()
+}
+
+/// Issue 16 item 8 ("Model fallback respects guarantees"): a job within
+/// its guarantee on one model is placed, in the guaranteed pass, on its
+/// first-listed model where it borrows GPUs another queue's pending jobs
+/// are guaranteed (and would reclaim in the next plan).
+pub fn known_divergence_item_8(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[8])
+}
+
+/// Not in issue 16 (found by this test): a job waits for GPUs of stopping
+/// jobs on its first model while free GPUs of its second model fit it now
+/// (rule 5 "only when a job cannot be placed otherwise"; work conservation).
+pub fn known_divergence_wait_first_model(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_WAIT_FIRST_MODEL])
+}
+
+/// Not in issue 16 (found by this test): the victim search ignores GPUs
+/// of stopping jobs (its own promised ones included), so a job within its
+/// guarantee cannot reclaim when it needs both a victim and a stopping job.
+pub fn known_divergence_victims_ignore_stopping(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_VICTIMS_IGNORE_STOPPING])
+}
+
+/// Not in issue 16, in the spirit of item 5 (found by this test): a job
+/// waiting for stopping jobs or victims is planned onto free GPUs that
+/// others could use now, where the stopping GPUs would have done.
+pub fn known_divergence_free_gpus_held_for_waiting(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_FREE_GPUS_HELD_FOR_WAITING])
+}
+
+/// Not in issue 16, next to item 1's "inside a subtree" (found by this
+/// test; a decision for docs/semantics.md): reclaim checks only the
+/// preemptor's leaf against its guarantee, so a queue whose parent is over
+/// its own guarantee reclaims from the parent's siblings.
+pub fn known_divergence_reclaim_leaf_only(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_RECLAIM_LEAF_ONLY])
+}
+
+/// Not in issue 16 (found by this test): a job is placed by best fit
+/// rather than on the GPUs nominated for it, although `docs/semantics.md`
+/// says "it is placed there first" (either the engine or the page is
+/// wrong).
+pub fn known_divergence_nominated_not_first(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_NOMINATED_NOT_FIRST])
+}
+
+/// Not in issue 16 (found by this test; rules 4 and 5a): a job blocked
+/// only by its queue's `limit` does not preempt a lower-priority job of its
+/// leaf whose GPUs it would not sit on, although that would make room
+/// under the limit.
+pub fn known_divergence_victims_must_free_placed_gpus(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_VICTIMS_MUST_FREE_PLACED_GPUS])
+}
+
+/// Not in issue 16, next to items 1 and 2 (found by this test): a
+/// lower-priority job of the preemptor's own leaf that straddles the
+/// leaf's guarantee is preferred as a victim like purely borrowed usage of
+/// another queue (the contract: borrowed usage whose removal keeps its
+/// queue at its guarantee first).
+pub fn known_divergence_straddling_same_leaf_is_borrowed(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_STRADDLING_SAME_LEAF_IS_BORROWED])
+}
+
+/// Not in issue 16, next to item 7's "in preemption's search alike"
+/// (found by this test; a decision to record in docs/semantics.md): for a
+/// job with `preferred` topology the engine picks the victims that let it
+/// span the fewest domains, before "lower priority first, most recently
+/// started first" (the reference keeps the victim order first).
+pub fn known_divergence_victims_for_fewest_domains(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_VICTIMS_FOR_FEWEST_DOMAINS])
+}
+
+/// Not in issue 16 (found by this test): fair-share ties are broken by
+/// floating-point rounding instead of by queue name, so of two queues at
+/// exactly the same usage ÷ weight the later name may go first.
+pub fn known_divergence_float_shares(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_FLOAT_SHARES])
+}
+
+/// Not in issue 16 (found by this test; rules 5a and 5b together, a
+/// decision for docs/semantics.md): whether the preemptor's queue stays
+/// within its guarantee (reclaim) is judged before its own leaf's
+/// lower-priority victims are removed.
+pub fn known_divergence_reclaim_before_own_victims(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_RECLAIM_BEFORE_OWN_VICTIMS])
+}
+
+/// Not in issue 16 (found by this test; rule 5 "no more than needed", next
+/// to item 5's "no victim preempted that frees nothing it needs"): the
+/// engine preempts, for one preemptor, a victim it would fit without.
+/// Checked on the engine's plan alone (`reference::would_fit`), so it also
+/// covers whatever else differs in such a case.
+pub fn known_divergence_superfluous_victims(case: &Case, plan: &Plan) -> bool {
+    !superfluous_victims(case, plan).is_empty()
+}
+
+/// How far the reference's outcome is from the engine's plan: jobs placed
+/// by one only, victims of one only or for another job, pending jobs that
+/// wait (for victims or stopping jobs) in one only, pending jobs in another
+/// order.
+pub fn distance(plan: &Plan, r: &Outcome) -> usize {
+    let placed: BTreeSet<String> = support::placed(plan).into_keys().collect();
+    let want: BTreeSet<String> = r.placed.keys().cloned().collect();
+    let victims = support::preempted(plan);
+    let mut d = placed.symmetric_difference(&want).count();
+    d += victims
+        .iter()
+        .filter(|(v, p)| r.preempted.get(*v) != Some(p))
+        .count();
+    d += r
+        .preempted
+        .keys()
+        .filter(|v| !victims.contains_key(*v))
+        .count();
+    for p in &plan.pending {
+        let engine = matches!(p.waiting_for.as_deref(), Some("preemption" | "freeing"));
+        let mine = matches!(
+            r.pending.get(&p.job),
+            Some(Wait::Preemption | Wait::Freeing)
+        );
+        d += usize::from(engine != mine);
+    }
+    // The engine lists pending jobs in the order it considered them.
+    let engine: Vec<&String> = plan.pending.iter().map(|p| &p.job).collect();
+    let mine: Vec<&String> = r
+        .order
+        .iter()
+        .filter(|j| r.pending.contains_key(*j))
+        .collect();
+    d += engine.iter().zip(&mine).filter(|(a, b)| a != b).count();
+    d + support::terminated(plan)
+        .symmetric_difference(&r.terminated)
+        .count()
+        + support::cancelled(plan)
+            .symmetric_difference(&r.cancelled)
+            .count()
+}
+
+/// Several of the known divergences at once: the reference agrees with
+/// the engine once some of the items above behave as today. Every set of
+/// two or three items is tried; beyond, a beam search adds one item at a
+/// time to the [`TOGETHER_BEAM`] sets closest to the engine's plan
+/// ([`distance`]), up to [`TOGETHER_DEPTH`] items.
+pub fn known_divergences_together(case: &Case, plan: &Plan) -> Option<Vec<u8>> {
+    let mut scored: Vec<(usize, Vec<u8>)> = Vec::new();
+    for mask in 0u32..(1 << ITEMS.len()) {
+        if !(2..=3).contains(&mask.count_ones()) {
+            continue;
+        }
+        let set: Vec<u8> = (0..ITEMS.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| ITEMS[i])
+            .collect();
+        let o = reference(&case.input(), &Rules::with_today(&set));
+        if differences(plan, &o).is_empty() {
+            return Some(set);
+        }
+        scored.push((distance(plan, &o), set));
+    }
+    let mut seen: BTreeSet<Vec<u8>> = BTreeSet::new();
+    scored.sort();
+    let mut beam: Vec<Vec<u8>> = scored
+        .into_iter()
+        .take(TOGETHER_BEAM)
+        .map(|(_, s)| s)
+        .collect();
+    for _ in 3..TOGETHER_DEPTH {
+        let mut next: Vec<(usize, Vec<u8>)> = Vec::new();
+        for set in &beam {
+            for item in ITEMS {
+                if set.contains(&item) {
+                    continue;
+                }
+                let mut with = set.clone();
+                with.push(item);
+                with.sort_unstable();
+                if !seen.insert(with.clone()) {
+                    continue;
+                }
+                let o = reference(&case.input(), &Rules::with_today(&with));
+                if differences(plan, &o).is_empty() {
+                    return Some(with);
+                }
+                next.push((distance(plan, &o), with));
+            }
+        }
+        next.sort();
+        beam = next
+            .into_iter()
+            .take(TOGETHER_BEAM)
+            .map(|(_, s)| s)
+            .collect();
+    }
+    None
+}
+
+/// Sets kept at each step of [`known_divergences_together`].
+pub const TOGETHER_BEAM: usize = 24;
+
+/// The most items [`known_divergences_together`] switches to today's
+/// behaviour at once.
+pub const TOGETHER_DEPTH: usize = 5;
+
+pub type Predicate = fn(&Case, &Plan) -> bool;
+
+/// Every named predicate: its function's name, the class it counts, itself.
+pub fn predicates() -> [(&'static str, &'static str, Predicate); 19] {
+    [
+        ("known_divergence_item_1", "item 1", known_divergence_item_1),
+        ("known_divergence_item_2", "item 2", known_divergence_item_2),
+        ("known_divergence_item_3", "item 3", known_divergence_item_3),
+        ("known_divergence_item_4", "item 4", known_divergence_item_4),
+        ("known_divergence_item_5", "item 5", known_divergence_item_5),
+        ("known_divergence_item_6", "item 6", known_divergence_item_6),
+        ("known_divergence_item_7", "item 7", known_divergence_item_7),
+        ("known_divergence_item_8", "item 8", known_divergence_item_8),
+        (
+            "known_divergence_wait_first_model",
+            "new: waits on first model",
+            known_divergence_wait_first_model,
+        ),
+        (
+            "known_divergence_victims_ignore_stopping",
+            "new: victims ignore stopping jobs",
+            known_divergence_victims_ignore_stopping,
+        ),
+        (
+            "known_divergence_free_gpus_held_for_waiting",
+            "new: free GPUs held for a waiting job",
+            known_divergence_free_gpus_held_for_waiting,
+        ),
+        (
+            "known_divergence_reclaim_leaf_only",
+            "new: reclaim checks the leaf only",
+            known_divergence_reclaim_leaf_only,
+        ),
+        (
+            "known_divergence_nominated_not_first",
+            "new: nominated GPUs not used first",
+            known_divergence_nominated_not_first,
+        ),
+        (
+            "known_divergence_victims_must_free_placed_gpus",
+            "new: quota victims must free placed GPUs",
+            known_divergence_victims_must_free_placed_gpus,
+        ),
+        (
+            "known_divergence_straddling_same_leaf_is_borrowed",
+            "new: straddling same-leaf victim counts as borrowed",
+            known_divergence_straddling_same_leaf_is_borrowed,
+        ),
+        (
+            "known_divergence_victims_for_fewest_domains",
+            "new: victims chosen for fewest domains",
+            known_divergence_victims_for_fewest_domains,
+        ),
+        (
+            "known_divergence_float_shares",
+            "new: fair-share ties by rounding",
+            known_divergence_float_shares,
+        ),
+        (
+            "known_divergence_reclaim_before_own_victims",
+            "new: reclaim judged before own victims",
+            known_divergence_reclaim_before_own_victims,
+        ),
+        (
+            "known_divergence_superfluous_victims",
+            "new: superfluous victims",
+            known_divergence_superfluous_victims,
+        ),
+    ]
+}
+
+/// The class of a divergence, by the first predicate that explains it.
+pub fn known_divergence(case: &Case, plan: &Plan) -> Option<String> {
+    for (_, class, known) in predicates() {
+        if known(case, plan) {
+            return Some(class.to_string());
+        }
+    }
+    known_divergences_together(case, plan).map(|s| format!("together {s:?}"))
+}
+
+// ---------------------------------------------------------------------------
+// Checks on the engine's plan alone
+// ---------------------------------------------------------------------------
+
+/// Victims the engine preempted that their preemptor would fit without.
+pub fn superfluous_victims(case: &Case, plan: &Plan) -> Vec<String> {
+    let placed = support::placed(plan);
+    let mut by_preemptor: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (victim, preemptor) in support::preempted(plan) {
+        by_preemptor.entry(preemptor).or_default().insert(victim);
+    }
+    let mut out = Vec::new();
+    for (preemptor, victims) in &by_preemptor {
+        if victims.len() < 2 {
+            continue;
+        }
+        for v in victims {
+            let mut rest = victims.clone();
+            rest.remove(v);
+            if would_fit(
+                &case.input(),
+                &Rules::with_today(&[5, 6]),
+                preemptor,
+                &rest,
+                &placed,
+            ) {
+                out.push(format!("{preemptor} fits without preempting {v}"));
+            }
+        }
+    }
+    out
+}
+
+/// Jobs with `topology.preferred` that the engine placed across more
+/// domains than the GPUs it had allowed (its own GPUs plus those still free
+/// after the plan). Only on plans where nobody waits for GPUs and nothing
+/// is nominated, so that "free after the plan" was free when it was placed.
+pub fn preferred_domains_excess(case: &Case, plan: &Plan) -> Vec<String> {
+    let waits = plan.pending.iter().any(|p| {
+        matches!(
+            p.waiting_for.as_deref(),
+            Some("preemption" | "freeing" | "reservation")
+        )
+    });
+    if waits || case.observed.queued.iter().any(|q| !q.nominated.is_empty()) {
+        return Vec::new();
+    }
+    let placed = support::placed(plan);
+    let mut held: BTreeSet<(String, u32)> = BTreeSet::new();
+    for r in &case.observed.running {
+        for p in &r.placement {
+            held.extend(p.gpus.iter().map(|g| (p.node.clone(), *g)));
+        }
+    }
+    for p in placed.values().flatten() {
+        held.extend(p.gpus.iter().map(|g| (p.node.clone(), *g)));
+    }
+    let mut out = Vec::new();
+    for (job, placement) in &placed {
+        let Some(spec) = case.fleet.jobs.iter().find(|j| j.name() == job) else {
+            continue;
+        };
+        let Some(level) = spec.spec.topology.and_then(|t| t.preferred) else {
+            continue;
+        };
+        if spec.spec.topology.and_then(|t| t.required).is_some() {
+            continue;
+        }
+        let node = |name: &str| case.observed.nodes.iter().find(|n| n.name == name);
+        let Some(model) = placement
+            .first()
+            .and_then(|p| node(&p.node))
+            .and_then(|n| n.gpus.first())
+            .map(|g| g.model.clone())
+        else {
+            continue;
+        };
+        let mut gpus: BTreeSet<(String, u32)> = placement
+            .iter()
+            .flat_map(|p| p.gpus.iter().map(|g| (p.node.clone(), *g)))
+            .collect();
+        for n in &case.observed.nodes {
+            if n.gpus.iter().all(|g| g.healthy) && n.gpus.first().is_some_and(|g| g.model == model)
+            {
+                gpus.extend(
+                    n.gpus
+                        .iter()
+                        .map(|g| (n.name.clone(), g.index))
+                        .filter(|g| !held.contains(g)),
+                );
+            }
+        }
+        let used = domains(case, placement, level);
+        if let Some(best) = fewest_domains(&case.input(), job, &model, level, &gpus)
+            && best < used
+        {
+            out.push(format!(
+                "{job} (preferred {level:?}) spans {used} domains where {best} would do"
+            ));
+        }
+    }
+    out
+}
+
+pub fn domains(case: &Case, placement: &[NodeGpus], level: TopologyLevel) -> usize {
+    let key = match level {
+        TopologyLevel::Rack => "rack",
+        _ => "zone",
+    };
+    placement
+        .iter()
+        .filter_map(|p| case.observed.nodes.iter().find(|n| n.name == p.node))
+        .map(|n| n.labels.get(key).cloned().unwrap_or_else(|| n.name.clone()))
+        .collect::<BTreeSet<String>>()
+        .len()
+}
+
+// ---------------------------------------------------------------------------
+// The property
+// ---------------------------------------------------------------------------
+
+/// Agreement, a known divergence, or an unexplained one.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Agree,
+    Known(String),
+    Unexplained,
+}
+
+pub fn verdict(case: &Case) -> Verdict {
+    let plan = case.plan();
+    let r = reference(&case.input(), &Rules::contract());
+    if differences(&plan, &r).is_empty() && preferred_domains_excess(case, &plan).is_empty() {
+        return Verdict::Agree;
+    }
+    match known_divergence(case, &plan) {
+        Some(class) => Verdict::Known(class),
+        None => Verdict::Unexplained,
+    }
+}
+
+/// Shrinks a case while `keep` holds (proptest's simplify/complicate walk),
+/// for at most two minutes.
+pub fn shrink(tree: &mut impl ValueTree<Value = CaseRaw>, keep: impl Fn(&Case) -> bool) -> Case {
+    let mut best = build(&tree.current());
+    if !tree.simplify() {
+        return best;
+    }
+    let start = std::time::Instant::now();
+    for _ in 0..20_000 {
+        if start.elapsed() > std::time::Duration::from_secs(120) {
+            break;
+        }
+        let case = build(&tree.current());
+        if keep(&case) {
+            best = case;
+            if !tree.simplify() {
+                break;
+            }
+        } else if !tree.complicate() {
+            break;
+        }
+    }
+    best
+}
+
+/// The case, both plans and how they differ.
+pub fn report(case: &Case) -> String {
+    let plan = case.plan();
+    let r = reference(&case.input(), &Rules::contract());
+    let mut diff = differences(&plan, &r);
+    diff.extend(preferred_domains_excess(case, &plan));
+    diff.extend(superfluous_victims(case, &plan));
+    // The closest variant with some items as today, to help a diagnosis.
+    let mut closest: Option<(usize, Vec<u8>, Outcome)> = None;
+    for mask in 1u32..(1 << ITEMS.len()) {
+        let s: Vec<u8> = (0..ITEMS.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| ITEMS[i])
+            .collect();
+        if s.len() > 3 {
+            continue;
+        }
+        let o = reference(&case.input(), &Rules::with_today(&s));
+        let n = differences(&plan, &o).len();
+        if closest
+            .as_ref()
+            .is_none_or(|(m, c, _)| (n, s.len()) < (*m, c.len()))
+        {
+            closest = Some((n, s, o));
+        }
+    }
+    let closest = closest.map_or(String::new(), |(_, s, o)| {
+        format!(
+            "\n# closest: the reference with items {s:?} as today\n{}\n{}\n",
+            o.log.join("\n"),
+            differences(&plan, &o).join("\n")
+        )
+    });
+    format!(
+        "{}\n# engine\n{}\n# reference\n{}\n\n# differences\n{}\n{closest}",
+        describe(case),
+        describe_plan(&plan),
+        r.log.join("\n"),
+        diff.join("\n")
+    )
+}
