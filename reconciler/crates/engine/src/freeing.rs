@@ -19,6 +19,9 @@ pub struct Freeing {
     general: Vec<u64>,
     /// Such GPUs kept for one pending preemptor.
     dedicated: HashMap<JobId, u64>,
+    /// All of `dedicated`: a job may take GPUs kept for another that does
+    /// not keep them from it.
+    dedicated_total: u64,
 }
 
 impl Freeing {
@@ -35,23 +38,24 @@ impl Freeing {
             self.nodes[m].insert(*node);
         }
         match kept_for {
-            Some(j) => *self.dedicated.entry(j).or_default() += gpus,
+            Some(j) => {
+                *self.dedicated.entry(j).or_default() += gpus;
+                self.dedicated_total += gpus;
+            }
             None => self.general[m] += gpus,
         }
     }
 
-    /// Places job `j` on free GPUs plus GPUs of stopping jobs it may wait
-    /// for, when that fits; `claimable(run)` says whether `j` may take a run's GPUs.
+    /// Places a job on free GPUs plus GPUs of stopping jobs it may wait for,
+    /// when that fits; `claimable(run)` says whether it may take a run's GPUs.
     pub fn place(
         &mut self,
         cluster: &Cluster,
-        j: JobId,
         req: &Request,
         claimable: &dyn Fn(RunId) -> bool,
     ) -> Option<Placement> {
         let m = req.model as usize;
-        let waiting_room = self.general.get(m).copied().unwrap_or(0)
-            + self.dedicated.get(&j).copied().unwrap_or(0);
+        let waiting_room = self.general.get(m).copied().unwrap_or(0) + self.dedicated_total;
         let free = cluster.free_total.get(m).copied().unwrap_or(0);
         if waiting_room == 0 || free + waiting_room < req.total() {
             return None;
@@ -86,14 +90,21 @@ impl Freeing {
         self.dedicated.get(&j).is_some_and(|n| *n > 0)
     }
 
-    /// Books a claimed GPU of run `kept_for`'s kind against the counters.
-    pub fn claimed(&mut self, model: ModelId, j: JobId, dedicated: bool) {
-        if dedicated {
-            if let Some(n) = self.dedicated.get_mut(&j) {
-                *n = n.saturating_sub(1);
+    /// Books a claimed GPU of a stopping run (kept for `kept_for`, if
+    /// anyone) against the counters.
+    pub fn claimed(&mut self, model: ModelId, kept_for: Option<JobId>) {
+        match kept_for {
+            Some(p) => {
+                if let Some(n) = self.dedicated.get_mut(&p) {
+                    *n = n.saturating_sub(1);
+                }
+                self.dedicated_total = self.dedicated_total.saturating_sub(1);
             }
-        } else if let Some(n) = self.general.get_mut(model as usize) {
-            *n = n.saturating_sub(1);
+            None => {
+                if let Some(n) = self.general.get_mut(model as usize) {
+                    *n = n.saturating_sub(1);
+                }
+            }
         }
     }
 }

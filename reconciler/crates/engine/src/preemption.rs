@@ -75,7 +75,10 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         req.required.map_or(0, |l| l as u8 + 1),
         req.preferred.map_or(0, |l| l as u8 + 1),
     );
-    if e.preempt_memo.get(&key) == Some(&e.generation) {
+    // Stopping jobs preempted for `j` do not count against its limits: what
+    // it finds is its own, not its shape's.
+    let memo = !e.held_for.contains_key(&j);
+    if memo && e.preempt_memo.get(&key) == Some(&e.generation) {
         return false;
     }
     let m = req.model;
@@ -83,7 +86,9 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     let own_path = on_path(e, q);
     let ub = upper_bound(e, &job, q, m, reclaim, &own_path);
     if ub < job.gpus {
-        e.preempt_memo.insert(key, e.generation);
+        if memo {
+            e.preempt_memo.insert(key, e.generation);
+        }
         return false;
     }
     // The most preferred victims first: search with a prefix of the
@@ -127,7 +132,9 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         }
         limit *= 4;
     }
-    e.preempt_memo.insert(key, e.generation);
+    if memo {
+        e.preempt_memo.insert(key, e.generation);
+    }
     false
 }
 
@@ -746,6 +753,7 @@ fn commit(
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
+    e.charged_in_place_of_held(j);
     let reason = reasons::waiting_for_runs(e, &victims);
     e.push_pending(j, reason, "preemption");
 }

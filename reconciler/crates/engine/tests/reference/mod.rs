@@ -82,13 +82,11 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: [u8; 18] = [
+pub const ITEMS: &[u8] = &[
     1,
     2,
     3,
     4,
-    5,
-    6,
     7,
     8,
     NEW_WAIT_FIRST_MODEL,
@@ -96,7 +94,6 @@ pub const ITEMS: [u8; 18] = [
     NEW_FREE_GPUS_HELD_FOR_WAITING,
     NEW_RECLAIM_LEAF_ONLY,
     NEW_NOMINATED_NOT_FIRST,
-    NEW_VICTIMS_MUST_FREE_PLACED_GPUS,
     NEW_STRADDLING_SAME_LEAF_IS_BORROWED,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
     NEW_FLOAT_SHARES,
