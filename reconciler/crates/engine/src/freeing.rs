@@ -47,12 +47,15 @@ impl Freeing {
     }
 
     /// Places a job on free GPUs plus GPUs of stopping jobs it may wait for,
-    /// when that fits; `claimable(run)` says whether it may take a run's GPUs.
+    /// when that fits; `claimable(run)` says whether it may take a run's GPUs,
+    /// `nominated` are the GPUs nominated for it (preferred after stopping
+    /// jobs' GPUs).
     pub fn place(
         &mut self,
         cluster: &Cluster,
         req: &Request,
         claimable: &dyn Fn(RunId) -> bool,
+        nominated: &[(NodeId, usize)],
     ) -> Option<Placement> {
         let m = req.model as usize;
         let waiting_room = self.general.get(m).copied().unwrap_or(0) + self.dedicated_total;
@@ -82,7 +85,28 @@ impl Freeing {
                     _ => false,
                 }
         };
-        placement::place_scan(cluster, &nodes, req, &usable)
+        // GPUs of stopping jobs first (it keeps as few free GPUs idle as it
+        // can), then those nominated for it.
+        let prefer = |id: NodeId, pos: usize, g: &Gpu| -> u8 {
+            if matches!(g.owner, Owner::Freeing(_)) {
+                0
+            } else if nominated.contains(&(id, pos)) {
+                1
+            } else {
+                2
+            }
+        };
+        placement::place_preferring(cluster, &nodes, req, &usable, &prefer)
+    }
+
+    /// Nodes that held GPUs of stopping jobs of `model` (some may have none
+    /// left: check the owners).
+    pub fn nodes_of(&self, model: ModelId) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes
+            .get(model as usize)
+            .into_iter()
+            .flatten()
+            .copied()
     }
 
     /// Whether some stopping job's GPUs are kept for job `j`.

@@ -209,6 +209,9 @@ struct Engine<'a> {
     /// Stopping runs preempted for a job, which count against their queues'
     /// limits until that job is charged in their place (it waits for them).
     held_for: HashMap<JobId, Vec<RunId>>,
+    /// The GPUs nominated for the job being decided (preferred where it
+    /// waits or preempts, after GPUs of stopping jobs and victims).
+    own_nominated: Vec<(NodeId, usize)>,
     /// GPUs kept for pending jobs that preemptions made room for.
     nominated: HashMap<JobId, Vec<(NodeId, usize)>>,
     /// The observed `queued` entries (first-seen times, nominations).
@@ -310,6 +313,7 @@ impl<'a> Engine<'a> {
             victim_index: Vec::new(),
             victim_lists: Vec::new(),
             held_for: HashMap::default(),
+            own_nominated: Vec::new(),
             nominated: HashMap::default(),
             observed_queued: &observed.queued,
             generation: 0,
@@ -664,11 +668,16 @@ impl<'a> Engine<'a> {
     /// their place ([`Engine::charged_in_place_of_held`]).
     fn admit(&mut self, j: JobId) {
         self.decided[j as usize] = true;
+        // GPUs kept for `j` that it does not take become free for others.
+        let holds = self.nominated.contains_key(&j) || self.freeing.has_dedicated(j);
         self.lend_held(j, false);
         let lent = self.lend_nominations(j);
         self.admit_inner(j);
         self.take_back_nominations(lent);
         self.lend_held(j, true);
+        if holds {
+            self.generation += 1;
+        }
     }
 
     /// Whether pending job `p`, not decided yet, keeps the GPUs of model `m`
@@ -679,7 +688,7 @@ impl<'a> Engine<'a> {
     fn keeps(&self, p: JobId, m: ModelId, asking: JobId, free: bool) -> bool {
         let (pj, aj) = (&self.jobs[p as usize], &self.jobs[asking as usize]);
         let Some(pq) = pj.queue else { return false };
-        if !self.fits_without_own_held(p, pq, m) {
+        if !self.fits_without_own_held(p, asking, pq, m) {
             return false;
         }
         if free && aj.priority > pj.priority {
@@ -687,31 +696,40 @@ impl<'a> Engine<'a> {
         }
         let within =
             |q: QueueId, gpus: u64| self.tree.usage(q, m) + gpus <= self.tree.guaranteed(q, m);
-        !(aj.queue.is_some_and(|aq| within(aq, aj.gpus)) && !within(pq, pj.gpus))
+        let outranked = aj.queue.is_some_and(|aq| within(aq, aj.gpus)) && !within(pq, pj.gpus);
+        !outranked
     }
 
     /// Whether pending job `p` fits every limit on its path on model `m`,
-    /// not counting the stopping jobs preempted for it.
-    fn fits_without_own_held(&self, p: JobId, leaf: QueueId, m: ModelId) -> bool {
+    /// not counting the stopping jobs preempted for it (while job `asking`
+    /// is decided, those preempted for `asking` count again for `p`).
+    fn fits_without_own_held(&self, p: JobId, asking: JobId, leaf: QueueId, m: ModelId) -> bool {
         let gpus = self.jobs[p as usize].gpus;
-        let own = self.held_for.get(&p).map_or(&[][..], Vec::as_slice);
         self.tree.path(leaf).all(|q| {
             let Some(limit) = self.tree.limit(q, m) else {
                 return true;
             };
-            let mine: u64 = own
-                .iter()
-                .map(|r| &self.runs[*r as usize])
-                .filter(|run| run.model == Some(m))
-                .filter(|run| {
-                    run.job
-                        .and_then(|vj| self.jobs[vj as usize].queue)
-                        .is_some_and(|vq| self.tree.path(vq).any(|a| a == q))
-                })
-                .map(|run| run.gpus)
-                .sum();
-            (self.tree.usage(q, m) + self.tree.held(q, m)).saturating_sub(mine) + gpus <= limit
+            let used = self.tree.usage(q, m) + self.tree.held(q, m) + self.held_in(asking, q, m);
+            used.saturating_sub(self.held_in(p, q, m)) + gpus <= limit
         })
+    }
+
+    /// GPUs of model `m` in queue `q` (or below) held by stopping runs
+    /// preempted for job `j`.
+    fn held_in(&self, j: JobId, q: QueueId, m: ModelId) -> u64 {
+        let Some(runs) = self.held_for.get(&j) else {
+            return 0;
+        };
+        runs.iter()
+            .map(|r| &self.runs[*r as usize])
+            .filter(|run| run.model == Some(m))
+            .filter(|run| {
+                run.job
+                    .and_then(|vj| self.jobs[vj as usize].queue)
+                    .is_some_and(|vq| self.tree.path(vq).any(|a| a == q))
+            })
+            .map(|run| run.gpus)
+            .sum()
     }
 
     /// GPUs nominated for other undecided jobs that job `j` may take
@@ -737,6 +755,9 @@ impl<'a> Engine<'a> {
         }
         for &(_, node, pos) in &lent {
             self.cluster.set_owner(node, pos, Owner::Free);
+        }
+        if !lent.is_empty() {
+            self.generation += 1;
         }
         lent
     }
@@ -796,7 +817,12 @@ impl<'a> Engine<'a> {
         }
         let job = self.jobs[j as usize].clone();
         let Some(q) = job.queue else { return };
+        // Every acceptable model is tried for a start now (free, nominated
+        // or reserved GPUs) before any for a wait (stopping jobs, new nodes):
+        // a job never waits on one model while another fits now.
         let mut blocked = Vec::new();
+        let mut fitting: Vec<Request> = Vec::new();
+        self.own_nominated = self.nominated.get(&j).cloned().unwrap_or_default();
         for &m in job.models.iter() {
             let req = Request::for_job(&job, m);
             if !self.model_exists(m) {
@@ -813,23 +839,28 @@ impl<'a> Engine<'a> {
                 self.commit_place(j, m, p, None);
                 return;
             }
-            self.release_nominated(j);
-            if let Some(p) = placement::place_free(&mut self.cluster, &req, j) {
-                self.commit_place(j, m, p, None);
+            fitting.push(req);
+        }
+        self.release_nominated(j);
+        for req in &fitting {
+            if let Some(p) = placement::place_free(&mut self.cluster, req, j) {
+                self.commit_place(j, req.model, p, None);
                 return;
             }
-            if let Some(p) = backfill::place_on_reserved(self, &req, &job) {
+            if let Some(p) = backfill::place_on_reserved(self, req, &job) {
                 placement::apply(&mut self.cluster, &p, Owner::Placed(j));
-                self.commit_place(j, m, p, Some("backfill"));
+                self.commit_place(j, req.model, p, Some("backfill"));
                 return;
             }
-            if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
+        }
+        for req in &fitting {
+            if self.wait_for_freeing(j, req) || scaling::wait_for_scale_up(self, j, req) {
                 return;
             }
-            if self.blocked_by_reservation(&req) {
-                blocked.push(Blocked::Reserved(req));
+            if self.blocked_by_reservation(req) {
+                blocked.push(Blocked::Reserved(*req));
             } else {
-                blocked.push(Blocked::Placement(req));
+                blocked.push(Blocked::Placement(*req));
             }
         }
         // Its own nominated GPUs count as free for its victim search (and
@@ -1014,7 +1045,12 @@ impl<'a> Engine<'a> {
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
-        let p = freeing.place(&self.cluster, req, &|r| self.claimable(r, j));
+        let p = freeing.place(
+            &self.cluster,
+            req,
+            &|r| self.claimable(r, j),
+            &self.own_nominated,
+        );
         self.freeing = freeing;
         let Some(p) = p else { return false };
         let mut waiting_on: Vec<RunId> = Vec::new();
@@ -1093,7 +1129,11 @@ impl<'a> Engine<'a> {
         let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
             n.schedulable && (g.owner == Owner::Free || g.owner == Owner::Promised(j))
         };
-        placement::place_scan(&self.cluster, &nodes, req, &usable)
+        // Its nominated GPUs first ("it is placed there first").
+        let prefer = |_: NodeId, _: usize, g: &cluster::Gpu| -> u8 {
+            if g.owner == Owner::Promised(j) { 1 } else { 2 }
+        };
+        placement::place_preferring(&self.cluster, &nodes, req, &usable, &prefer)
     }
 
     /// Returns job `j`'s unused nominated GPUs to everyone.
