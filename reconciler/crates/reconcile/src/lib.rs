@@ -206,6 +206,8 @@ pub struct Reconciler<E> {
     prune: PrunePolicy,
     /// Whose commit signatures are required (`--require-signed`).
     signatures: Option<SignaturePolicy>,
+    /// The last revision whose signature this process checked.
+    signature_checked: Option<String>,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -228,6 +230,7 @@ impl<E: Executor> Reconciler<E> {
             loading: false,
             prune: PrunePolicy::default(),
             signatures: None,
+            signature_checked: None,
         }
     }
 
@@ -412,9 +415,18 @@ impl<E: Executor> Reconciler<E> {
         }
         let revisions = self.store.revisions()?;
         // `apply --allow-prune` looks again at a revision the loop refused.
+        // A signature refused before is checked once more by a process
+        // that has not checked it (its keys may have changed).
+        let signature_again = revisions
+            .last_error
+            .as_deref()
+            .is_some_and(|e| Refusal::of(e) == Refusal::Signature)
+            && self.signatures.is_some()
+            && self.signature_checked.as_deref() != Some(newest.id.as_str());
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
             && revisions.last_error.is_some()
-            && !self.prune.allow;
+            && !self.prune.allow
+            && !signature_again;
         if !already_refused {
             let mut revisions = revisions;
             // A revision applied before has loaded and planned: it is not
@@ -441,9 +453,17 @@ impl<E: Executor> Reconciler<E> {
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
                 return Ok((in_force, Some((newest, diagnostics))));
             }
-            if let Some(policy) = &self.signatures
-                && let Err(unverified) = signatures::verify(policy, self.source.git(), &newest.id)
-            {
+            let verified = match &self.signatures {
+                Some(policy) => {
+                    self.signature_checked = Some(newest.id.clone());
+                    signatures::verify(policy, self.source.git(), &newest.id).map(Some)
+                }
+                None => Ok(None),
+            };
+            if let Ok(Some(signer)) = &verified {
+                tracing::info!(revision = %newest.short(), %signer, "commit signature verified");
+            }
+            if let Err(unverified) = verified {
                 let diagnostics = vec![Diagnostic::new(
                     Origin::new(
                         format!("revision {}", newest.short()).into(),

@@ -309,3 +309,26 @@ fn first_line(text: &str) -> String {
         .unwrap_or("no message")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Refusal;
+
+    #[test]
+    fn a_signature_refusal_has_its_own_metric_label() {
+        let message = format!(
+            "revision abc: {}{}",
+            crate::SIGNATURE_PREFIX,
+            Unverified::Unsigned("abc".into())
+        );
+        assert_eq!(Refusal::of(&message), Refusal::Signature);
+        assert_eq!(Refusal::Signature.as_str(), "signature");
+    }
+
+    #[test]
+    fn a_directory_has_no_signature() {
+        let policy = SignaturePolicy::default();
+        assert_eq!(verify(&policy, None, "abc"), Err(Unverified::NotGit));
+    }
+}

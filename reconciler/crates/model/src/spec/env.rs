@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 pub const MASK: &str = "(sensitive)";
 
 /// One environment variable's value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged, try_from = "RawEnvValue")]
 pub enum EnvValue {
     /// The value itself.
     Plain(String),
@@ -21,20 +21,90 @@ pub enum EnvValue {
     From(ValueFrom),
 }
 
-/// `{value: "…", sensitive: true}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// An env value as written, before its rules are checked.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawEnvValue {
+    Plain(String),
+    Object(RawObject),
+}
+
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawObject {
+    value: Option<String>,
+    value_from: Option<EnvSource>,
+    #[serde(default)]
+    sensitive: bool,
+}
+
+impl TryFrom<RawEnvValue> for EnvValue {
+    type Error = &'static str;
+
+    fn try_from(raw: RawEnvValue) -> Result<Self, Self::Error> {
+        match raw {
+            RawEnvValue::Plain(value) => Ok(EnvValue::Plain(value)),
+            RawEnvValue::Object(RawObject {
+                value: Some(value),
+                value_from: None,
+                sensitive,
+            }) => Ok(EnvValue::Inline(InlineValue { value, sensitive })),
+            RawEnvValue::Object(RawObject {
+                value: None,
+                value_from: Some(value_from),
+                ..
+            }) => Ok(EnvValue::From(ValueFrom { value_from })),
+            RawEnvValue::Object(RawObject {
+                value: Some(_),
+                value_from: Some(_),
+                ..
+            }) => Err("give either `value` or `valueFrom`, not both"),
+            RawEnvValue::Object(RawObject {
+                value: None,
+                value_from: None,
+                ..
+            }) => Err("needs `value` (a string) or `valueFrom` ({file: PATH} or {env: NAME})"),
+        }
+    }
+}
+
+/// One schema without alternatives, so that a validation message never
+/// quotes a whole (maybe sensitive) value; the rules between the members
+/// are checked when the document is read.
+impl JsonSchema for EnvValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EnvValue".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let source = generator.subschema_for::<EnvSource>();
+        schemars::json_schema!({
+            "description": "A value, `{value, sensitive: true}` (masked wherever specs are shown), or `{valueFrom: {file: PATH}}` / `{valueFrom: {env: NAME}}` (read when a replica starts; never in Git).",
+            "type": ["string", "object"],
+            "properties": {
+                "value": {"type": "string", "description": "The value."},
+                "sensitive": {"type": "boolean", "description": "Masked in plans, previews, pull-request comments, history and logs."},
+                "valueFrom": source,
+            },
+            "additionalProperties": false,
+        })
+    }
+}
+
+/// `{value: "…", sensitive: true}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct InlineValue {
     /// The value.
     pub value: String,
     /// Masked in plans, previews, pull-request comments, history and logs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sensitive: bool,
 }
 
 /// `{valueFrom: {file: PATH}}` or `{valueFrom: {env: NAME}}`; always sensitive.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ValueFrom {
     /// Where the value is read when a replica starts.
     pub value_from: EnvSource,
