@@ -373,3 +373,83 @@ fn the_exported_live_state_plans_like_the_state_itself() {
     };
     assert_eq!(digest("file.json"), digest("plan.json"));
 }
+
+#[test]
+fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
+    let setup = Setup {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(setup.path("repo"))
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    std::fs::create_dir_all(setup.path("repo/fleet")).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    let commit = |jobs: &[(&str, u32)], readme: &str| {
+        let mut yaml = FLEET.to_string();
+        for (name, gpus) in jobs {
+            yaml += &job(name, *gpus);
+        }
+        std::fs::write(setup.path("repo/fleet/fleet.yaml"), yaml).unwrap();
+        std::fs::write(setup.path("repo/README.md"), readme).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "change"]);
+        git(&["rev-parse", "HEAD"])
+    };
+    commit(&[("a-1", 8)], "one");
+    let out = setup.run(&[
+        "reconcile",
+        "repo/fleet",
+        "--state",
+        "st",
+        "--once",
+        "--now",
+        "2026-11-21T10:00:00Z",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    commit(&[("a-1", 8), ("a-2", 4)], "one");
+    let save = || {
+        let out = setup.run(&[
+            "plan",
+            "repo/fleet",
+            "--rev",
+            "HEAD",
+            "--state",
+            "st",
+            "--out",
+            "plan.json",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    save();
+    assert_eq!(setup.saved()["specs"]["source"], "git");
+    // A commit outside the fleet changes nothing the plan was computed from.
+    let readme = commit(&[("a-1", 8), ("a-2", 4)], "two");
+    let out = setup.apply_saved();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(running(&setup, "a-2"));
+    let out = setup.run(&["status", "--state", "st", "-o", "json"]);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["revisions"]["lastApplied"], readme.as_str());
+
+    commit(&[("a-1", 8), ("a-2", 4), ("a-3", 2)], "two");
+    save();
+    commit(&[("a-1", 8), ("a-2", 4), ("a-3", 4)], "two");
+    let out = setup.apply_saved();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the specs changed since the plan was made: it was made at"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("HEAD is now "), "{}", text(&out));
+}
