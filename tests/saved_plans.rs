@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+mod cli_support;
+use cli_support::{assert_fails_with, git, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
 const FLEET: &str = r#"apiVersion: gitfleet/v1
@@ -125,14 +128,6 @@ impl Setup {
     }
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// The digest a saved plan holds: SHA-256 of its compact JSON (keys sorted)
 /// without the `digest` member.
 fn redigest(value: &mut Value) {
@@ -203,12 +198,7 @@ fn a_saved_plan_is_refused_when_the_specs_changed() {
     setup.save_plan();
     setup.write_jobs(&[("a-1", 8), ("a-2", 4), ("a-3", 2)]);
     let out = setup.apply_saved();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("is stale: the specs changed since the plan was made"),
-        "{}",
-        text(&out)
-    );
+    assert_fails_with(&out, "is stale: the specs changed since the plan was made");
     assert!(!running(&setup, "a-2"), "nothing applied");
     assert!(!running(&setup, "a-3"), "nothing applied");
 }
@@ -225,22 +215,18 @@ fn an_edited_saved_plan_is_never_applied() {
     // Edited without the digest: the digest no longer matches.
     setup.write_saved(&edited);
     let out = setup.apply_saved();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("plan.json: the saved plan was modified after it was written"),
-        "{}",
-        text(&out)
+    assert_fails_with(
+        &out,
+        "plan.json: the saved plan was modified after it was written",
     );
 
     // Edited with the digest recomputed: the engine's plan differs.
     redigest(&mut edited);
     setup.write_saved(&edited);
     let out = setup.apply_saved();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("the plan's actions are not what the specs and the live state give"),
-        "{}",
-        text(&out)
+    assert_fails_with(
+        &out,
+        "the plan's actions are not what the specs and the live state give",
     );
     assert!(!running(&setup, "a-2"), "nothing applied");
 
@@ -305,34 +291,23 @@ fn only_plans_against_this_live_state_are_applied() {
         text(&out)
     );
     let out = setup.apply_saved();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains(
-            "computed against the inventory derived from the pools, not a reconciler's live state"
-        ),
-        "{}",
-        text(&out)
+    assert_fails_with(
+        &out,
+        "computed against the inventory derived from the pools, not a reconciler's live state",
     );
     // Against st, applied with another state directory: refused before
     // that directory is created.
     setup.save_plan();
     let out = setup.run(&["apply", "plan.json", "--state", "other"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("computed against the state in st, but apply uses other"),
-        "{}",
-        text(&out)
+    assert_fails_with(
+        &out,
+        "computed against the state in st, but apply uses other",
     );
     assert!(!setup.path("other").exists());
     // --state without a live state.
     std::fs::create_dir(setup.path("empty")).unwrap();
     let out = setup.run(&["plan", "fleet", "--state", "empty"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("--state empty: no live state recorded there"),
-        "{}",
-        text(&out)
-    );
+    assert_fails_with(&out, "--state empty: no live state recorded there");
 }
 
 #[test]
@@ -379,19 +354,8 @@ fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
     let setup = Setup {
         dir: tempfile::tempdir().unwrap(),
     };
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(setup.path("repo"))
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let repo = setup.path("repo");
+    let git = |args: &[&str]| git(&repo, args, &[]);
     std::fs::create_dir_all(setup.path("repo/fleet")).unwrap();
     git(&["init", "-q", "-b", "main"]);
     let commit = |jobs: &[(&str, u32)], readme: &str| {
@@ -445,11 +409,9 @@ fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
     save();
     commit(&[("a-1", 8), ("a-2", 4), ("a-3", 4)], "two");
     let out = setup.apply_saved();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("the specs changed since the plan was made: it was made at"),
-        "{}",
-        text(&out)
+    assert_fails_with(
+        &out,
+        "the specs changed since the plan was made: it was made at",
     );
     assert!(text(&out).contains("HEAD is now "), "{}", text(&out));
 }

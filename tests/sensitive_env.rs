@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod cli_support;
+use cli_support::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
 const FLEET: &str = r#"apiVersion: gitfleet/v1
@@ -67,16 +70,7 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(self.path("repo"))
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        cli_support::git(&self.path("repo"), args, &[]);
     }
 
     fn commit(&self, jobs: &str) {
@@ -93,14 +87,6 @@ impl Repo {
             .output()
             .unwrap()
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// Runs `args`, asserts success, and that no secret is in what it printed.

@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod cli_support;
+use cli_support::{assert_fails_with, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
 const FLEET: &str = r#"apiVersion: gitfleet/v1
@@ -63,18 +66,11 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(self.path("repo"))
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .env("GNUPGHOME", self.path("gnupg"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        cli_support::git(
+            &self.path("repo"),
+            args,
+            &[("GNUPGHOME", &self.path("gnupg"))],
+        )
     }
 
     /// Commits `jobs` (names of 8-GPU jobs), signed with `sign` (git `-c`
@@ -139,8 +135,7 @@ impl Repo {
     /// A refused commit: exit 1, the reason in the output and in
     /// `lastError`, the last good revision still applied.
     fn assert_refused(&self, out: &Output, good: &str, reason: &str) {
-        assert_eq!(out.status.code(), Some(1), "{}", text(out));
-        assert!(text(out).contains(reason), "{}", text(out));
+        assert_fails_with(out, reason);
         let status = self.status();
         let error = status["revisions"]["lastError"].as_str().unwrap();
         assert!(error.contains("signature verification: "), "{error}");
@@ -162,14 +157,6 @@ impl Repo {
             .trim()
             .to_string()
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn ssh_signing(key: &Path) -> Vec<String> {
@@ -210,6 +197,25 @@ fn ssh_signed_commits_are_applied_and_others_refused() {
     let out = repo.reconcile(&keys);
     repo.assert_refused(&out, &c1, "is not signed");
     assert_eq!(repo.running(), ["a-1"], "nothing of it applied");
+    // `apply` checks the same way.
+    let applied = Command::new(BIN)
+        .args([
+            "apply",
+            "repo",
+            "--state",
+            "st",
+            "--auto-approve",
+            "--require-signed",
+        ])
+        .args(keys)
+        .current_dir(repo.dir.path())
+        .output()
+        .unwrap();
+    assert_fails_with(
+        &applied,
+        "its commit signature does not verify; nothing applied",
+    );
+    assert_eq!(repo.running(), ["a-1"]);
 
     repo.commit(&["a-1", "a-3"], &stranger);
     let out = repo.reconcile(&keys);
@@ -240,7 +246,7 @@ fn ssh_signed_commits_are_applied_and_others_refused() {
         .filter(|(_, a)| a.what == "refused")
         .map(|(_, a)| a.detail)
         .collect();
-    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert_eq!(refused.len(), 4, "{refused:?}: the apply checked once more");
     assert!(
         refused
             .iter()
@@ -326,50 +332,26 @@ fn require_signed_refuses_what_it_cannot_check_before_starting() {
             .output()
             .unwrap()
     };
-    let out = run(&[
-        "reconcile",
-        ".",
-        "--state",
-        "st",
-        "--once",
-        "--require-signed",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("--require-signed needs the allowed keys"),
-        "{}",
-        text(&out)
-    );
-    let out = run(&[
-        "reconcile",
-        ".",
-        "--state",
-        "st",
-        "--once",
-        "--require-signed",
-        "--allowed-signers",
-        "nope",
-    ]);
-    assert!(
-        text(&out).contains("--allowed-signers nope: no such file"),
-        "{}",
-        text(&out)
-    );
     std::fs::write(dir.path().join("signers"), "").unwrap();
-    let out = run(&[
-        "reconcile",
-        ".",
-        "--state",
-        "st",
-        "--once",
-        "--require-signed",
-        "--allowed-signers",
-        "signers",
-    ]);
-    assert!(
-        text(&out).contains("is not read from Git"),
-        "{}",
-        text(&out)
-    );
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "--require-signed needs the allowed keys"),
+        (
+            &["--allowed-signers", "nope"],
+            "--allowed-signers nope: no such file",
+        ),
+        (&["--allowed-signers", "signers"], "is not read from Git"),
+    ];
+    for (keys, expected) in cases {
+        let mut args = vec![
+            "reconcile",
+            ".",
+            "--state",
+            "st",
+            "--once",
+            "--require-signed",
+        ];
+        args.extend(keys);
+        assert_fails_with(&run(&args), expected);
+    }
     assert!(!dir.path().join("st").exists(), "nothing written");
 }

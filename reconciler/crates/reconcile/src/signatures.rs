@@ -91,32 +91,25 @@ pub fn verify(
         .map_err(|e| failed(e.to_string()))?
         .ok_or_else(|| Unverified::Unsigned(short.clone()))?;
     let scratch = tempfile::tempdir().map_err(|e| failed(format!("a temporary directory: {e}")))?;
+    let keys = |given: &Option<PathBuf>, kind, flag| {
+        given.clone().ok_or_else(|| Unverified::NoKeys {
+            commit: short.clone(),
+            kind,
+            flag,
+        })
+    };
     if signed
         .signature
         .starts_with(b"-----BEGIN SSH SIGNATURE-----")
     {
-        let keys = policy
-            .allowed_signers
-            .as_deref()
-            .ok_or_else(|| Unverified::NoKeys {
-                commit: short.clone(),
-                kind: "SSH",
-                flag: "--allowed-signers",
-            })?;
-        verify_ssh(keys, &signed, scratch.path(), &short)
+        let allowed = keys(&policy.allowed_signers, "SSH", "--allowed-signers")?;
+        verify_ssh(&allowed, &signed, scratch.path(), &short)
     } else if signed
         .signature
         .starts_with(b"-----BEGIN PGP SIGNATURE-----")
     {
-        let keys = policy
-            .gpg_keyring
-            .as_deref()
-            .ok_or_else(|| Unverified::NoKeys {
-                commit: short.clone(),
-                kind: "OpenPGP",
-                flag: "--gpg-keyring",
-            })?;
-        verify_gpg(keys, &signed, scratch.path(), &short)
+        let keyring = keys(&policy.gpg_keyring, "OpenPGP", "--gpg-keyring")?;
+        verify_gpg(&keyring, &signed, scratch.path(), &short)
     } else {
         Err(Unverified::Unsupported(short))
     }

@@ -1,0 +1,44 @@
+//! Helpers of the CLI tests that run the binary on throwaway fleets and
+//! repositories made with the real `git` (saved plans, signed commits,
+//! sensitive env values).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `git args` in `cwd` as a fixed author and committer, with `envs`;
+/// asserts success and returns its trimmed stdout.
+pub fn git(cwd: &Path, args: &[&str], envs: &[(&str, &Path)]) -> String {
+    let mut command = Command::new("git");
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com");
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// stdout and stderr together.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The command failed (exit 1) saying `expected`.
+pub fn assert_fails_with(out: &Output, expected: &str) {
+    let all = text(out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains(expected), "expected {expected:?} in: {all}");
+}
