@@ -196,8 +196,12 @@ fn describe(
                     .join(" or "),
             };
             // `name: no`, `value: 010`: YAML typed an intended string.
-            let quote = matches!(kind, TypeKind::Single(t) if t.to_string() == "string")
-                && matches!(instance, Json::Bool(_) | Json::Number(_));
+            // (A Job's env value may also be a mapping: still a string meant.)
+            let string = |t: &dyn std::fmt::Display| t.to_string() == "string";
+            let quote = match kind {
+                TypeKind::Single(t) => string(t),
+                TypeKind::Multiple(set) => set.iter().any(|t| string(&t)),
+            } && matches!(instance, Json::Bool(_) | Json::Number(_));
             let hint = if quote {
                 " (put the value in quotes to make it a string)"
             } else {
