@@ -2,9 +2,6 @@
 //! repositories made with the real `git` (saved plans, signed commits,
 //! sensitive env values).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
-#![allow(dead_code)]
-
 use std::path::Path;
 use std::process::{Command, Output};
 

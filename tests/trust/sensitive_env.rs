@@ -3,14 +3,11 @@
 //! and never in any output (validate, plan, preview, history, reconcile,
 //! status) nor in any file of the state directory.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-mod cli_support;
-use cli_support::text;
+use crate::cli_support::text;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
@@ -70,7 +67,7 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) {
-        cli_support::git(&self.path("repo"), args, &[]);
+        crate::cli_support::git(&self.path("repo"), args, &[]);
     }
 
     fn commit(&self, jobs: &str) {

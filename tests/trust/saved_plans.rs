@@ -2,16 +2,13 @@
 //! a reconciler's live state, and `status --export-observed`: the real
 //! binary, the sim executor, a fleet directory (no Git) beside its state.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-mod cli_support;
-use cli_support::{assert_fails_with, git, text};
+use crate::cli_support::{assert_fails_with, git, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 

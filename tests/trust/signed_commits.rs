@@ -3,15 +3,12 @@
 //! keys kept outside the repository; unsigned and unknown-key commits are
 //! refused and the last good revision stays applied.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod cli_support;
-use cli_support::{assert_fails_with, text};
+use crate::cli_support::{assert_fails_with, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
@@ -66,7 +63,7 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        cli_support::git(
+        crate::cli_support::git(
             &self.path("repo"),
             args,
             &[("GNUPGHOME", &self.path("gnupg"))],
