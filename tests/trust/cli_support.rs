@@ -39,3 +39,29 @@ pub fn assert_fails_with(out: &Output, expected: &str) {
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(all.contains(expected), "expected {expected:?} in: {all}");
 }
+
+/// A fleet of one pool of `nodes` 8-GPU H100 nodes, a default priority
+/// class and one queue `a` guaranteed all of it; jobs are appended.
+pub fn fleet(nodes: u32) -> String {
+    format!(
+        r#"apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {{name: p}}
+spec:
+  gpu: {{model: H100, count: 8}}
+  nvlink: full
+  size: {{min: {nodes}, max: {nodes}}}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {{name: normal}}
+spec: {{value: 100, default: true}}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {{name: a}}
+spec: {{quota: [{{model: H100, guaranteed: {gpus}, limit: {gpus}}}]}}
+"#,
+        gpus = nodes * 8
+    )
+}

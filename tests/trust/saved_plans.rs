@@ -8,28 +8,9 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::cli_support::{assert_fails_with, git, text};
+use crate::cli_support::{assert_fails_with, fleet, git, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
-
-const FLEET: &str = r#"apiVersion: gitfleet/v1
-kind: NodePool
-metadata: {name: p}
-spec:
-  gpu: {model: H100, count: 8}
-  nvlink: full
-  size: {min: 2, max: 2}
----
-apiVersion: gitfleet/v1
-kind: PriorityClass
-metadata: {name: normal}
-spec: {value: 100, default: true}
----
-apiVersion: gitfleet/v1
-kind: Queue
-metadata: {name: a}
-spec: {quota: [{model: H100, guaranteed: 16, limit: 16}]}
-"#;
 
 fn job(name: &str, gpus: u32) -> String {
     format!(
@@ -69,7 +50,7 @@ impl Setup {
     }
 
     fn write_jobs(&self, jobs: &[(&str, u32)]) {
-        let mut text = FLEET.to_string();
+        let mut text = fleet(2);
         for (name, gpus) in jobs {
             text += &job(name, *gpus);
         }
@@ -356,7 +337,7 @@ fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
     std::fs::create_dir_all(setup.path("repo/fleet")).unwrap();
     git(&["init", "-q", "-b", "main"]);
     let commit = |jobs: &[(&str, u32)], readme: &str| {
-        let mut yaml = FLEET.to_string();
+        let mut yaml = fleet(2);
         for (name, gpus) in jobs {
             yaml += &job(name, *gpus);
         }

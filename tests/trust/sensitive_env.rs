@@ -7,22 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::cli_support::text;
+use crate::cli_support::{fleet, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
-
-const FLEET: &str = r#"apiVersion: gitfleet/v1
-kind: NodePool
-metadata: {name: p}
-spec:
-  gpu: {model: H100, count: 8}
-  size: {min: 1, max: 1}
----
-apiVersion: gitfleet/v1
-kind: Queue
-metadata: {name: a}
-spec: {quota: [{model: H100, guaranteed: 8}]}
-"#;
 
 /// Every secret of the tests starts so (and nothing else gitfleet prints).
 const SECRET: &str = "s3cr3t";
@@ -71,7 +58,7 @@ impl Repo {
     }
 
     fn commit(&self, jobs: &str) {
-        std::fs::write(self.path("repo/fleet.yaml"), format!("{FLEET}{jobs}")).unwrap();
+        std::fs::write(self.path("repo/fleet.yaml"), format!("{}{jobs}", fleet(1))).unwrap();
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", "change"]);
     }
@@ -178,7 +165,7 @@ fn the_local_executor_resolves_values_at_launch_and_keeps_them_out_of_its_record
     let missing = repo.path("missing-secret");
     let jobs = job("a", &format!("{SECRET}-inline"), &repo.path("key"), &script)
         + &job("b", &format!("{SECRET}-inline"), &missing, "true");
-    std::fs::write(repo.path("repo/fleet.yaml"), format!("{FLEET}{jobs}")).unwrap();
+    std::fs::write(repo.path("repo/fleet.yaml"), format!("{}{jobs}", fleet(1))).unwrap();
     let gpus: Vec<String> = (0..8)
         .map(|i| format!("{{index: {i}, model: H100}}"))
         .collect();
@@ -234,7 +221,7 @@ fn a_wrong_env_entry_is_named_without_its_value() {
     let jobs = format!(
         "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: a}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    BOTH: {{value: {SECRET}-1, sensitive: true, valueFrom: {{env: X}}}}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: b}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    NONE: {{sensitive: true}}\n"
     );
-    std::fs::write(repo.path("repo/fleet.yaml"), format!("{FLEET}{jobs}")).unwrap();
+    std::fs::write(repo.path("repo/fleet.yaml"), format!("{}{jobs}", fleet(1))).unwrap();
     let out = repo.run(&["validate", "repo"]);
     let all = text(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");

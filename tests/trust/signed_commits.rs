@@ -8,22 +8,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::cli_support::{assert_fails_with, text};
+use crate::cli_support::{assert_fails_with, fleet, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
-
-const FLEET: &str = r#"apiVersion: gitfleet/v1
-kind: NodePool
-metadata: {name: p}
-spec:
-  gpu: {model: H100, count: 8}
-  size: {min: 2, max: 2}
----
-apiVersion: gitfleet/v1
-kind: Queue
-metadata: {name: a}
-spec: {quota: [{model: H100, guaranteed: 16}]}
-"#;
 
 /// Whether the tools are here; CI (scripts/test) installs them and
 /// requires the test to run.
@@ -73,7 +60,7 @@ impl Repo {
     /// Commits `jobs` (names of 8-GPU jobs), signed with `sign` (git `-c`
     /// settings) or unsigned; returns the commit id.
     fn commit(&self, jobs: &[&str], sign: &[&str]) -> String {
-        let mut yaml = FLEET.to_string();
+        let mut yaml = fleet(2);
         for job in jobs {
             yaml += &format!(
                 "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: {job}}}\nspec: {{queue: a, gpusPerReplica: 8}}\n"
@@ -321,7 +308,7 @@ fn gpg_signed_commits_are_checked_against_a_keyring_outside_the_repository() {
 #[test]
 fn require_signed_refuses_what_it_cannot_check_before_starting() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), fleet(2)).unwrap();
     let run = |args: &[&str]| {
         Command::new(BIN)
             .args(args)

@@ -82,10 +82,7 @@ pub fn verify(
 ) -> Result<String, Unverified> {
     let short = short_id(commit).to_string();
     let repo = repo.ok_or(Unverified::NotGit)?;
-    let failed = |detail: String| Unverified::Failed {
-        commit: short.clone(),
-        detail,
-    };
+    let failed = |detail: String| failure(&short, detail);
     let signed = repo
         .commit_signature(commit)
         .map_err(|e| failed(e.to_string()))?
@@ -123,10 +120,7 @@ fn verify_ssh(
     scratch: &Path,
     commit: &str,
 ) -> Result<String, Unverified> {
-    let failed = |detail: String| Unverified::Failed {
-        commit: commit.to_string(),
-        detail,
-    };
+    let failed = |detail: String| failure(commit, detail);
     let signature = scratch.join("commit.sig");
     std::fs::write(&signature, &signed.signature).map_err(|e| failed(e.to_string()))?;
     let found = run(
@@ -180,10 +174,7 @@ fn verify_gpg(
     scratch: &Path,
     commit: &str,
 ) -> Result<String, Unverified> {
-    let failed = |detail: String| Unverified::Failed {
-        commit: commit.to_string(),
-        detail,
-    };
+    let failed = |detail: String| failure(commit, detail);
     let home = if keyring.is_dir() {
         keyring.to_path_buf()
     } else {
@@ -251,6 +242,14 @@ fn verify_gpg(
             detail,
         }
     })
+}
+
+/// The check itself failed.
+fn failure(commit: &str, detail: String) -> Unverified {
+    Unverified::Failed {
+        commit: commit.to_string(),
+        detail,
+    }
 }
 
 fn gpg(home: &Path) -> Command {
