@@ -65,3 +65,21 @@ spec: {{quota: [{{model: H100, guaranteed: {gpus}, limit: {gpus}}}]}}
         gpus = nodes * 8
     )
 }
+
+/// A temporary directory with an empty Git repository `repo/` in it.
+pub fn dir_with_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    git(&dir.path().join("repo"), &["init", "-q", "-b", "main"], &[]);
+    dir
+}
+
+/// `reconcile PATH --state st --once` from the start of the test clock.
+pub const RECONCILE_FIRST: [&str; 6] = [
+    "--state",
+    "st",
+    "--once",
+    "--now",
+    "2026-11-21T10:00:00Z",
+    "--listen=off",
+];

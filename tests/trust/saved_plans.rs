@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::cli_support::{assert_fails_with, fleet, git, text};
+use crate::cli_support::{RECONCILE_FIRST, assert_fails_with, fleet, git, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
@@ -32,17 +32,16 @@ impl Setup {
         };
         std::fs::create_dir(setup.path("fleet")).unwrap();
         setup.write_jobs(jobs);
-        let out = setup.run(&[
-            "reconcile",
-            "fleet",
-            "--state",
-            "st",
-            "--once",
-            "--now",
-            "2026-11-21T10:00:00Z",
-        ]);
-        assert!(out.status.success(), "{}", text(&out));
+        setup.reconcile_first("fleet");
         setup
+    }
+
+    /// The first `reconcile --once` of `path` into `st`.
+    fn reconcile_first(&self, path: &str) {
+        let mut args = vec!["reconcile", path];
+        args.extend(RECONCILE_FIRST);
+        let out = self.run(&args);
+        assert!(out.status.success(), "{}", text(&out));
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -348,16 +347,7 @@ fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
         git(&["rev-parse", "HEAD"])
     };
     commit(&[("a-1", 8)], "one");
-    let out = setup.run(&[
-        "reconcile",
-        "repo/fleet",
-        "--state",
-        "st",
-        "--once",
-        "--now",
-        "2026-11-21T10:00:00Z",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    setup.reconcile_first("repo/fleet");
     commit(&[("a-1", 8), ("a-2", 4)], "one");
     let save = || {
         let out = setup.run(&[

@@ -41,11 +41,9 @@ struct Repo {
 impl Repo {
     fn new() -> Repo {
         let repo = Repo {
-            dir: tempfile::tempdir().unwrap(),
+            dir: crate::cli_support::dir_with_repo(),
         };
-        std::fs::create_dir(repo.path("repo")).unwrap();
         std::fs::write(repo.path("key"), format!("{SECRET}-from-file\n")).unwrap();
-        repo.git(&["init", "-q", "-b", "main"]);
         repo
     }
 
