@@ -37,10 +37,9 @@ struct Repo {
 
 impl Repo {
     fn new() -> Repo {
-        let repo = Repo {
+        Repo {
             dir: crate::cli_support::dir_with_repo(),
-        };
-        repo
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
