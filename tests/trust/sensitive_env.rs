@@ -217,7 +217,7 @@ fn the_local_executor_resolves_values_at_launch_and_keeps_them_out_of_its_record
 fn a_wrong_env_entry_is_named_without_its_value() {
     let repo = Repo::new();
     let jobs = format!(
-        "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: a}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    BOTH: {{value: {SECRET}-1, sensitive: true, valueFrom: {{env: X}}}}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: b}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    NONE: {{sensitive: true}}\n"
+        "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: a}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    BOTH: {{value: {SECRET}-1, sensitive: true, valueFrom: {{env: X}}}}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: c}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    PIN: {{value: 31415926, sensitive: true}}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: b}}\nspec:\n  queue: a\n  gpusPerReplica: 1\n  env:\n    NONE: {{sensitive: true}}\n"
     );
     std::fs::write(repo.path("repo/fleet.yaml"), format!("{}{jobs}", fleet(1))).unwrap();
     let out = repo.run(&["validate", "repo"]);
@@ -229,4 +229,10 @@ fn a_wrong_env_entry_is_named_without_its_value() {
         "{all}"
     );
     assert!(all.contains("spec.env.NONE: needs `value`"), "{all}");
+    // A value YAML typed as a number is not quoted either.
+    assert!(!all.contains("31415926"), "{all}");
+    assert!(
+        all.contains("spec.env.PIN.value: expected a string; the value is not shown"),
+        "{all}"
+    );
 }

@@ -106,8 +106,14 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                 let keyword_parent = schema_path
                     .rsplit_once('/')
                     .and_then(|(parent, _)| schema.pointer(parent));
-                let mut message = describe(kind, error.instance(), keyword_parent)
-                    .unwrap_or_else(|| error.to_string());
+                let mut message = if is_env_value(&path) {
+                    // `{value: …, sensitive: true}`: never quoted.
+                    "expected a string; the value is not shown (put it in quotes to make it a string)"
+                        .to_string()
+                } else {
+                    describe(kind, error.instance(), keyword_parent)
+                        .unwrap_or_else(|| error.to_string())
+                };
                 // JSON has no NaN or infinity: such a YAML number reaches the
                 // schema as null, which is not what the user wrote.
                 if let super::yaml::Value::Float(f) = target.value
@@ -151,6 +157,15 @@ fn only_extension<'a>(key: &str, known: &'a [String]) -> Option<&'a str> {
         (Some(only), None) => Some(only.as_str()),
         _ => None,
     }
+}
+
+/// Whether `path` is a Job's `spec.env.NAME.value`, which may be sensitive.
+fn is_env_value(path: &[PathSegment<String>]) -> bool {
+    matches!(
+        path,
+        [PathSegment::Key(spec), PathSegment::Key(env), PathSegment::Key(_), PathSegment::Key(value)]
+            if spec == "spec" && env == "env" && value == "value"
+    )
 }
 
 /// Whether `name` breaks the DNS-1123 label rules only by its length.
