@@ -222,3 +222,58 @@ fn content_digest(mut value: serde_json::Value) -> String {
     }
     sha256_hex(&serde_json::to_vec(&value).unwrap_or_default())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn saved() -> SavedPlan {
+        SavedPlan::new(
+            Timestamp::default(),
+            SpecsOrigin {
+                source: SpecsSource::Dir,
+                path: "fleet".into(),
+                rev: None,
+                revision: "dir:1".into(),
+                content: "dir:1".into(),
+            },
+            ObservedOrigin {
+                source: ObservedSource::State,
+                path: Some("st".into()),
+                executor: Some("sim".into()),
+                digest: "sha256:0".into(),
+            },
+            Plan {
+                revision: None,
+                time: "2026-11-21T10:00:00Z".into(),
+                actions: Vec::new(),
+                pending: Vec::new(),
+                summary: Default::default(),
+                drift: Vec::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_saved_plan_reads_back_as_written() {
+        let plan = saved();
+        let text = plan.to_json();
+        assert!(SavedPlan::sniff(&text));
+        assert_eq!(SavedPlan::parse("p.json", &text), Ok(plan));
+    }
+
+    #[test]
+    fn fleet_yaml_is_never_taken_for_a_saved_plan() {
+        assert!(!SavedPlan::sniff("apiVersion: gitfleet/v1\nkind: Job\n"));
+        assert!(!SavedPlan::sniff("{apiVersion: gitfleet/v1, kind: Job}"));
+    }
+
+    #[test]
+    fn an_edit_is_caught_by_the_digest() {
+        let text = saved().to_json().replace("\"fleet\"", "\"other\"");
+        assert!(matches!(
+            SavedPlan::parse("p.json", &text),
+            Err(SavedPlanError::Modified { .. })
+        ));
+    }
+}
