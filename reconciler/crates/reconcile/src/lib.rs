@@ -13,9 +13,12 @@
 //!   carried out again; executors make that idempotent.
 
 pub mod http_limits;
+pub mod live;
 pub mod metrics;
 pub mod prune;
 pub mod run;
+pub mod saved;
+pub mod signatures;
 pub mod source;
 pub mod state;
 pub mod status;
@@ -37,6 +40,7 @@ use model::observed::{
 use model::plan::{Action, Plan};
 use model::spec::{Fleet, JobSpec, Object};
 use prune::{PrunePolicy, PruneRefusal};
+use signatures::SignaturePolicy;
 
 pub use source::{FetchError, FleetSource, Revision};
 
@@ -84,18 +88,24 @@ pub enum Refusal {
     Prune,
     /// The process died loading or planning it ([`MAX_INTERRUPTED`] times).
     Crashed,
+    /// Its commit signature does not verify (`--require-signed`).
+    Signature,
 }
 
 /// How a prune-protection refusal's message starts.
 const PRUNE_PREFIX: &str = "prune protection: ";
 /// How a crash refusal's message starts.
 const CRASH_PREFIX: &str = "gitfleet stopped ";
+/// How a signature refusal's message starts.
+const SIGNATURE_PREFIX: &str = "signature verification: ";
 
 impl Refusal {
     /// The kind of refusal `message` (a diagnostic's, or `lastError`) tells.
     pub fn of(message: &str) -> Refusal {
         if message.contains(PRUNE_PREFIX) {
             Refusal::Prune
+        } else if message.contains(SIGNATURE_PREFIX) {
+            Refusal::Signature
         } else if message.contains(CRASH_PREFIX) {
             Refusal::Crashed
         } else {
@@ -103,12 +113,13 @@ impl Refusal {
         }
     }
 
-    /// `invalid`, `prune`, `crashed` (the metric's label).
+    /// `invalid`, `prune`, `crashed`, `signature` (the metric's label).
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Invalid => "invalid",
             Refusal::Prune => "prune",
             Refusal::Crashed => "crashed",
+            Refusal::Signature => "signature",
         }
     }
 }
@@ -168,6 +179,9 @@ pub struct Prepared {
     /// The job records as stored after preparing (read once per iteration;
     /// this reconciler is the database's only writer).
     records: Records,
+    /// The observed state planned from, less its nodes (they are the
+    /// iteration's): what a saved plan is checked against.
+    observed: ObservedState,
 }
 
 /// Job records by name.
@@ -190,6 +204,10 @@ pub struct Reconciler<E> {
     loading: bool,
     /// How much one revision may cancel.
     prune: PrunePolicy,
+    /// Whose commit signatures are required (`--require-signed`).
+    signatures: Option<SignaturePolicy>,
+    /// The last revision whose signature this process checked.
+    signature_checked: Option<String>,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -211,6 +229,8 @@ impl<E: Executor> Reconciler<E> {
             good: None,
             loading: false,
             prune: PrunePolicy::default(),
+            signatures: None,
+            signature_checked: None,
         }
     }
 
@@ -244,6 +264,7 @@ impl<E: Executor> Reconciler<E> {
         let Some((_, fleet)) = self.good.clone() else {
             return Ok(Prepared {
                 records,
+                observed: ObservedState::default(),
                 iteration: Iteration {
                     time: now,
                     revision: None,
@@ -258,7 +279,7 @@ impl<E: Executor> Reconciler<E> {
         };
         self.executor.set_fleet(&fleet).await?;
         let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
-        let observed = self.observed(&fleet, now, &records, nodes);
+        let mut observed = self.observed(&fleet, now, &records, nodes);
         let plan = plan(&PlanInput {
             fleet: &fleet,
             observed: &observed,
@@ -276,8 +297,10 @@ impl<E: Executor> Reconciler<E> {
             })?;
             self.loading = false;
         }
+        let nodes = std::mem::take(&mut observed.nodes);
         Ok(Prepared {
             records,
+            observed,
             iteration: Iteration {
                 time: now,
                 revision,
@@ -286,7 +309,7 @@ impl<E: Executor> Reconciler<E> {
                 events,
                 executed: Vec::new(),
                 recovered,
-                nodes: observed.nodes,
+                nodes,
             },
         })
     }
@@ -296,6 +319,7 @@ impl<E: Executor> Reconciler<E> {
         let Prepared {
             mut iteration,
             mut records,
+            ..
         } = prepared;
         let now = iteration.time;
         if let (Some(plan), Some(revision), Some((_, fleet))) =
@@ -377,8 +401,12 @@ impl<E: Executor> Reconciler<E> {
         now: Timestamp,
     ) -> Result<(Option<Revision>, Option<(Revision, Vec<Diagnostic>)>), ReconcileError> {
         let newest = self.source.current()?;
+        // A commit that leaves the fleet alone is adopted without loading,
+        // unless its signature must be checked.
+        let same_fleet = rev_content_eq(self.good.as_ref().map(|(r, _)| r), &newest)
+            && self.signatures.is_none();
         if let Some((rev, _)) = &self.good
-            && (rev.id == newest.id || (rev.content == newest.content && !rev.content.is_empty()))
+            && (rev.id == newest.id || same_fleet)
         {
             if rev.id != newest.id {
                 self.good = self.good.take().map(|(_, f)| (newest.clone(), f));
@@ -387,9 +415,18 @@ impl<E: Executor> Reconciler<E> {
         }
         let revisions = self.store.revisions()?;
         // `apply --allow-prune` looks again at a revision the loop refused.
+        // A signature refused before is checked once more by a process
+        // that has not checked it (its keys may have changed).
+        let signature_again = revisions
+            .last_error
+            .as_deref()
+            .is_some_and(|e| Refusal::of(e) == Refusal::Signature)
+            && self.signatures.is_some()
+            && self.signature_checked.as_deref() != Some(newest.id.as_str());
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
             && revisions.last_error.is_some()
-            && !self.prune.allow;
+            && !self.prune.allow
+            && !signature_again;
         if !already_refused {
             let mut revisions = revisions;
             // A revision applied before has loaded and planned: it is not
@@ -411,6 +448,29 @@ impl<E: Executor> Reconciler<E> {
                 );
                 let diagnostics = vec![diagnostic];
                 revisions.loading = None;
+                self.record_refusal(&newest, &diagnostics, revisions, now)?;
+                self.restore_last_applied()?;
+                let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                return Ok((in_force, Some((newest, diagnostics))));
+            }
+            let verified = match &self.signatures {
+                Some(policy) => {
+                    self.signature_checked = Some(newest.id.clone());
+                    signatures::verify(policy, self.source.git(), &newest.id).map(Some)
+                }
+                None => Ok(None),
+            };
+            if let Ok(Some(signer)) = &verified {
+                tracing::info!(revision = %newest.short(), %signer, "commit signature verified");
+            }
+            if let Err(unverified) = verified {
+                let diagnostics = vec![Diagnostic::new(
+                    Origin::new(
+                        format!("revision {}", newest.short()).into(),
+                        Pos::default(),
+                    ),
+                    format!("{SIGNATURE_PREFIX}{unverified}"),
+                )];
                 self.record_refusal(&newest, &diagnostics, revisions, now)?;
                 self.restore_last_applied()?;
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
@@ -503,6 +563,12 @@ impl<E: Executor> Reconciler<E> {
             ..Batch::default()
         })?;
         Ok(())
+    }
+
+    /// Requires commits signed by the keys of `policy` (`--require-signed`).
+    pub fn with_signature_policy(mut self, policy: SignaturePolicy) -> Self {
+        self.signatures = Some(policy);
+        self
     }
 
     /// Sets how much one revision may cancel (`apply --allow-prune`, the
@@ -747,6 +813,11 @@ impl<E: Executor> Reconciler<E> {
         self.store.commit(&batch)?;
         Ok((result, transient))
     }
+}
+
+/// Whether `newest` has the fleet content of `good` (a non-empty tree id).
+fn rev_content_eq(good: Option<&Revision>, newest: &Revision) -> bool {
+    good.is_some_and(|r| r.content == newest.content && !r.content.is_empty())
 }
 
 /// An action to carry out: a new one from the plan (of this revision), or an
