@@ -187,6 +187,25 @@ pub struct Prepared {
 /// Job records by name.
 type Records = BTreeMap<String, JobRecord>;
 
+/// GPUs nominated for pending jobs: (node, GPU index) → job.
+type Nominations = BTreeMap<(String, u32), String>;
+
+/// Where the records' pending jobs have GPUs nominated.
+fn nominations_of(records: &Records) -> Nominations {
+    let mut out = Nominations::new();
+    for record in records.values() {
+        if record.phase != Phase::Pending {
+            continue;
+        }
+        for part in &record.nominated {
+            for gpu in &part.gpus {
+                out.insert((part.node.clone(), *gpu), record.job.clone());
+            }
+        }
+    }
+    out
+}
+
 /// Job specs by name, for look-ups while carrying actions out.
 type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
 
@@ -326,10 +345,19 @@ impl<E: Executor> Reconciler<E> {
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
             let specs = specs_of(&fleet);
+            let nominations = nominations_of(&records);
             for action in &plan.actions {
                 let intent = ActionSource::New(&revision.id);
                 let (result, transient) = self
-                    .carry_out(&fleet, &specs, &mut records, intent, action, now)
+                    .carry_out(
+                        &fleet,
+                        &specs,
+                        &mut records,
+                        &nominations,
+                        intent,
+                        action,
+                        now,
+                    )
                     .await?;
                 iteration.executed.push(Executed {
                     action: action.clone(),
@@ -377,6 +405,7 @@ impl<E: Executor> Reconciler<E> {
         self.executor.set_fleet(&fleet).await?;
         let specs = specs_of(&fleet);
         let mut records = self.store.jobs()?;
+        let nominations = nominations_of(&records);
         let count = intents.len();
         for (id, intent) in intents {
             let left = ActionSource::Recorded(id, &intent.revision);
@@ -384,6 +413,7 @@ impl<E: Executor> Reconciler<E> {
                 &fleet,
                 &specs,
                 &mut records,
+                &nominations,
                 left,
                 &intent.action,
                 intent.time,
@@ -754,6 +784,7 @@ impl<E: Executor> Reconciler<E> {
         fleet: &Fleet,
         specs: &Specs<'_>,
         records: &mut Records,
+        nominations: &Nominations,
         intent: ActionSource<'_>,
         action: &Action,
         now: Timestamp,
@@ -791,7 +822,7 @@ impl<E: Executor> Reconciler<E> {
         let transient = outcome.as_ref().is_err_and(ExecError::is_transient);
         let result = match outcome {
             Ok(outcome) => {
-                let changed = record_action(records, action, outcome, revision, now);
+                let changed = record_action(records, nominations, action, outcome, revision, now);
                 batch.jobs = changed
                     .iter()
                     .filter_map(|name| records.get(name).cloned())
@@ -861,6 +892,7 @@ fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> Aud
 /// Updates the job records for an action carried out; returns the jobs changed.
 fn record_action(
     records: &mut Records,
+    nominations: &Nominations,
     action: &Action,
     outcome: Outcome,
     revision: &str,
@@ -878,7 +910,31 @@ fn record_action(
             record.stopping = None;
             record.reason = None;
             record.revision = Some(revision.to_string());
-            vec![job.clone()]
+            let mut changed = vec![job.clone()];
+            // GPUs nominated for another job that the plan gave this one
+            // (it could not use them) are no longer nominated for it.
+            for part in placement {
+                for gpu in &part.gpus {
+                    let Some(other) = nominations.get(&(part.node.clone(), *gpu)) else {
+                        continue;
+                    };
+                    if other == job {
+                        continue;
+                    }
+                    if let Some(r) = records.get_mut(other) {
+                        for held in &mut r.nominated {
+                            if held.node == part.node {
+                                held.gpus.retain(|g| g != gpu);
+                            }
+                        }
+                        r.nominated.retain(|held| !held.gpus.is_empty());
+                        if !changed.contains(other) {
+                            changed.push(other.clone());
+                        }
+                    }
+                }
+            }
+            changed
         }
         Action::Preempt { job, for_job, .. } => stop(
             records,
