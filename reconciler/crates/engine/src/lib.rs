@@ -866,14 +866,23 @@ impl<'a> Engine<'a> {
         // Its own nominated GPUs count as free for its victim search (and
         // are free for others when it stays pending).
         self.release_nominated(j);
+        // Victims are compared across the acceptable models in one order
+        // (borrowing before guaranteed, then priority…), not model by model.
+        let mut best: Option<preemption::Found> = None;
         for &m in job.models.iter() {
             if !self.model_exists(m) {
                 continue;
             }
             let req = Request::for_job(&job, m);
-            if preemption::preempt_for(self, j, &req) {
-                return;
+            if let Some(found) = preemption::find(self, j, &req)
+                && best.as_ref().is_none_or(|b| found.better_than(b))
+            {
+                best = Some(found);
             }
+        }
+        if let Some(found) = best {
+            preemption::carry_out(self, j, found);
+            return;
         }
         // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = self.blocked_reason(&job, &blocked);

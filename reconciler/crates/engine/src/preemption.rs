@@ -59,6 +59,33 @@ struct Candidate {
     /// preemptor's own queue): its leaf up to below the common ancestor.
     borrowed_from: std::rc::Rc<[QueueId]>,
     rule: Rule,
+    /// Its place in the victim order (tier, priority, most recent start,
+    /// run): one order across the preemptor's models.
+    key: VictimKey,
+}
+
+/// What orders victims: tier (borrowed and safe, borrowed and straddling,
+/// own leaf's guaranteed usage), priority, most recently started, run.
+type VictimKey = (u8, i32, std::cmp::Reverse<model::observed::Timestamp>, RunId);
+
+/// A preemption found for one model, not carried out yet.
+#[derive(Debug)]
+pub struct Found {
+    req: Request,
+    victims: Vec<Candidate>,
+    placement: Placement,
+    stopping: Waitable,
+    /// The victims' keys, least preferred first: of two preemptions the one
+    /// whose least preferred victim is more preferred wins, and so on down
+    /// (fewer victims win a tie), across models alike.
+    cost: Vec<VictimKey>,
+}
+
+impl Found {
+    /// Whether this preemption takes more preferred victims than `other`.
+    pub fn better_than(&self, other: &Found) -> bool {
+        self.cost < other.cost
+    }
 }
 
 /// Which rule allows a victim (the words are made only for chosen ones).
@@ -89,11 +116,11 @@ pub struct CandidateList {
     more: bool,
 }
 
-/// Tries to preempt for job `j` on the model of `req`; true when victims
-/// were chosen (the job then waits for them).
-pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
+/// Victims that would let job `j` run on the model of `req`, if any; the
+/// engine is left unchanged ([`carry_out`] commits them).
+pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let job = e.jobs[j as usize].clone();
-    let Some(q) = job.queue else { return false };
+    let Some(q) = job.queue else { return None };
     let key: MemoKey = (
         q,
         job.priority,
@@ -107,7 +134,7 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     // it finds is its own, not its shape's.
     let memo = !e.held_for.contains_key(&j);
     if memo && e.preempt_memo.get(&key) == Some(&e.generation) {
-        return false;
+        return None;
     }
     let m = req.model;
     let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
@@ -119,7 +146,7 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
-        return false;
+        return None;
     }
     // The most preferred victims first: search with a prefix of the
     // candidates in victim order and widen it (×4) only when that fails.
@@ -142,9 +169,17 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         } else {
             None
         };
-        if let Some((chosen, p)) = found {
-            commit(e, j, req, shown, &chosen, p, &stopping);
-            return true;
+        if let Some((chosen, placement)) = found {
+            let victims: Vec<Candidate> = chosen.iter().map(|i| shown[*i].clone()).collect();
+            let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
+            cost.sort_unstable_by(|a, b| b.cmp(a));
+            return Some(Found {
+                req: *req,
+                victims,
+                placement,
+                stopping,
+                cost,
+            });
         }
         let more_than_shown = more || cands.len() > limit;
         if !more_than_shown || limit >= last {
@@ -165,7 +200,21 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     if memo {
         e.preempt_memo.insert(key, e.generation);
     }
-    false
+    None
+}
+
+/// Carries out a preemption [`find`] found for job `j`.
+pub fn carry_out(e: &mut Engine, j: JobId, found: Found) {
+    let chosen: Vec<usize> = (0..found.victims.len()).collect();
+    commit(
+        e,
+        j,
+        &found.req,
+        &found.victims,
+        &chosen,
+        found.placement,
+        &found.stopping,
+    );
 }
 
 /// [`candidates`], remembered until the next preemption (jobs of one queue
@@ -401,12 +450,14 @@ fn candidates(
             return (out, true);
         }
         let s = &sources[src];
+        let v = &s.list[pos];
         out.push(Candidate {
             run: r,
             queue: s.queue,
             gpus: run.gpus,
             borrowed_from: s.chain.clone(),
             rule: s.rule,
+            key: (s.tier, v.priority, Reverse(v.started), r),
         });
     }
     (out, false)

@@ -67,12 +67,6 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 // Known divergences: delete a predicate once the engine is fixed
 // ---------------------------------------------------------------------------
 
-/// Issue 16 item 2 ("Reclaim before priority preemption"): victims are
-/// searched model by model in listed order, so a guaranteed (or
-/// straddling) victim on the first model beats a borrowed one on another.
-pub fn known_divergence_item_2(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[2])
-}
 
 /// Issue 16 item 3 ("Fair share orders queues"): borrowers are considered
 /// one priority band at a time, so a queue using less is passed by a
@@ -255,7 +249,6 @@ pub type Predicate = fn(&Case, &Plan) -> bool;
 /// Every named predicate: its function's name, the class it counts, itself.
 pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
     vec![
-        ("known_divergence_item_2", "item 2", known_divergence_item_2),
         ("known_divergence_item_3", "item 3", known_divergence_item_3),
         ("known_divergence_item_4", "item 4", known_divergence_item_4),
         ("known_divergence_item_7", "item 7", known_divergence_item_7),

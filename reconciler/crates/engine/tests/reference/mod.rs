@@ -83,7 +83,6 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
 pub const ITEMS: &[u8] = &[
-    2,
     3,
     4,
     7,
