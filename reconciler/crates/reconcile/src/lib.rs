@@ -779,6 +779,7 @@ impl<E: Executor> Reconciler<E> {
 
     /// Records `action` as intended (unless it is an intent a crash left),
     /// carries it out, and records the outcome in the store and in `records`.
+    #[allow(clippy::too_many_arguments)] // the iteration's context, passed through
     async fn carry_out(
         &mut self,
         fleet: &Fleet,
