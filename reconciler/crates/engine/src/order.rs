@@ -9,6 +9,9 @@ use super::ids::{JobId, QueueId};
 use super::jobs::JobInfo;
 use super::quota::QueueTree;
 
+/// A weighted share as an exact fraction (numerator, denominator).
+type Share = (u128, u128);
+
 /// Hands out pending jobs one at a time in fair-share order. Shares are
 /// recomputed whenever usage changed since the last pick, so each admission
 /// moves its queue back.
@@ -16,9 +19,10 @@ use super::quota::QueueTree;
 pub struct FairShare {
     leaf_jobs: Vec<VecDeque<JobId>>,
     remaining: Vec<u64>,
-    /// Per queue: the weighted share and the queue tree's epoch it was
-    /// computed at (capacity is fixed for the life of a `FairShare`).
-    shares: Vec<(u64, f64)>,
+    /// Per queue: the weighted share (an exact fraction) and the queue
+    /// tree's epoch it was computed at (capacity is fixed for the life of a
+    /// `FairShare`).
+    shares: Vec<(u64, Share)>,
 }
 
 impl FairShare {
@@ -68,7 +72,7 @@ impl FairShare {
         FairShare {
             leaf_jobs,
             remaining,
-            shares: vec![(u64::MAX, 0.0); n],
+            shares: vec![(u64::MAX, (0, 1)); n],
         }
     }
 
@@ -94,17 +98,19 @@ impl FairShare {
     }
 
     fn pick(&mut self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
-        let mut best: Option<(f64, QueueId)> = None;
+        let mut best: Option<(Share, QueueId)> = None;
         for &q in level {
             if self.remaining[q as usize] == 0 {
                 continue;
             }
             let cached = &mut self.shares[q as usize];
             if cached.0 != tree.epoch {
-                *cached = (tree.epoch, tree.weighted_share(q, capacity));
+                *cached = (tree.epoch, tree.weighted_share_exact(q, capacity));
             }
             let share = cached.1;
-            if best.is_none_or(|(b, bq)| share.total_cmp(&b).then(q.cmp(&bq)).is_lt()) {
+            // Exact comparison: equal shares tie, and ties go by queue name.
+            let lower = |b: Share| (share.0 * b.1).cmp(&(b.0 * share.1));
+            if best.is_none_or(|(b, bq)| lower(b).then(q.cmp(&bq)).is_lt()) {
                 best = Some((share, q));
             }
         }

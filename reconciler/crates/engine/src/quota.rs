@@ -272,6 +272,23 @@ impl QueueTree {
             .flatten()
     }
 
+    /// [`QueueTree::weighted_share`] as an exact fraction (numerator,
+    /// denominator), so equal shares compare equal.
+    pub fn weighted_share_exact(&self, q: QueueId, capacity: &[u64]) -> (u128, u128) {
+        let node = &self.queues[q as usize];
+        let mut best: (u128, u128) = (0, 1);
+        for (used, cap) in node.usage.iter().zip(capacity) {
+            if *cap == 0 {
+                continue;
+            }
+            let f = (u128::from(*used), u128::from(*cap));
+            if f.0 * best.1 > best.0 * f.1 {
+                best = f;
+            }
+        }
+        (best.0, best.1 * u128::from(node.weight.max(1)))
+    }
+
     /// Dominant share of `q` divided by its weight: the largest
     /// usage ÷ capacity over models. Lower goes first.
     pub fn weighted_share(&self, q: QueueId, capacity: &[u64]) -> f64 {

@@ -16,8 +16,8 @@ use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
 use crate::reference::{
-    ITEMS, NEW_FLOAT_SHARES, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY,
-    NEW_VICTIMS_FOR_FEWEST_DOMAINS, Outcome, Rules, Wait, fewest_domains, reference, would_fit,
+    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY, NEW_VICTIMS_FOR_FEWEST_DOMAINS,
+    Outcome, Rules, Wait, fewest_domains, reference, would_fit,
 };
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
@@ -110,13 +110,6 @@ pub fn known_divergence_reclaim_leaf_only(case: &Case, plan: &Plan) -> bool {
 /// started first" (the reference keeps the victim order first).
 pub fn known_divergence_victims_for_fewest_domains(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[NEW_VICTIMS_FOR_FEWEST_DOMAINS])
-}
-
-/// Not in issue 16 (found by this test): fair-share ties are broken by
-/// floating-point rounding instead of by queue name, so of two queues at
-/// exactly the same usage ÷ weight the later name may go first.
-pub fn known_divergence_float_shares(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_FLOAT_SHARES])
 }
 
 /// Not in issue 16 (found by this test; rules 5a and 5b together, a
@@ -261,11 +254,6 @@ pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
             "known_divergence_victims_for_fewest_domains",
             "new: victims chosen for fewest domains",
             known_divergence_victims_for_fewest_domains,
-        ),
-        (
-            "known_divergence_float_shares",
-            "new: fair-share ties by rounding",
-            known_divergence_float_shares,
         ),
         (
             "known_divergence_reclaim_before_own_victims",
