@@ -109,8 +109,9 @@ enum Rule {
 pub type MemoKey = (QueueId, i32, u16, u32, u32, u8, u8);
 
 /// What a candidate list depends on besides the running jobs: the
-/// preemptor's queue and priority, reclaim or not, the model, the length.
-pub type CandidateKey = (QueueId, i32, bool, u16, usize);
+/// preemptor's queue and priority, where it reclaims (its queues within their
+/// guarantees), the model, the length.
+pub type CandidateKey = (QueueId, i32, u64, u16, usize);
 
 /// A candidate list, and whether there are more candidates past it. Valid
 /// until the next preemption: only choosing victims changes which running
@@ -142,7 +143,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         return None;
     }
     let m = req.model;
-    let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
+    let reclaim = within_guarantees(e, q, m, job.gpus);
     let own_path = on_path(e, q);
     let stopping = waitable(e, j, m);
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
@@ -229,7 +230,7 @@ fn candidates_cached(
     j: JobId,
     q: QueueId,
     req: &Request,
-    reclaim: bool,
+    reclaim: Within,
     own_path: &[bool],
     limit: usize,
 ) -> std::rc::Rc<CandidateList> {
@@ -273,6 +274,38 @@ fn borrowing_chain(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> Option
         .then_some(chain)
 }
 
+/// Per queue on the preemptor's path (bit 0: its leaf, then up): whether it
+/// stays within its guarantee with the preemptor's GPUs added.
+type Within = u64;
+
+/// [`Within`] for a job of `gpus` GPUs of model `m` in leaf `q`.
+fn within_guarantees(e: &Engine, q: QueueId, m: u16, gpus: u64) -> Within {
+    e.tree
+        .path(q)
+        .take(64)
+        .enumerate()
+        .filter(|(_, a)| e.tree.usage(*a, m) + gpus <= e.tree.guaranteed(*a, m))
+        .fold(0, |mask, (i, _)| mask | (1 << i))
+}
+
+/// Whether the preemptor in leaf `q` reclaims from queue `vq` (rule 5b):
+/// each of its queues below the common ancestor with `vq` stays within its
+/// guarantee — the whole subtree, not only the leaf.
+fn reclaims(e: &Engine, q: QueueId, vq: QueueId, within: Within, own_path: &[bool]) -> bool {
+    let common = e.tree.path(vq).find(|a| own_path[*a as usize]);
+    let below = match common {
+        Some(c) => e.tree.path(q).position(|a| a == c).unwrap_or(0),
+        None => e.tree.path(q).count(),
+    }
+    .min(64);
+    let needed: u64 = if below >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << below) - 1
+    };
+    within & needed == needed
+}
+
 /// At most how many GPUs preemption could free for the job (plus free ones):
 /// a cheap bound from the per-queue victim index, without building candidates.
 fn upper_bound(
@@ -280,7 +313,7 @@ fn upper_bound(
     job: &super::jobs::JobInfo,
     q: QueueId,
     m: u16,
-    reclaim: bool,
+    reclaim: Within,
     own_path: &[bool],
 ) -> u64 {
     let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
@@ -298,7 +331,7 @@ fn upper_bound(
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
             && borrowing_chain(e, vq, m, own_path).is_some()
         {
-            bound += if reclaim {
+            bound += if reclaims(e, q, vq, reclaim, own_path) {
                 by_priority.last().map_or(0, |(_, total)| *total)
             } else {
                 below(job.priority)
@@ -316,7 +349,7 @@ fn candidates(
     j: JobId,
     q: QueueId,
     req: &Request,
-    reclaim: bool,
+    reclaim: Within,
     own_path: &[bool],
     limit: usize,
 ) -> (Vec<Candidate>, bool) {
@@ -356,7 +389,7 @@ fn candidates(
             let Some(chain) = borrowing_chain(e, vq, m, own_path) else {
                 continue;
             };
-            if reclaim {
+            if reclaims(e, q, vq, reclaim, own_path) {
                 (chain, Rule::Reclaim { usage, guaranteed }, None)
             } else {
                 (

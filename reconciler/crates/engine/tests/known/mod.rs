@@ -16,8 +16,8 @@ use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
 use crate::reference::{
-    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY, NEW_VICTIMS_FOR_FEWEST_DOMAINS,
-    Outcome, Rules, Wait, fewest_domains, reference, would_fit,
+    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_VICTIMS_FOR_FEWEST_DOMAINS, Outcome, Rules, Wait,
+    fewest_domains, reference, would_fit,
 };
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
@@ -93,14 +93,6 @@ pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
 /// are guaranteed (and would reclaim in the next plan).
 pub fn known_divergence_item_8(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[8])
-}
-
-/// Not in issue 16, next to item 1's "inside a subtree" (found by this
-/// test; a decision for docs/semantics.md): reclaim checks only the
-/// preemptor's leaf against its guarantee, so a queue whose parent is over
-/// its own guarantee reclaims from the parent's siblings.
-pub fn known_divergence_reclaim_leaf_only(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_RECLAIM_LEAF_ONLY])
 }
 
 /// Not in issue 16, next to item 7's "in preemption's search alike"
@@ -245,11 +237,6 @@ pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
         ("known_divergence_item_4", "item 4", known_divergence_item_4),
         ("known_divergence_item_7", "item 7", known_divergence_item_7),
         ("known_divergence_item_8", "item 8", known_divergence_item_8),
-        (
-            "known_divergence_reclaim_leaf_only",
-            "new: reclaim checks the leaf only",
-            known_divergence_reclaim_leaf_only,
-        ),
         (
             "known_divergence_victims_for_fewest_domains",
             "new: victims chosen for fewest domains",

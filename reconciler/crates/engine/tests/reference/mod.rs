@@ -87,7 +87,6 @@ pub const ITEMS: &[u8] = &[
     4,
     7,
     8,
-    NEW_RECLAIM_LEAF_ONLY,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
     NEW_RECLAIM_BEFORE_OWN_VICTIMS,
 ];
