@@ -15,6 +15,7 @@ pub mod plan;
 pub mod preview;
 pub mod reconcile;
 pub mod schema;
+pub mod simulate;
 pub mod status;
 pub mod supervise;
 pub mod validate;

@@ -1,0 +1,136 @@
+//! `gitfleet simulate`: a job trace replayed in virtual time through the
+//! engine ([`engine::plan`]) and the `sim` executor's world ([`sim::World`])
+//! — no scheduling rule of its own. At each event instant: the world's
+//! completions (and ends of grace periods) first, then the arrivals, then
+//! one plan, whose actions the world carries out (placed jobs run for their
+//! trace duration). Baselines ([`Policy`]) change only what the engine is
+//! shown: the order of pending jobs, their declared limits and classes, and
+//! for strict FIFO which jobs it may see.
+//!
+//! docs/simulate.md defines every metric of the [`Report`].
+
+mod jobs;
+pub mod limits;
+mod metrics;
+mod policy;
+mod replay;
+mod report;
+
+use model::spec::{Duration, Fleet};
+use model::time::Timestamp;
+
+pub use limits::Limits;
+pub use metrics::{Metrics, QueueMetrics, Report, Totals};
+pub use policy::Policy;
+pub use report::{markdown, text};
+
+/// How the replay runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Inter-arrival times are divided by this (> 0): 4 is four times the load.
+    pub arrival_scale: f64,
+    /// Declared time limits.
+    pub limits: Limits,
+    /// The ordering policy.
+    pub policy: Policy,
+    /// Seed of `--limits noisy`.
+    pub seed: u64,
+    /// Stop at this time from the trace's origin (after scaling).
+    pub until: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            arrival_scale: 1.0,
+            limits: Limits::Trace,
+            policy: Policy::Gitfleet,
+            seed: 1,
+            until: None,
+        }
+    }
+}
+
+/// The most arrival scale the replay accepts.
+pub const MAX_ARRIVAL_SCALE: f64 = 1e6;
+
+/// Why a replay cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimulateError {
+    /// `--arrival-scale` is not a positive number up to [`MAX_ARRIVAL_SCALE`].
+    #[error("--arrival-scale {0}: must be a number above 0 and at most 1000000")]
+    ArrivalScale(String),
+    /// A trace job names a queue the fleet lacks, or one that is not a leaf.
+    #[error("trace line {line}: queue `{queue}` {why}")]
+    Queue {
+        /// The trace line.
+        line: u64,
+        /// The queue.
+        queue: String,
+        /// "is not in the fleet" or "is not a leaf queue".
+        why: &'static str,
+    },
+    /// A trace job names a priority class the fleet lacks.
+    #[error("trace line {line}: priority class `{class}` is not in the fleet")]
+    PriorityClass {
+        /// The trace line.
+        line: u64,
+        /// The class.
+        class: String,
+    },
+    /// The replay kept planning at one instant without time moving on.
+    #[error("at {at}: the replay made no progress in 10000 plans at one instant")]
+    Livelock {
+        /// When.
+        at: Timestamp,
+    },
+    /// The world refused an action of the engine's plan: a bug, not an
+    /// input problem.
+    #[error("at {at}: the simulated world refused the engine's action: {error}")]
+    World {
+        /// When.
+        at: Timestamp,
+        /// The world's refusal.
+        error: sim::WorldError,
+    },
+}
+
+/// Where the replay stands, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs arrived so far.
+    pub arrived: u64,
+    /// Jobs in the trace (replayed ones).
+    pub total: u64,
+    /// Plans computed so far.
+    pub plans: u64,
+}
+
+/// Replays `trace` on `fleet` (its own jobs are ignored) under `options`;
+/// `dropped` is the number of rows the trace adapter left out (added to the
+/// report's). `progress` is called now and then.
+pub fn simulate(
+    fleet: &Fleet,
+    trace: &[trace::TraceJob],
+    dropped: u64,
+    options: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Report, SimulateError> {
+    let scale = options.arrival_scale;
+    if !(scale.is_finite() && scale > 0.0 && scale <= MAX_ARRIVAL_SCALE) {
+        return Err(SimulateError::ArrivalScale(scale.to_string()));
+    }
+    let prepared = jobs::prepare(fleet, trace, options)?;
+    let outcome = replay::run(fleet, &prepared, options, progress)?;
+    Ok(metrics::report(
+        &prepared,
+        &outcome,
+        options.policy,
+        dropped + prepared.dropped.len() as u64,
+    ))
+}
+
+/// The origin of virtual time (any fixed instant: reports are relative).
+pub fn origin() -> Timestamp {
+    chrono::DateTime::<chrono::Utc>::from_timestamp(1_767_225_600, 0).unwrap_or_default()
+}
