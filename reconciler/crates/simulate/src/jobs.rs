@@ -14,6 +14,8 @@ use crate::{Options, SimulateError};
 /// One job of the replay.
 #[derive(Debug, Clone)]
 pub(crate) struct SimJob {
+    /// Its trace line.
+    pub line: u64,
     /// When it arrives.
     pub submit: Timestamp,
     /// Its true run length.
@@ -100,6 +102,7 @@ pub(crate) fn prepare(
             };
             let grace = fleet.grace_period_of(Some(&spec));
             SimJob {
+                line: job.line,
                 submit,
                 duration: job.duration,
                 gpus: job.gpus(),

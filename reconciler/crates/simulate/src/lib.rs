@@ -116,18 +116,68 @@ pub fn simulate(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Report, SimulateError> {
+    replay(fleet, trace, dropped, options, progress).map(|(report, _)| report)
+}
+
+/// One job's life in a replay, times from the origin of virtual time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLife {
+    /// Its trace line.
+    pub line: u64,
+    /// When it arrived (after `--arrival-scale`).
+    pub submit: Duration,
+    /// GPUs of the gang.
+    pub gpus: u64,
+    /// Its runs, (start, end); `None`: still running at the end.
+    pub runs: Vec<(Duration, Option<Duration>)>,
+    /// When it ended (exit or termination).
+    pub end: Option<Duration>,
+    /// How many times it was preempted.
+    pub preemptions: u32,
+}
+
+/// [`simulate`], with every replayed job's life (in arrival order).
+pub fn replay(
+    fleet: &Fleet,
+    trace: &[trace::TraceJob],
+    dropped: u64,
+    options: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Report, Vec<JobLife>), SimulateError> {
     let scale = options.arrival_scale;
     if !(scale.is_finite() && scale > 0.0 && scale <= MAX_ARRIVAL_SCALE) {
         return Err(SimulateError::ArrivalScale(scale.to_string()));
     }
     let prepared = jobs::prepare(fleet, trace, options)?;
     let outcome = replay::run(fleet, &prepared, options, progress)?;
-    Ok(metrics::report(
+    let report = metrics::report(
         &prepared,
         &outcome,
         options.policy,
         dropped + prepared.dropped.len() as u64,
-    ))
+    );
+    let offset = |t: Timestamp| {
+        Duration::from_millis((t - origin()).num_milliseconds().max(0).unsigned_abs())
+    };
+    let lives = prepared
+        .jobs
+        .iter()
+        .zip(&outcome.runs)
+        .filter(|(_, run)| run.arrived)
+        .map(|(job, run)| JobLife {
+            line: job.line,
+            submit: offset(job.submit),
+            gpus: job.gpus,
+            runs: run
+                .runs
+                .iter()
+                .map(|(s, e)| (offset(*s), e.map(offset)))
+                .collect(),
+            end: run.end.map(offset),
+            preemptions: run.preemptions,
+        })
+        .collect();
+    Ok((report, lives))
 }
 
 /// The origin of virtual time (any fixed instant: reports are relative).

@@ -33,6 +33,8 @@ pub(crate) struct JobRun {
     pub lost_gpu_ms: u128,
     /// Terminated at its time limit.
     pub terminated: bool,
+    /// Its runs: (start, end); the last one's end is `None` while it runs.
+    pub runs: Vec<(Timestamp, Option<Timestamp>)>,
     /// When its current run started.
     running_since: Option<Timestamp>,
 }
@@ -262,6 +264,9 @@ impl Replay<'_> {
     fn stop_run(&mut self, i: usize, at: Timestamp, preempted: bool) {
         let job = &self.jobs[i];
         let run = &mut self.out.runs[i];
+        if let Some(last) = run.runs.last_mut().filter(|r| r.1.is_none()) {
+            last.1 = Some(at);
+        }
         if let Some(since) = run.running_since.take() {
             let ms = (at - since).num_milliseconds().max(0) as u128;
             let gpu_ms = ms * u128::from(job.gpus);
@@ -433,6 +438,7 @@ impl Replay<'_> {
                     run.first_start.get_or_insert(now);
                     run.starts += 1;
                     run.running_since = Some(now);
+                    run.runs.push((now, None));
                     self.allocated += sim.gpus;
                     if let Some(limit) = sim.limit().filter(|l| *l < sim.duration) {
                         self.over_limit += 1;
@@ -455,6 +461,15 @@ impl Replay<'_> {
                     for event in self.world.stop(job, StopKind::Cancel, Some(reason), now) {
                         self.on_event(event);
                     }
+                }
+                (Action::Scale { pool, to, .. }, _)
+                    if (*to as usize) > self.world.pool_nodes(pool).count() =>
+                {
+                    let facts = JobFacts::default();
+                    self.world.apply(action, &facts, now).map_err(refused)?;
+                    rescaled = true;
+                    // New nodes: plan again at once (the loop's next turn).
+                    self.wakeups.insert(now);
                 }
                 (Action::Scale { .. } | Action::Drain { .. }, _) => {
                     let facts = JobFacts::default();
