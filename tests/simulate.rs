@@ -41,7 +41,12 @@ spec: {value: 0, default: true}
 ";
 
 fn keys(value: &serde_json::Value) -> Vec<&str> {
-    let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort_unstable();
     keys
 }
@@ -56,14 +61,34 @@ fn json_has_the_documented_shape() {
     )
     .unwrap();
     let out = gitfleet(
-        &["simulate", "fleet.yaml", "--trace", "trace.csv", "--policy", "fifo", "-o", "json"],
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "--policy",
+            "fifo",
+            "-o",
+            "json",
+        ],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         keys(&json),
-        ["dropped", "format_version", "jobs", "metrics", "policy", "queues"]
+        [
+            "dropped",
+            "format_version",
+            "jobs",
+            "metrics",
+            "policy",
+            "queues"
+        ]
     );
     assert_eq!(json["format_version"], 1);
     assert_eq!(json["policy"], "fifo");
@@ -72,14 +97,24 @@ fn json_has_the_documented_shape() {
     assert_eq!(
         keys(&json["metrics"]),
         [
-            "avg_jct_s", "avg_wait_s", "gpu_alloc", "gpu_alloc_backlog", "makespan_s",
-            "max_wait_s", "p50_wait_s", "p95_wait_s", "preemptions"
+            "avg_jct_s",
+            "avg_wait_s",
+            "gpu_alloc",
+            "gpu_alloc_backlog",
+            "makespan_s",
+            "max_wait_s",
+            "p50_wait_s",
+            "p95_wait_s",
+            "preemptions"
         ]
     );
     assert!(json["metrics"]["avg_wait_s"].is_u64());
     assert!(json["metrics"]["gpu_alloc"].is_f64());
     assert_eq!(keys(&json["queues"]), ["cv", "nlp"]);
-    assert_eq!(keys(&json["queues"]["cv"]), ["avg_wait_s", "gpu_hours", "jobs", "p95_wait_s"]);
+    assert_eq!(
+        keys(&json["queues"]["cv"]),
+        ["avg_wait_s", "gpu_hours", "jobs", "p95_wait_s"]
+    );
     // nlp's gang holds both nodes for 100 s: cv's jobs wait 95 and 94 s.
     assert_eq!(json["queues"]["cv"]["jobs"], 2);
     assert_eq!(json["metrics"]["max_wait_s"], 95);
@@ -91,21 +126,44 @@ fn bad_input_names_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
     let cases = [
-        ("submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n1,nlp,8,-5\n", "trace.csv:3: field `duration`: -5 is negative"),
-        ("submit,queue,gpus_per_replica,duration\n", "trace.csv: no jobs to replay"),
+        (
+            "submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n1,nlp,8,-5\n",
+            "trace.csv:3: field `duration`: -5 is negative",
+        ),
+        (
+            "submit,queue,gpus_per_replica,duration\n",
+            "trace.csv: no jobs to replay",
+        ),
         ("", "trace.csv: empty: no header row"),
-        ("submit,queue,gpus_per_replica,duration\n0,speech,8,10\n", "trace line 2: queue `speech` is not in the fleet"),
+        (
+            "submit,queue,gpus_per_replica,duration\n0,speech,8,10\n",
+            "trace line 2: queue `speech` is not in the fleet",
+        ),
     ];
     for (csv, want) in cases {
         std::fs::write(dir.path().join("trace.csv"), csv).unwrap();
-        let out = gitfleet(&["simulate", "fleet.yaml", "--trace", "trace.csv"], dir.path());
+        let out = gitfleet(
+            &["simulate", "fleet.yaml", "--trace", "trace.csv"],
+            dir.path(),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{csv:?}: {stderr}");
         assert!(stderr.contains(want), "{csv:?}: {stderr}");
     }
-    std::fs::write(dir.path().join("trace.csv"), "submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n").unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n",
+    )
+    .unwrap();
     let out = gitfleet(
-        &["simulate", "fleet.yaml", "--trace", "trace.csv", "--arrival-scale", "0"],
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "--arrival-scale",
+            "0",
+        ],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(1));
@@ -120,20 +178,56 @@ fn make_fleet_writes_a_valid_fleet_for_the_trace() {
         "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:00:00,60,16,960,ab12\n2017-10-09 07:00:30,60,1,60,ffff\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("philly_vc_nodes.csv"), "vc,node num\nab12,2\n").unwrap();
+    std::fs::write(
+        dir.path().join("philly_vc_nodes.csv"),
+        "vc,node num\nab12,2\n",
+    )
+    .unwrap();
     let out = gitfleet(
-        &["simulate", "--trace", "jobs.csv", "--trace-format", "philly", "--make-fleet", "fleet"],
+        &[
+            "simulate",
+            "--trace",
+            "jobs.csv",
+            "--trace-format",
+            "philly",
+            "--make-fleet",
+            "fleet",
+        ],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = gitfleet(&["validate", "fleet"], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = gitfleet(
-        &["simulate", "fleet", "--trace", "jobs.csv", "--trace-format", "philly", "-o", "json"],
+        &[
+            "simulate",
+            "fleet",
+            "--trace",
+            "jobs.csv",
+            "--trace-format",
+            "philly",
+            "-o",
+            "json",
+        ],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((json["jobs"].as_u64(), json["dropped"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (json["jobs"].as_u64(), json["dropped"].as_u64()),
+        (Some(1), Some(1))
+    );
     assert_eq!(json["queues"]["vc-ab12"]["gpu_hours"].as_f64(), Some(0.27));
 }

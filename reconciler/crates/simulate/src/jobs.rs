@@ -83,9 +83,10 @@ pub(crate) fn prepare(
         .into_iter()
         .enumerate()
         .map(|(i, (job, submit))| {
-            let declared = options
-                .limits
-                .declare(job.duration, job.time_limit, options.seed, job.line);
+            let declared =
+                options
+                    .limits
+                    .declare(job.duration, job.time_limit, options.seed, job.line);
             let spec = JobSpec {
                 queue: job.queue.clone(),
                 priority_class: policy.class(job.priority_class.as_deref()),
@@ -175,19 +176,11 @@ fn never_fits(fleet: &Fleet, job: &TraceJob) -> Option<String> {
             .map(|p| u64::from(p.spec.size.max) * u64::from(p.spec.gpu.count / per))
             .sum();
         if replicas < u64::from(job.replicas) {
-            why = format!(
-                "{} × {per} GPUs never fit the fleet's nodes",
-                job.replicas
-            );
+            why = format!("{} × {per} GPUs never fit the fleet's nodes", job.replicas);
             continue;
         }
         match binding_limit(fleet, &job.queue, model, job.gpus()) {
-            Some(queue) => {
-                why = format!(
-                    "{} GPUs are more than queue {queue}'s limit",
-                    job.gpus()
-                )
-            }
+            Some(queue) => why = format!("{} GPUs are more than queue {queue}'s limit", job.gpus()),
             None => return None,
         }
     }

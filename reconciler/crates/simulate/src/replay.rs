@@ -168,7 +168,7 @@ pub(crate) fn run(
                 r.plan(now)
             };
             r.carry_out(&plan, now)?;
-            if r.out.plans % 256 == 0 {
+            if r.out.plans.is_multiple_of(256) {
                 progress(Progress {
                     arrived: next_arrival as u64,
                     total,
@@ -312,8 +312,7 @@ impl Replay<'_> {
                         let since = self.policy.since(job.submit, Some(at), job.duration);
                         self.enqueue(i, since);
                         let target = preempted_for.as_deref().and_then(index);
-                        if let Some(p) = target.map(|t| self.qpos[t]).filter(|p| *p != usize::MAX)
-                        {
+                        if let Some(p) = target.map(|t| self.qpos[t]).filter(|p| *p != usize::MAX) {
                             self.queued[p].nominated.extend(placement);
                         }
                     }

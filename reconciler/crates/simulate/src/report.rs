@@ -73,7 +73,9 @@ pub fn markdown(r: &Report) -> String {
         m.gpu_alloc_backlog * 100.0,
         m.preemptions
     ));
-    out.push_str("| queue | jobs | avg wait | p95 wait | GPU-hours |\n| --- | ---: | ---: | ---: | ---: |\n");
+    out.push_str(
+        "| queue | jobs | avg wait | p95 wait | GPU-hours |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
     for (name, q) in &r.queues {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {:.1} |\n",

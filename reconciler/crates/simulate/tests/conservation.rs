@@ -72,7 +72,11 @@ fn policy() -> impl Strategy<Value = (Policy, Limits)> {
             Just(Policy::FifoSkip),
             Just(Policy::SjfOracle)
         ],
-        prop_oneof![Just(Limits::Trace), Just(Limits::Exact), Just(Limits::Noisy)],
+        prop_oneof![
+            Just(Limits::Trace),
+            Just(Limits::Exact),
+            Just(Limits::Noisy)
+        ],
     )
 }
 

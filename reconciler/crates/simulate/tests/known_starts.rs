@@ -5,9 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
 
+use gitfleet_simulate::{JobLife, Limits, Options, Policy, replay};
 use load::{SourceFile, load_fleet};
 use model::spec::{Duration, Fleet};
-use gitfleet_simulate::{JobLife, Limits, Options, Policy, replay};
 use trace::{Source, TraceFormat, parse};
 
 fn fleet(yaml: &str) -> Fleet {
@@ -17,13 +17,23 @@ fn fleet(yaml: &str) -> Fleet {
 }
 
 fn lives(fleet: &Fleet, csv: &str, policy: Policy, limits: Limits) -> Vec<JobLife> {
-    let trace = parse(TraceFormat::Gitfleet, Source { name: "t.csv", text: csv }, None).unwrap();
+    let trace = parse(
+        TraceFormat::Gitfleet,
+        Source {
+            name: "t.csv",
+            text: csv,
+        },
+        None,
+    )
+    .unwrap();
     let options = Options {
         policy,
         limits,
         ..Options::default()
     };
-    replay(fleet, &trace.jobs, 0, &options, &mut |_| {}).unwrap().1
+    replay(fleet, &trace.jobs, 0, &options, &mut |_| {})
+        .unwrap()
+        .1
 }
 
 /// Each job's run starts in seconds, in trace-line order.
@@ -102,7 +112,8 @@ fn preemption_honours_the_grace_period() {
     let classes = "---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 0, default: true, gracePeriod: 30s}\n\
                    ---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: high}\nspec: {value: 100, preemptible: false}\n";
     let f = fleet(&format!("{}{QUEUE}{classes}", pool("p", 1, 1)));
-    let csv = "submit,queue,gpus_per_replica,duration,priority_class\n0,q,8,1000,low\n10,q,8,50,high\n";
+    let csv =
+        "submit,queue,gpus_per_replica,duration,priority_class\n0,q,8,1000,low\n10,q,8,50,high\n";
     let got = lives(&f, csv, Policy::Gitfleet, Limits::Trace);
     assert_eq!(starts(&got), [vec![0, 90], vec![40]]);
     assert_eq!(got.iter().map(|l| l.preemptions).sum::<u32>(), 1);

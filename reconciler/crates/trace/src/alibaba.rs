@@ -34,7 +34,14 @@ pub fn queue_name(qos: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric())
         .take(50)
         .collect();
-    format!("qos-{}", if clean.is_empty() { "none".to_string() } else { clean })
+    format!(
+        "qos-{}",
+        if clean.is_empty() {
+            "none".to_string()
+        } else {
+            clean
+        }
+    )
 }
 
 /// Parses the pods and the node list.
@@ -156,22 +163,41 @@ mod tests {
                     p1,1,1,0,0,,BE,Running,10,100,20\n\
                     p2,1,1,1,1000,,BE,Pending,10,100,\n\
                     p3,1,1,8,1000,V100M16,BE,Failed,30,40,35\n";
-        let nodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,8,V100M16\nn1,1,1,8,V100M16\nn2,1,1,2,T4\n";
+        let nodes =
+            "sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,8,V100M16\nn1,1,1,8,V100M16\nn2,1,1,2,T4\n";
         let t = parse(
-            Source { name: "pods.csv", text: pods },
-            Source { name: "nodes.csv", text: nodes },
+            Source {
+                name: "pods.csv",
+                text: pods,
+            },
+            Source {
+                name: "nodes.csv",
+                text: nodes,
+            },
         )
         .unwrap();
         let got: Vec<_> = t
             .jobs
             .iter()
-            .map(|j| (j.line, j.queue.as_str(), j.gpus_per_replica, j.submit.as_secs(), j.duration.as_secs()))
+            .map(|j| {
+                (
+                    j.line,
+                    j.queue.as_str(),
+                    j.gpus_per_replica,
+                    j.submit.as_secs(),
+                    j.duration.as_secs(),
+                )
+            })
             .collect();
         assert_eq!(got, [(2, "qos-ls", 1, 10, 80), (5, "qos-be", 8, 30, 5)]);
         assert_eq!(t.jobs[1].model.as_deref(), Some("V100M16"));
         assert_eq!(t.dropped.len(), 2);
         let shape = t.shape.unwrap();
-        let pools: Vec<_> = shape.pools.iter().map(|p| (p.name.as_str(), p.nodes)).collect();
+        let pools: Vec<_> = shape
+            .pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.nodes))
+            .collect();
         assert_eq!(pools, [("t4-x2", 1), ("v100m16-x8", 2)]);
     }
 }

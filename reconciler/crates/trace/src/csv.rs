@@ -193,7 +193,13 @@ mod tests {
     use super::*;
 
     fn table(text: &str) -> Result<Table<'_>, TraceError> {
-        Table::read(Source { name: "t.csv", text }, &["a"])
+        Table::read(
+            Source {
+                name: "t.csv",
+                text,
+            },
+            &["a"],
+        )
     }
 
     #[test]
@@ -210,10 +216,16 @@ mod tests {
         let e = table("a,b\n1\n").err().unwrap();
         assert_eq!(e.to_string(), "t.csv:2: 1 fields, the header has 2 columns");
         let e = table("b\n1\n").err().unwrap();
-        assert!(e.to_string().starts_with("t.csv:1: the header has no column `a`"));
+        assert!(
+            e.to_string()
+                .starts_with("t.csv:1: the header has no column `a`")
+        );
         let t = table("a\n-3\n").unwrap();
         let e = t.rows().next().unwrap().count("a", 1, 8).err().unwrap();
-        assert_eq!(e.to_string(), "t.csv:2: field `a`: `-3` is not a whole number");
+        assert_eq!(
+            e.to_string(),
+            "t.csv:2: field `a`: `-3` is not a whole number"
+        );
         assert!(table("").is_err());
         assert!(table("a\n\"x\n").is_err());
     }

@@ -32,10 +32,7 @@ pub const COLUMNS: [&str; 8] = [
 
 /// Parses a trace in gitfleet's schema.
 pub fn parse(source: Source<'_>) -> Result<Trace, TraceError> {
-    let table = Table::read(
-        source,
-        &["submit", "queue", "gpus_per_replica", "duration"],
-    )?;
+    let table = Table::read(source, &["submit", "queue", "gpus_per_replica", "duration"])?;
     let mut trace = Trace::default();
     for row in table.rows() {
         let replicas = if table.has("replicas") && row.optional("replicas").is_some() {
@@ -82,7 +79,10 @@ fn time(row: &Row<'_>, column: &str) -> Result<Duration, TraceError> {
                 )
             })?;
             if d.as_secs() as f64 > crate::MAX_SECONDS {
-                return Err(row.error(column, format!("{text} is out of range (at most 100 years)")));
+                return Err(row.error(
+                    column,
+                    format!("{text} is out of range (at most 100 years)"),
+                ));
             }
             Ok(d)
         }
@@ -109,7 +109,7 @@ pub fn write(jobs: &[TraceJob]) -> String {
     for j in jobs {
         let secs = |d: Duration| {
             let ms = d.as_millis();
-            if ms % 1000 == 0 {
+            if ms.is_multiple_of(1000) {
                 (ms / 1000).to_string()
             } else {
                 format!("{}.{:03}", ms / 1000, ms % 1000)
@@ -135,7 +135,10 @@ mod tests {
     use super::*;
 
     fn parse_text(text: &str) -> Result<Trace, TraceError> {
-        parse(Source { name: "t.csv", text })
+        parse(Source {
+            name: "t.csv",
+            text,
+        })
     }
 
     #[test]
@@ -159,13 +162,31 @@ mod tests {
     fn bad_rows_name_line_and_field() {
         let head = "submit,queue,gpus_per_replica,duration\n";
         let cases = [
-            ("x,q,1,1\n", "t.csv:2: field `submit`: `x` is neither seconds nor a duration like 1h30m"),
+            (
+                "x,q,1,1\n",
+                "t.csv:2: field `submit`: `x` is neither seconds nor a duration like 1h30m",
+            ),
             ("-1,q,1,1\n", "t.csv:2: field `submit`: -1 is negative"),
-            ("1e300,q,1,1\n", "t.csv:2: field `submit`: 1e300 s is out of range (at most 100 years)"),
-            ("1,q,0,1\n", "t.csv:2: field `gpus_per_replica`: 0 is not within 1..=128"),
-            ("1,q,99999999999999999999,1\n", "t.csv:2: field `gpus_per_replica`: `99999999999999999999` is not a whole number"),
-            ("1,Q!,1,1\n", "t.csv:2: field `queue`: `Q!` is not a name (lowercase letters, digits, `-`, at most 63)"),
-            ("1,q,1,NaN\n", "t.csv:2: field `duration`: NaN is not a number of seconds"),
+            (
+                "1e300,q,1,1\n",
+                "t.csv:2: field `submit`: 1e300 s is out of range (at most 100 years)",
+            ),
+            (
+                "1,q,0,1\n",
+                "t.csv:2: field `gpus_per_replica`: 0 is not within 1..=128",
+            ),
+            (
+                "1,q,99999999999999999999,1\n",
+                "t.csv:2: field `gpus_per_replica`: `99999999999999999999` is not a whole number",
+            ),
+            (
+                "1,Q!,1,1\n",
+                "t.csv:2: field `queue`: `Q!` is not a name (lowercase letters, digits, `-`, at most 63)",
+            ),
+            (
+                "1,q,1,NaN\n",
+                "t.csv:2: field `duration`: NaN is not a number of seconds",
+            ),
             ("1,,1,1\n", "t.csv:2: field `queue`: empty"),
         ];
         for (row, want) in cases {

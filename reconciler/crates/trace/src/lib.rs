@@ -145,16 +145,17 @@ pub fn parse(
     if trace.jobs.is_empty() {
         return Err(TraceError::File {
             file: jobs.name.to_string(),
-            message: format!(
-                "no jobs to replay ({} rows dropped)",
-                trace.dropped.len()
-            ),
+            message: format!("no jobs to replay ({} rows dropped)", trace.dropped.len()),
         });
     }
     Ok(trace)
 }
 
-fn need<'a>(aux: Option<Source<'a>>, jobs: Source<'_>, what: &str) -> Result<Source<'a>, TraceError> {
+fn need<'a>(
+    aux: Option<Source<'a>>,
+    jobs: Source<'_>,
+    what: &str,
+) -> Result<Source<'a>, TraceError> {
     aux.ok_or_else(|| TraceError::File {
         file: jobs.name.to_string(),
         message: format!("this format needs its node file ({what})"),

@@ -110,7 +110,7 @@ pub fn parse(jobs: Source<'_>, nodes: Source<'_>) -> Result<Trace, TraceError> {
 fn gang(gpus: u64) -> (u32, u32) {
     let per = (1..=u64::from(GPUS_PER_NODE))
         .rev()
-        .find(|p| gpus % p == 0)
+        .find(|p| gpus.is_multiple_of(*p))
         .unwrap_or(1)
         .min(gpus);
     // In range: gpus ≤ MAX_REPLICAS × 8 and per ≤ 8.
@@ -126,7 +126,11 @@ fn read_nodes(source: Source<'_>) -> Result<BTreeMap<String, u32>, TraceError> {
         if vc.is_empty() || !vc.chars().all(|c| c.is_ascii_alphanumeric()) || vc.len() > 60 {
             return Err(row.error("vc", format!("`{vc}` is not a virtual cluster id")));
         }
-        let n = row.count("node num", 0, u64::from(model::spec::limits::MAX_POOL_NODES))?;
+        let n = row.count(
+            "node num",
+            0,
+            u64::from(model::spec::limits::MAX_POOL_NODES),
+        )?;
         if n > 0 {
             // In range: at most MAX_POOL_NODES.
             vcs.insert(vc.to_string(), n as u32);
@@ -143,8 +147,14 @@ mod tests {
 
     fn parse_text(jobs: &str) -> Result<Trace, TraceError> {
         parse(
-            Source { name: "p.csv", text: jobs },
-            Source { name: "n.csv", text: NODES },
+            Source {
+                name: "p.csv",
+                text: jobs,
+            },
+            Source {
+                name: "n.csv",
+                text: NODES,
+            },
         )
     }
 
@@ -160,9 +170,24 @@ mod tests {
         let got: Vec<_> = t
             .jobs
             .iter()
-            .map(|j| (j.line, j.submit.as_secs(), j.replicas, j.gpus_per_replica, j.duration.as_millis()))
+            .map(|j| {
+                (
+                    j.line,
+                    j.submit.as_secs(),
+                    j.replicas,
+                    j.gpus_per_replica,
+                    j.duration.as_millis(),
+                )
+            })
             .collect();
-        assert_eq!(got, [(2, 115, 1, 1, 66_400), (3, 0, 2, 8, 1000), (4, 10, 2, 6, 5000)]);
+        assert_eq!(
+            got,
+            [
+                (2, 115, 1, 1, 66_400),
+                (3, 0, 2, 8, 1000),
+                (4, 10, 2, 6, 5000)
+            ]
+        );
         assert_eq!(t.jobs[0].queue, "vc-abc");
         assert_eq!(t.dropped.iter().map(|d| d.line).collect::<Vec<_>>(), [5, 6]);
         let shape = t.shape.unwrap();
@@ -175,6 +200,9 @@ mod tests {
         let e = parse_text("timestamp,duration,num_gpus,gpu_time,cluster\nyesterday,1,1,1,abc\n")
             .err()
             .unwrap();
-        assert_eq!(e.to_string(), "p.csv:2: field `timestamp`: `yesterday` is not YYYY-MM-DD HH:MM:SS");
+        assert_eq!(
+            e.to_string(),
+            "p.csv:2: field `timestamp`: `yesterday` is not YYYY-MM-DD HH:MM:SS"
+        );
     }
 }
