@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine::{PlanInput, plan};
-use model::observed::QueuedJob;
+use model::observed::{ObservedState, QueuedJob};
 use model::plan::{Action, Plan};
 use model::spec::{Duration, Fleet};
 use model::time::{Timestamp, after};
@@ -82,6 +82,10 @@ struct Replay<'a> {
     elastic: bool,
     /// Running jobs whose declared limit ends before their run does.
     over_limit: usize,
+    /// What the engine is shown (its nodes kept between plans).
+    observed: ObservedState,
+    /// Whether the world's nodes changed since `observed.nodes` was taken.
+    nodes_stale: bool,
 }
 
 /// Replays the prepared jobs on `fleet`.
@@ -119,6 +123,8 @@ pub(crate) fn run(
         wakeups: BTreeSet::new(),
         elastic,
         over_limit: 0,
+        observed: ObservedState::default(),
+        nodes_stale: true,
     };
     r.recount_capacity();
     let until = options.until.map(|u| after(origin, u));
@@ -205,6 +211,7 @@ impl Replay<'_> {
     }
 
     fn recount_capacity(&mut self) {
+        self.nodes_stale = true;
         self.capacity = self
             .world
             .nodes()
@@ -326,15 +333,24 @@ impl Replay<'_> {
     /// The engine's plan on the current state.
     fn plan(&mut self, now: Timestamp) -> Plan {
         self.out.plans += 1;
-        let mut observed = self.world.to_observed();
-        observed.queued = std::mem::take(&mut self.queued);
+        // The nodes as observed: kept between plans while the node set
+        // stands still, unless a pool is elastic (then `idleSince`, which
+        // scale-down reads, must be fresh). Fixed pools never scale down,
+        // and nothing else in a plan reads `idleSince`.
+        if self.elastic || self.nodes_stale {
+            self.observed.nodes = self.world.ready_nodes();
+            self.nodes_stale = false;
+        }
+        self.observed.time = Some(now);
+        self.observed.running = self.world.running_jobs();
+        self.observed.queued = std::mem::take(&mut self.queued);
         let plan = plan(&PlanInput {
             fleet: &self.fleet,
-            observed: &observed,
+            observed: &self.observed,
             now,
             revision: None,
         });
-        self.queued = std::mem::take(&mut observed.queued);
+        self.queued = std::mem::take(&mut self.observed.queued);
         plan
     }
 
