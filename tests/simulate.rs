@@ -40,6 +40,17 @@ metadata: {name: normal}
 spec: {value: 0, default: true}
 ";
 
+/// Runs a command that must succeed and print JSON.
+fn json(args: &[&str], dir: &Path) -> serde_json::Value {
+    let out = gitfleet(args, dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn keys(value: &serde_json::Value) -> Vec<&str> {
     let mut keys: Vec<&str> = value
         .as_object()
@@ -60,7 +71,7 @@ fn json_has_the_documented_shape() {
         "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,100\n5,cv,1,8,50\n6,cv,1,1,10\n",
     )
     .unwrap();
-    let out = gitfleet(
+    let json = json(
         &[
             "simulate",
             "fleet.yaml",
@@ -73,12 +84,6 @@ fn json_has_the_documented_shape() {
         ],
         dir.path(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         keys(&json),
         [
@@ -206,7 +211,7 @@ fn make_fleet_writes_a_valid_fleet_for_the_trace() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let out = gitfleet(
+    let json = json(
         &[
             "simulate",
             "fleet",
@@ -219,12 +224,6 @@ fn make_fleet_writes_a_valid_fleet_for_the_trace() {
         ],
         dir.path(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (json["jobs"].as_u64(), json["dropped"].as_u64()),
         (Some(1), Some(1))

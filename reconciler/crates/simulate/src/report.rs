@@ -39,14 +39,9 @@ pub fn text(r: &Report) -> String {
         "\n  {:<width$}  {:>7}  {:>10}  {:>10}  {:>10}\n",
         "queue", "jobs", "avg wait", "p95 wait", "GPU-hours"
     ));
-    for (name, q) in &r.queues {
+    for [name, jobs, avg, p95, hours] in queue_rows(r) {
         out.push_str(&format!(
-            "  {:<width$}  {:>7}  {:>10}  {:>10}  {:>10.1}\n",
-            name,
-            q.jobs,
-            dur(q.avg_wait_s),
-            dur(q.p95_wait_s),
-            q.gpu_hours
+            "  {name:<width$}  {jobs:>7}  {avg:>10}  {p95:>10}  {hours:>10}\n"
         ));
     }
     out
@@ -76,17 +71,25 @@ pub fn markdown(r: &Report) -> String {
     out.push_str(
         "| queue | jobs | avg wait | p95 wait | GPU-hours |\n| --- | ---: | ---: | ---: | ---: |\n",
     );
-    for (name, q) in &r.queues {
+    for [name, jobs, avg, p95, hours] in queue_rows(r) {
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {:.1} |\n",
-            name,
-            q.jobs,
-            dur(q.avg_wait_s),
-            dur(q.p95_wait_s),
-            q.gpu_hours
+            "| `{name}` | {jobs} | {avg} | {p95} | {hours} |\n"
         ));
     }
     out
+}
+
+/// Per queue: name, jobs, average and p95 wait in words, GPU-hours.
+fn queue_rows(r: &Report) -> impl Iterator<Item = [String; 5]> + '_ {
+    r.queues.iter().map(|(name, q)| {
+        [
+            name.clone(),
+            q.jobs.to_string(),
+            dur(q.avg_wait_s),
+            dur(q.p95_wait_s),
+            format!("{:.1}", q.gpu_hours),
+        ]
+    })
 }
 
 /// Seconds in words: `42s`, `3m20s`, `5h07m`, `2d03h`.
