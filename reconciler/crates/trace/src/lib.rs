@@ -172,7 +172,7 @@ pub(crate) fn seconds(value: f64) -> Result<Duration, String> {
         return Err(format!("{value} is negative"));
     }
     if value > MAX_SECONDS {
-        return Err(format!("{value} s is out of range (at most 100 years)"));
+        return Err(format!("{value:e} s is out of range (at most 100 years)"));
     }
     // In range: at most 3.2e12 ms, exact in f64 and u64.
     Ok(Duration::from_millis((value * 1000.0).round() as u64))
