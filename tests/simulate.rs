@@ -127,6 +127,47 @@ fn json_has_the_documented_shape() {
 }
 
 #[test]
+fn fail_on_exits_3_naming_the_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,100\n5,cv,1,8,50\n",
+    )
+    .unwrap();
+    let run = |expr: &str| {
+        gitfleet(
+            &[
+                "simulate",
+                "fleet.yaml",
+                "--trace",
+                "trace.csv",
+                "--fail-on",
+                expr,
+            ],
+            dir.path(),
+        )
+    };
+    // cv's job waits 95 s behind nlp's gang.
+    let out = run("queues.cv.avg_wait_s > 60");
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--fail-on `queues.cv.avg_wait_s > 60` holds"),
+        "{stderr}"
+    );
+    assert_eq!(run("queues.cv.avg_wait_s > 95").status.code(), Some(0));
+    let out = run("queues.speech.avg_wait_s > 1");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no metric `queues.speech.avg_wait_s`"));
+    assert_eq!(
+        run("p95 wait").status.code(),
+        Some(2),
+        "clap refuses what does not parse"
+    );
+}
+
+#[test]
 fn bad_input_names_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
-use reconciler::simulate::{Limits, Options, Policy, Progress, simulate};
+use reconciler::simulate::{Gate, Limits, Options, Policy, Progress, simulate};
 use reconciler::spec::Duration;
 use reconciler::trace::{Source, Trace, TraceFormat, parse};
 
@@ -54,6 +54,11 @@ pub struct Args {
     /// --arrival-scale), e.g. 72h.
     #[arg(long, value_name = "DURATION")]
     pub until: Option<Duration>,
+    /// Exit 3 when this holds on the report: METRIC OP NUMBER, e.g.
+    /// `p95_wait_s > 3600` or `queues.nlp.avg_wait_s >= 600` (repeatable;
+    /// METRIC as in the JSON).
+    #[arg(long, value_name = "EXPR")]
+    pub fail_on: Vec<Gate>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -152,8 +157,20 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    let mut tripped = Vec::new();
+    for gate in &args.fail_on {
+        if gate.trips(&report).map_err(|e| miette!("{e}"))? {
+            tripped.push(gate.text().to_string());
+        }
+    }
     emit(&SimulateReport(report), args.output.output)?;
-    Ok(ExitCode::SUCCESS)
+    if tripped.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for gate in &tripped {
+        eprintln!("simulate: --fail-on `{gate}` holds");
+    }
+    Ok(ExitCode::from(3))
 }
 
 /// Reads and parses the trace (and its node file).

@@ -9,6 +9,7 @@
 //!
 //! docs/simulate.md defines every metric of the [`Report`].
 
+pub mod gate;
 mod jobs;
 pub mod limits;
 mod metrics;
@@ -19,6 +20,7 @@ mod report;
 use model::spec::{Duration, Fleet};
 use model::time::Timestamp;
 
+pub use gate::{Gate, GateError};
 pub use limits::Limits;
 pub use metrics::{Metrics, QueueMetrics, Report, Totals};
 pub use policy::Policy;
