@@ -134,3 +134,33 @@ fn pools_scale_up_for_waiting_jobs() {
     let got = lives(&f, csv, Policy::Gitfleet, Limits::Trace);
     assert_eq!(starts(&got), [vec![0], vec![10]]);
 }
+
+/// `--until 60s`: C (submitted at 500) is not replayed; B never started and
+/// its wait counts up to the end (59 s); A has not ended.
+#[test]
+fn until_cuts_the_replay() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
+    let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,100\n1,q,8,50\n500,q,8,10\n";
+    let trace = parse(
+        TraceFormat::Gitfleet,
+        Source {
+            name: "t.csv",
+            text: csv,
+        },
+        None,
+    )
+    .unwrap();
+    let options = Options {
+        until: Some(Duration::from_secs(60)),
+        ..Options::default()
+    };
+    let (report, lives) = replay(&f, &trace.jobs, 0, &options, &mut |_| {}).unwrap();
+    assert_eq!(report.jobs, 2);
+    assert_eq!(report.metrics.max_wait_s, 59);
+    assert_eq!(report.metrics.makespan_s, 60);
+    assert_eq!(
+        (report.totals.never_started, report.totals.unfinished),
+        (1, 2)
+    );
+    assert_eq!(starts(&lives), [vec![0], vec![]]);
+}
