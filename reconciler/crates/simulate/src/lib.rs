@@ -56,11 +56,15 @@ impl Default for Options {
 /// The most arrival scale the replay accepts.
 pub const MAX_ARRIVAL_SCALE: f64 = 1e6;
 
+/// The least arrival scale the replay accepts (a trace stretched 1000×:
+/// 100 years of submits stay within `chrono`'s range).
+pub const MIN_ARRIVAL_SCALE: f64 = 1e-3;
+
 /// Why a replay cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimulateError {
-    /// `--arrival-scale` is not a positive number up to [`MAX_ARRIVAL_SCALE`].
-    #[error("--arrival-scale {0}: must be a number above 0 and at most 1000000")]
+    /// `--arrival-scale` is not within [`MIN_ARRIVAL_SCALE`]..=[`MAX_ARRIVAL_SCALE`].
+    #[error("--arrival-scale {0}: must be a number from 0.001 to 1000000")]
     ArrivalScale(String),
     /// A trace job names a queue the fleet lacks, or one that is not a leaf.
     #[error("trace line {line}: queue `{queue}` {why}")]
@@ -147,7 +151,7 @@ pub fn replay(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<JobLife>), SimulateError> {
     let scale = options.arrival_scale;
-    if !(scale.is_finite() && scale > 0.0 && scale <= MAX_ARRIVAL_SCALE) {
+    if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
         return Err(SimulateError::ArrivalScale(scale.to_string()));
     }
     let prepared = jobs::prepare(fleet, trace, options)?;
