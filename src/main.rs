@@ -34,7 +34,8 @@ enum Command {
     /// --interval or when POST /hooks/git arrives. A revision that fails
     /// validation is never applied; the last valid one stays in force.
     Reconcile(commands::reconcile::Args),
-    /// One reconcile iteration: show the plan, ask, carry it out.
+    /// One reconcile iteration: show the plan, ask, carry it out (or carry
+    /// out a saved plan from `plan --out`, exactly, or nothing).
     Apply(commands::apply::Args),
     /// The reconciler's status: revisions, jobs, utilization, pending reasons.
     Status(commands::status::Args),

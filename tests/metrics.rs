@@ -336,3 +336,35 @@ fn a_webhook_secret_admits_only_signed_calls() {
     assert_eq!(post(&wrong_key), 401, "wrong key");
     assert_eq!(post(&format!("X-Hub-Signature-256: sha256={hex}\r\n")), 202);
 }
+
+#[test]
+fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_fleet(dir.path());
+    let help = Command::new(BIN)
+        .args(["reconcile", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[default: 127.0.0.1:9464]"), "{help}");
+    // Without --listen: 127.0.0.1:9464, served or (when taken) named.
+    let out = Command::new(BIN)
+        .args(["reconcile", repo.to_str().unwrap(), "--state"])
+        .arg(dir.path().join("state"))
+        .args(["--iterations", "2", "--interval", "100ms"])
+        .args(["--now", "2026-11-21T10:00:00Z"])
+        .output()
+        .unwrap();
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("serving http://127.0.0.1:9464/")
+            || shown.contains("cannot listen on 127.0.0.1:9464"),
+        "{shown}"
+    );
+    assert!(!shown.contains("0.0.0.0"), "{shown}");
+}

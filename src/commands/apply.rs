@@ -7,9 +7,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use miette::{IntoDiagnostic, Result, miette};
+use reconciler::diag::Diagnostic;
 use reconciler::reconcile::prune::PrunePolicy;
 use reconciler::reconcile::run::{Shared, record};
-use reconciler::reconcile::{ActionResult, Refusal};
+use reconciler::reconcile::{ActionResult, Prepared, Reconciler, Refusal, Revision};
+
+use crate::executor::AnyExecutor;
 
 use super::args::OutputArgs;
 use super::reconcile::{Setup, SourceArgs, setup};
@@ -18,6 +21,7 @@ use crate::render::{PlanReport, emit};
 /// Arguments of `gitfleet apply`.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("output", |a| a.help("How the plan is shown")))]
+#[command(mut_arg("path", |a| a.help("The fleet repository (inside a Git repository the committed specs of --branch are applied; elsewhere the directory as it is), or a saved plan written by `plan --state DIR --out FILE`: exactly its actions are carried out, without asking, or none when what it was computed from changed")))]
 pub struct Args {
     #[command(flatten)]
     pub source: SourceArgs,
@@ -33,17 +37,17 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
-/// Runs `gitfleet apply`.
+/// Runs `gitfleet apply` (with a saved plan file: `apply_saved`).
 pub fn run(args: &Args) -> Result<ExitCode> {
+    if let Some(saved) = super::apply_saved::read_if_saved(&args.source.path)? {
+        return super::apply_saved::run(args, saved);
+    }
     let Setup {
         mut reconciler,
         mut clock,
     } = setup(&args.source)?;
     if args.allow_prune {
-        reconciler = reconciler.with_prune_policy(PrunePolicy {
-            allow: true,
-            ..PrunePolicy::default()
-        });
+        reconciler = allow_prune(reconciler);
     }
     let now = clock.now();
     let started = Instant::now();
@@ -53,34 +57,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .into_diagnostic()?;
     let iteration = &prepared.iteration;
     if let Some((revision, diagnostics)) = &iteration.refused {
-        for d in diagnostics {
-            eprintln!("{d}");
-        }
-        // Refused before (by the loop): the reason is in the state.
-        let recorded = if diagnostics.is_empty() {
-            let error = reconciler.store().revisions().into_diagnostic()?.last_error;
-            if let Some(error) = &error {
-                eprintln!("{error}");
-            }
-            error.unwrap_or_default()
-        } else {
-            String::new()
-        };
-        let prune = Refusal::of(&recorded) == Refusal::Prune
-            || diagnostics
-                .iter()
-                .any(|d| Refusal::of(&d.message) == Refusal::Prune);
-        return Err(if prune {
-            miette!(
-                "revision {} is refused by prune protection; nothing applied",
-                revision.short()
-            )
-        } else {
-            miette!(
-                "revision {} is invalid; nothing applied (run `gitfleet validate`)",
-                revision.short()
-            )
-        });
+        return Err(refused(&reconciler, revision, diagnostics));
     }
     let Some(plan) = &iteration.plan else {
         return Err(miette!("no valid fleet to apply"));
@@ -98,18 +75,83 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         println!("Apply cancelled.");
         return Ok(ExitCode::FAILURE);
     }
+    carry_out(
+        &mut reconciler,
+        &runtime,
+        prepared,
+        started,
+        &args.source.state,
+    )
+}
+
+/// The reconciler with prune protection lifted (`--allow-prune`).
+pub(super) fn allow_prune(reconciler: Reconciler<AnyExecutor>) -> Reconciler<AnyExecutor> {
+    reconciler.with_prune_policy(PrunePolicy {
+        allow: true,
+        ..PrunePolicy::default()
+    })
+}
+
+/// The error for a refused newest revision (its problems printed first).
+pub(super) fn refused(
+    reconciler: &Reconciler<AnyExecutor>,
+    revision: &Revision,
+    diagnostics: &[Diagnostic],
+) -> miette::Report {
+    for d in diagnostics {
+        eprintln!("{d}");
+    }
+    // Refused before (by the loop): the reason is in the state.
+    let recorded = if diagnostics.is_empty() {
+        let error = reconciler
+            .store()
+            .revisions()
+            .ok()
+            .and_then(|r| r.last_error);
+        if let Some(error) = &error {
+            eprintln!("{error}");
+        }
+        error.unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let reason = diagnostics
+        .first()
+        .map_or(Refusal::of(&recorded), |d| Refusal::of(&d.message));
+    match reason {
+        Refusal::Prune => miette!(
+            "revision {} is refused by prune protection; nothing applied",
+            revision.short()
+        ),
+        Refusal::Signature => miette!(
+            "revision {} is refused: its commit signature does not verify; nothing applied",
+            revision.short()
+        ),
+        Refusal::Invalid | Refusal::Crashed => miette!(
+            "revision {} is invalid; nothing applied (run `gitfleet validate`)",
+            revision.short()
+        ),
+    }
+}
+
+/// Carries the prepared plan out, records the iteration and sums it up.
+pub(super) fn carry_out(
+    reconciler: &mut Reconciler<AnyExecutor>,
+    runtime: &tokio::runtime::Runtime,
+    prepared: Prepared,
+    started: Instant,
+    state: &std::path::Path,
+) -> Result<ExitCode> {
+    let nothing_to_do = prepared
+        .iteration
+        .plan
+        .as_ref()
+        .is_none_or(|p| p.actions.is_empty());
     // Even with nothing to do, the iteration is recorded (revision, status).
     let applied = runtime
         .block_on(reconciler.apply(prepared))
         .into_diagnostic()?;
-    record(
-        &reconciler,
-        &applied,
-        started,
-        &Shared::default(),
-        &args.source.state,
-    )
-    .into_diagnostic()?;
+    record(reconciler, &applied, started, &Shared::default(), state).into_diagnostic()?;
     if nothing_to_do {
         println!("Nothing to do.");
         return Ok(ExitCode::SUCCESS);

@@ -32,6 +32,21 @@ pub struct ObservedArgs {
     /// Observed state (YAML or JSON); without it the inventory is derived from the pools.
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
+    /// Plan against the live state a reconciler keeps in this state
+    /// directory (its `observed.json`: job records and nodes as last observed).
+    #[arg(long, value_name = "DIR", conflicts_with = "observed")]
+    pub state: Option<PathBuf>,
+}
+
+impl ObservedArgs {
+    /// The observed-state file to read: `--observed`, or the live state of `--state`.
+    pub fn file(&self) -> Option<PathBuf> {
+        match (&self.observed, &self.state) {
+            (Some(file), _) => Some(file.clone()),
+            (None, Some(dir)) => Some(dir.join(reconciler::reconcile::live::OBSERVED_FILE)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The decision time.

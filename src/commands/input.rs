@@ -9,6 +9,7 @@ use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::diag::Diagnostic;
 use reconciler::load::{fs::read_fleet_dir, load_fleet, parse_observed};
 use reconciler::observed::{ObservedState, Timestamp, derive_inventory};
+use reconciler::reconcile::live::OBSERVED_FILE;
 use reconciler::spec::Fleet;
 
 use super::args::{InputArgs, ObservedArgs, SpecArgs, TimeArgs};
@@ -31,10 +32,10 @@ pub struct Input {
 /// The observed file is parsed on its own thread while the fleet loads: the
 /// load's single-threaded stretches leave a core free for it.
 pub fn load(args: &InputArgs) -> Result<Option<Input>> {
+    check_state(&args.observed)?;
+    let file = args.observed.file();
     std::thread::scope(|scope| {
-        let observed_job = args
-            .observed
-            .observed
+        let observed_job = file
             .as_deref()
             .map(|file| scope.spawn(move || parse_observed_file(file)));
         let loaded = load_specs(&args.specs)?;
@@ -104,16 +105,31 @@ fn load_valid_fleet(path: &Path) -> Result<Option<Fleet>> {
     Ok(None)
 }
 
-/// The observed state of `--observed`, else `derive()`; `None` when the file
-/// is invalid (its problems are printed).
+/// The observed state of `--observed` or `--state`, else `derive()`; `None`
+/// when the file is invalid (its problems are printed).
 pub fn observed_or(
     args: &ObservedArgs,
     derive: impl FnOnce() -> ObservedState,
 ) -> Result<Option<ObservedState>> {
-    match &args.observed {
-        Some(file) => read_observed(file),
+    check_state(args)?;
+    match args.file() {
+        Some(file) => read_observed(&file),
         None => Ok(Some(derive())),
     }
+}
+
+/// `--state DIR` needs a live state recorded there.
+fn check_state(args: &ObservedArgs) -> Result<()> {
+    if let (None, Some(dir)) = (&args.observed, &args.state)
+        && !dir.join(OBSERVED_FILE).is_file()
+    {
+        return Err(miette!(
+            "--state {}: no live state recorded there ({OBSERVED_FILE} is missing): run `gitfleet reconcile` or `gitfleet apply` with --state {} first",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Reads an observed-state file; prints its problems and returns `None` when invalid.

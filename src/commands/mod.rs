@@ -4,6 +4,7 @@
 //! and `explain` in `input`, specs read from Git in `git`.
 
 pub mod apply;
+pub mod apply_saved;
 pub mod args;
 pub mod explain;
 pub mod generate;
@@ -12,6 +13,7 @@ pub mod history;
 pub mod input;
 pub mod inventory;
 pub mod plan;
+pub mod plan_out;
 pub mod preview;
 pub mod reconcile;
 pub mod schema;

@@ -1,4 +1,4 @@
-//! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F] [--now T] [-o text|markdown|json] [--detailed-exitcode]`
+//! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F | --state DIR] [--now T] [-o text|markdown|json] [--detailed-exitcode] [--out FILE]`
 
 use std::process::ExitCode;
 
@@ -24,6 +24,11 @@ pub struct Args {
     /// by object, and how the plan changes against the same observed state.
     #[arg(long, value_name = "BASE", display_order = AFTER_REV)]
     pub base: Option<String>,
+    /// Also save the plan with what it was computed from (specs' revision,
+    /// observed-state digest, time, state and executor) to FILE, for
+    /// `gitfleet apply FILE` (with --state DIR).
+    #[arg(long, value_name = "FILE", conflicts_with = "base")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// Runs `gitfleet plan` (with `--base`, the preview of a change).
@@ -46,6 +51,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         now,
         revision: revision.as_deref(),
     });
+    if let Some(out) = &args.out {
+        super::plan_out::write(out, &args.input, &observed, &plan)?;
+    }
     let source = args.input.specs.path.display().to_string();
     emit(
         &PlanReport {

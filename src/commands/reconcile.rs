@@ -12,6 +12,7 @@ use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::plan::Wording;
 use reconciler::reconcile::prune::PrunePolicy;
 use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, run_loop};
+use reconciler::reconcile::signatures::SignaturePolicy;
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
 use reconciler::spec::Duration;
@@ -50,9 +51,61 @@ pub struct SourceArgs {
     /// percentage of the running jobs (when more than one).
     #[arg(long, value_name = "PERCENT", default_value_t = 50.0)]
     pub max_prune_percent: f64,
+    /// Apply only commits whose signature verifies (SSH against
+    /// --allowed-signers, OpenPGP against --gpg-keyring), as Flux verifies
+    /// commits; any other commit is refused as an invalid one is.
+    #[arg(long)]
+    pub require_signed: bool,
+    /// The SSH keys allowed to sign (ssh-keygen's allowed-signers file:
+    /// `principal key-type key` per line), kept outside the repository.
+    #[arg(long, value_name = "FILE", requires = "require_signed")]
+    pub allowed_signers: Option<PathBuf>,
+    /// The OpenPGP keys allowed to sign: a file of exported public keys
+    /// (`gpg --export`), or a GnuPG home directory; kept outside the repository.
+    #[arg(long, value_name = "FILE|DIR", requires = "require_signed")]
+    pub gpg_keyring: Option<PathBuf>,
     /// The executor and its own arguments.
     #[command(flatten)]
     pub exec: ExecutorArgs,
+}
+
+impl SourceArgs {
+    /// The keys `--require-signed` accepts; `None` without it. Refused
+    /// before anything is written: no keys, a key file that is missing, or
+    /// specs that do not come from Git.
+    fn signature_policy(&self, source: &FleetSource) -> Result<Option<SignaturePolicy>> {
+        if !self.require_signed {
+            return Ok(None);
+        }
+        if self.allowed_signers.is_none() && self.gpg_keyring.is_none() {
+            return Err(miette!(
+                "--require-signed needs the allowed keys: --allowed-signers FILE (SSH) and/or --gpg-keyring FILE|DIR (OpenPGP)"
+            ));
+        }
+        for (flag, path) in [
+            ("--allowed-signers", &self.allowed_signers),
+            ("--gpg-keyring", &self.gpg_keyring),
+        ] {
+            if let Some(path) = path
+                && !path.exists()
+            {
+                return Err(miette!(
+                    "{flag} {}: no such file or directory",
+                    path.display()
+                ));
+            }
+        }
+        if matches!(source, FleetSource::Dir { .. }) {
+            return Err(miette!(
+                "--require-signed: {} is not read from Git, so there is no commit signature to verify",
+                self.path.display()
+            ));
+        }
+        Ok(Some(SignaturePolicy {
+            allowed_signers: self.allowed_signers.clone(),
+            gpg_keyring: self.gpg_keyring.clone(),
+        }))
+    }
 }
 
 /// Arguments of `gitfleet reconcile`.
@@ -124,8 +177,12 @@ pub(super) struct Setup {
 
 /// Builds the fleet source, the state, the executor and the clock.
 pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
-    // Refused before the state directory is created.
-    args.exec.check()?;
+    let source = source_of(args)?;
+    setup_from(args, source)
+}
+
+/// The fleet source the arguments name.
+fn source_of(args: &SourceArgs) -> Result<FleetSource> {
     if args.repo.is_none() && !args.path.exists() {
         return Err(miette!(
             "{}: no such file or directory",
@@ -159,20 +216,29 @@ pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
             args.path.display()
         ));
     }
+    Ok(source)
+}
+
+/// Opens the state and the executor for `source`.
+pub(super) fn setup_from(args: &SourceArgs, source: FleetSource) -> Result<Setup> {
+    // Refused before the state directory is created.
+    args.exec.check()?;
+    let signatures = args.signature_policy(&source)?;
     let store = Arc::new(
         Store::open(&args.state)
             .into_diagnostic()
             .wrap_err("cannot open the state")?,
     );
     let (executor, clock) = args.exec.open(&args.state, &store)?;
-    Ok(Setup {
-        reconciler: Reconciler::new(source, store, executor).with_prune_policy(PrunePolicy {
-            max_jobs: args.max_prune,
-            max_share: (args.max_prune_percent / 100.0).clamp(0.0, 1.0),
-            allow: false,
-        }),
-        clock,
-    })
+    let mut reconciler = Reconciler::new(source, store, executor).with_prune_policy(PrunePolicy {
+        max_jobs: args.max_prune,
+        max_share: (args.max_prune_percent / 100.0).clamp(0.0, 1.0),
+        allow: false,
+    });
+    if let Some(policy) = signatures {
+        reconciler = reconciler.with_signature_policy(policy);
+    }
+    Ok(Setup { reconciler, clock })
 }
 
 /// Runs `gitfleet reconcile`.

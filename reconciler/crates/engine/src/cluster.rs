@@ -125,6 +125,82 @@ impl NodeState {
         Some(picked)
     }
 
+    /// Like [`NodeState::pick_gpus`], preferring GPUs of a lower `level`:
+    /// inside one domain when one is big enough (the domain whose pick holds
+    /// the most GPUs of level 0, then of 1, then the fewest usable GPUs,
+    /// then the first), else across as few domains as possible; lower levels
+    /// first, then lower positions.
+    pub fn pick_gpus_preferring(
+        &self,
+        count: u32,
+        usable: impl Fn(usize, &Gpu) -> bool,
+        level: impl Fn(usize) -> u8,
+    ) -> Option<Vec<usize>> {
+        if count == 0 {
+            return Some(Vec::new());
+        }
+        let mut domains: Vec<(u32, Vec<usize>)> = Vec::new();
+        for (pos, gpu) in self.gpus.iter().enumerate() {
+            if !usable(pos, gpu) {
+                continue;
+            }
+            match domains.iter_mut().find(|(d, _)| *d == gpu.domain) {
+                Some((_, v)) => v.push(pos),
+                None => domains.push((gpu.domain, vec![pos])),
+            }
+        }
+        let count = count as usize;
+        let pick = |v: &[usize]| {
+            let mut v = v.to_vec();
+            v.sort_by_key(|pos| (level(*pos), *pos));
+            v.truncate(count);
+            v.sort_unstable();
+            v
+        };
+        let of = |v: &[usize], r: u8| v.iter().filter(|p| level(**p) == r).count();
+        if count <= self.max_domain as usize {
+            return domains
+                .iter()
+                .filter(|(_, v)| v.len() >= count)
+                .map(|(d, v)| {
+                    let got = pick(v);
+                    let key = (
+                        std::cmp::Reverse(of(&got, 0)),
+                        std::cmp::Reverse(of(&got, 1)),
+                        v.len(),
+                        *d,
+                    );
+                    (key, got)
+                })
+                .min_by(|a, b| a.0.cmp(&b.0))
+                .map(|(_, got)| got);
+        }
+        let total: usize = domains.iter().map(|(_, v)| v.len()).sum();
+        if total < count {
+            return None;
+        }
+        domains.sort_by_key(|(d, v)| {
+            (
+                std::cmp::Reverse(v.len()),
+                std::cmp::Reverse(of(v, 0)),
+                std::cmp::Reverse(of(v, 1)),
+                *d,
+            )
+        });
+        let mut picked: Vec<usize> = Vec::with_capacity(count);
+        for (_, v) in &domains {
+            let mut v = v.clone();
+            v.sort_by_key(|pos| (level(*pos), *pos));
+            for pos in v {
+                if picked.len() < count {
+                    picked.push(pos);
+                }
+            }
+        }
+        picked.sort_unstable();
+        Some(picked)
+    }
+
     /// The topology domain of this node at a level, if labelled.
     pub fn domain_key(&self, level: model::spec::TopologyLevel) -> Option<&str> {
         use model::spec::TopologyLevel as L;

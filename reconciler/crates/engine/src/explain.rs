@@ -226,7 +226,7 @@ fn quota_lines(e: &Engine, j: JobId) -> Vec<QuotaLine> {
                 guaranteed: e.tree.guaranteed(q, m),
                 limit,
                 request: job.gpus,
-                fits: limit.is_none_or(|l| usage + job.gpus <= l),
+                fits: limit.is_none_or(|l| usage + e.tree.held(q, m) + job.gpus <= l),
             });
         }
     }

@@ -19,6 +19,9 @@ pub struct Freeing {
     general: Vec<u64>,
     /// Such GPUs kept for one pending preemptor.
     dedicated: HashMap<JobId, u64>,
+    /// All of `dedicated`: a job may take GPUs kept for another that does
+    /// not keep them from it.
+    dedicated_total: u64,
 }
 
 impl Freeing {
@@ -35,23 +38,27 @@ impl Freeing {
             self.nodes[m].insert(*node);
         }
         match kept_for {
-            Some(j) => *self.dedicated.entry(j).or_default() += gpus,
+            Some(j) => {
+                *self.dedicated.entry(j).or_default() += gpus;
+                self.dedicated_total += gpus;
+            }
             None => self.general[m] += gpus,
         }
     }
 
-    /// Places job `j` on free GPUs plus GPUs of stopping jobs it may wait
-    /// for, when that fits; `claimable(run)` says whether `j` may take a run's GPUs.
+    /// Places a job on free GPUs plus GPUs of stopping jobs it may wait for,
+    /// when that fits; `claimable(run)` says whether it may take a run's GPUs,
+    /// `nominated` are the GPUs nominated for it (preferred after stopping
+    /// jobs' GPUs).
     pub fn place(
         &mut self,
         cluster: &Cluster,
-        j: JobId,
         req: &Request,
         claimable: &dyn Fn(RunId) -> bool,
+        nominated: &[(NodeId, usize)],
     ) -> Option<Placement> {
         let m = req.model as usize;
-        let waiting_room = self.general.get(m).copied().unwrap_or(0)
-            + self.dedicated.get(&j).copied().unwrap_or(0);
+        let waiting_room = self.general.get(m).copied().unwrap_or(0) + self.dedicated_total;
         let free = cluster.free_total.get(m).copied().unwrap_or(0);
         if waiting_room == 0 || free + waiting_room < req.total() {
             return None;
@@ -78,7 +85,28 @@ impl Freeing {
                     _ => false,
                 }
         };
-        placement::place_scan(cluster, &nodes, req, &usable)
+        // GPUs of stopping jobs first (it keeps as few free GPUs idle as it
+        // can), then those nominated for it.
+        let prefer = |id: NodeId, pos: usize, g: &Gpu| -> u8 {
+            if matches!(g.owner, Owner::Freeing(_)) {
+                0
+            } else if nominated.contains(&(id, pos)) {
+                1
+            } else {
+                2
+            }
+        };
+        placement::place_preferring(cluster, &nodes, req, &usable, &prefer)
+    }
+
+    /// Nodes that held GPUs of stopping jobs of `model` (some may have none
+    /// left: check the owners).
+    pub fn nodes_of(&self, model: ModelId) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes
+            .get(model as usize)
+            .into_iter()
+            .flatten()
+            .copied()
     }
 
     /// Whether some stopping job's GPUs are kept for job `j`.
@@ -86,14 +114,21 @@ impl Freeing {
         self.dedicated.get(&j).is_some_and(|n| *n > 0)
     }
 
-    /// Books a claimed GPU of run `kept_for`'s kind against the counters.
-    pub fn claimed(&mut self, model: ModelId, j: JobId, dedicated: bool) {
-        if dedicated {
-            if let Some(n) = self.dedicated.get_mut(&j) {
-                *n = n.saturating_sub(1);
+    /// Books a claimed GPU of a stopping run (kept for `kept_for`, if
+    /// anyone) against the counters.
+    pub fn claimed(&mut self, model: ModelId, kept_for: Option<JobId>) {
+        match kept_for {
+            Some(p) => {
+                if let Some(n) = self.dedicated.get_mut(&p) {
+                    *n = n.saturating_sub(1);
+                }
+                self.dedicated_total = self.dedicated_total.saturating_sub(1);
             }
-        } else if let Some(n) = self.general.get_mut(model as usize) {
-            *n = n.saturating_sub(1);
+            None => {
+                if let Some(n) = self.general.get_mut(model as usize) {
+                    *n = n.saturating_sub(1);
+                }
+            }
         }
     }
 }

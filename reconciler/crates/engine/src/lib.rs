@@ -162,6 +162,8 @@ struct Run<'a> {
     /// When its GPUs are expected to be free (grace end, time limit).
     ends_at: Option<Timestamp>,
     preempted_for: Option<&'a str>,
+    /// The pending job its GPUs are kept for (its preemptor), once known.
+    kept_for: Option<JobId>,
 }
 
 /// Per-job outcome of a failed attempt on one model, for the pending reason.
@@ -186,6 +188,9 @@ struct Engine<'a> {
     runs: Vec<Run<'a>>,
     /// Jobs still pending (preemptors that wait count as pending).
     pending_now: Vec<bool>,
+    /// Jobs this plan has decided on (placed, waiting or blocked): what
+    /// they were promised or nominated and did not take is free for others.
+    decided: Vec<bool>,
     reservation: Option<backfill::Reservation>,
     actions: Actions,
     pending: Vec<Pending>,
@@ -201,6 +206,12 @@ struct Engine<'a> {
     freeing: freeing::Freeing,
     /// Running jobs per leaf queue (preemption candidates).
     runs_by_queue: Vec<Vec<RunId>>,
+    /// Stopping runs preempted for a job, which count against their queues'
+    /// limits until that job is charged in their place (it waits for them).
+    held_for: HashMap<JobId, Vec<RunId>>,
+    /// The GPUs nominated for the job being decided (preferred where it
+    /// waits or preempts, after GPUs of stopping jobs and victims).
+    own_nominated: Vec<(NodeId, usize)>,
     /// GPUs kept for pending jobs that preemptions made room for.
     nominated: HashMap<JobId, Vec<(NodeId, usize)>>,
     /// The observed `queued` entries (first-seen times, nominations).
@@ -275,6 +286,7 @@ impl<'a> Engine<'a> {
             }
         }
         let pending_now = vec![false; jobs.len()];
+        let decided = vec![false; jobs.len()];
         let pending = Vec::with_capacity(jobs.len());
         let mut engine = Engine {
             now: input.now,
@@ -287,6 +299,7 @@ impl<'a> Engine<'a> {
             job_by_name,
             runs: Vec::new(),
             pending_now,
+            decided,
             reservation: None,
             actions: Actions::default(),
             pending,
@@ -299,6 +312,8 @@ impl<'a> Engine<'a> {
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
             victim_lists: Vec::new(),
+            held_for: HashMap::default(),
+            own_nominated: Vec::new(),
             nominated: HashMap::default(),
             observed_queued: &observed.queued,
             generation: 0,
@@ -370,11 +385,30 @@ impl<'a> Engine<'a> {
                 _ => Owner::Freeing(run_id),
             };
             placement::apply(&mut self.cluster, &placement, owner);
-            if let (Stopping::No, Some(j), Some(m)) = (stopping, job, model)
+            if let (Some(j), Some(m)) = (job, model)
                 && let Some(q) = self.jobs[j as usize].queue
             {
-                self.tree.charge(q, m, gpus, true);
-                self.tree.charge_running(q, m, gpus, true);
+                match stopping {
+                    Stopping::No => {
+                        self.tree.charge(q, m, gpus, true);
+                        self.tree.charge_running(q, m, gpus, true);
+                    }
+                    // A job in its grace period holds its GPUs: they count
+                    // against its queues' limits until it is gone, or until
+                    // the job it stops for is charged in its place.
+                    Stopping::Preempted | Stopping::Terminated => {
+                        self.tree.charge_held(q, m, gpus, true);
+                        if stopping == Stopping::Preempted
+                            && let Some(&p) = r
+                                .preempted_for
+                                .as_deref()
+                                .and_then(|name| self.job_by_name.get(name))
+                        {
+                            self.held_for.entry(p).or_default().push(run_id);
+                        }
+                    }
+                    Stopping::Cancelled => {}
+                }
             }
             match stopping {
                 Stopping::Cancelled => stops.push((
@@ -411,6 +445,7 @@ impl<'a> Engine<'a> {
                 stopping,
                 ends_at,
                 preempted_for: r.preempted_for.as_deref(),
+                kept_for: None,
             }));
         }
         self.runs = by_name
@@ -627,7 +662,140 @@ impl<'a> Engine<'a> {
 
     /// Tries to start job `j`: on free GPUs, on reserved GPUs (backfill), on
     /// GPUs being freed, on new nodes (scale-up), and last by preemption.
+    ///
+    /// Stopping jobs preempted for `j` do not count against the limits `j`
+    /// is checked against; they count again unless `j` ends up charged in
+    /// their place ([`Engine::charged_in_place_of_held`]).
     fn admit(&mut self, j: JobId) {
+        self.decided[j as usize] = true;
+        // GPUs kept for `j` that it does not take become free for others.
+        let holds = self.nominated.contains_key(&j) || self.freeing.has_dedicated(j);
+        self.lend_held(j, false);
+        let lent = self.lend_nominations(j);
+        self.admit_inner(j);
+        self.take_back_nominations(lent);
+        self.lend_held(j, true);
+        if holds {
+            self.generation += 1;
+        }
+    }
+
+    /// Whether pending job `p`, not decided yet, keeps the GPUs of model `m`
+    /// nominated (`free`) or promised to it away from job `asking` (issue 16
+    /// item 5): only while it fits its quota, nominated GPUs not against a
+    /// job of higher priority, and nothing against a job within its
+    /// guarantee when `p` would borrow them (the next plan would reclaim).
+    fn keeps(&self, p: JobId, m: ModelId, asking: JobId, free: bool) -> bool {
+        let (pj, aj) = (&self.jobs[p as usize], &self.jobs[asking as usize]);
+        let Some(pq) = pj.queue else { return false };
+        if !self.fits_without_own_held(p, asking, pq, m) {
+            return false;
+        }
+        if free && aj.priority > pj.priority {
+            return false;
+        }
+        let within =
+            |q: QueueId, gpus: u64| self.tree.usage(q, m) + gpus <= self.tree.guaranteed(q, m);
+        let outranked = aj.queue.is_some_and(|aq| within(aq, aj.gpus)) && !within(pq, pj.gpus);
+        !outranked
+    }
+
+    /// Whether pending job `p` fits every limit on its path on model `m`,
+    /// not counting the stopping jobs preempted for it (while job `asking`
+    /// is decided, those preempted for `asking` count again for `p`).
+    fn fits_without_own_held(&self, p: JobId, asking: JobId, leaf: QueueId, m: ModelId) -> bool {
+        let gpus = self.jobs[p as usize].gpus;
+        self.tree.path(leaf).all(|q| {
+            let Some(limit) = self.tree.limit(q, m) else {
+                return true;
+            };
+            let used = self.tree.usage(q, m) + self.tree.held(q, m) + self.held_in(asking, q, m);
+            used.saturating_sub(self.held_in(p, q, m)) + gpus <= limit
+        })
+    }
+
+    /// GPUs of model `m` in queue `q` (or below) held by stopping runs
+    /// preempted for job `j`.
+    fn held_in(&self, j: JobId, q: QueueId, m: ModelId) -> u64 {
+        let Some(runs) = self.held_for.get(&j) else {
+            return 0;
+        };
+        runs.iter()
+            .map(|r| &self.runs[*r as usize])
+            .filter(|run| run.model == Some(m))
+            .filter(|run| {
+                run.job
+                    .and_then(|vj| self.jobs[vj as usize].queue)
+                    .is_some_and(|vq| self.tree.path(vq).any(|a| a == q))
+            })
+            .map(|run| run.gpus)
+            .sum()
+    }
+
+    /// GPUs nominated for other undecided jobs that job `j` may take
+    /// ([`Engine::keeps`]): free while `j` is decided on.
+    fn lend_nominations(&mut self, j: JobId) -> Vec<(JobId, NodeId, usize)> {
+        if self.nominated.is_empty() {
+            return Vec::new();
+        }
+        let mut holders: Vec<JobId> = self.nominated.keys().copied().filter(|p| *p != j).collect();
+        holders.sort_unstable();
+        let mut lent = Vec::new();
+        for p in holders {
+            for &(node, pos) in &self.nominated[&p] {
+                let state = self.cluster.node(node);
+                if state.gpus[pos].owner != Owner::Promised(p) {
+                    continue;
+                }
+                let Some(m) = state.model else { continue };
+                if !self.keeps(p, m, j, true) {
+                    lent.push((p, node, pos));
+                }
+            }
+        }
+        for &(_, node, pos) in &lent {
+            self.cluster.set_owner(node, pos, Owner::Free);
+        }
+        if !lent.is_empty() {
+            self.generation += 1;
+        }
+        lent
+    }
+
+    /// Nominates again what [`Engine::lend_nominations`] lent and was not taken.
+    fn take_back_nominations(&mut self, lent: Vec<(JobId, NodeId, usize)>) {
+        for (p, node, pos) in lent {
+            if self.cluster.node(node).gpus[pos].owner == Owner::Free {
+                self.cluster.set_owner(node, pos, Owner::Promised(p));
+            } else if let Some(held) = self.nominated.get_mut(&p) {
+                held.retain(|g| *g != (node, pos));
+            }
+        }
+    }
+
+    /// Releases (`back == false`) or charges again the limit usage of the
+    /// stopping runs preempted for `j`.
+    fn lend_held(&mut self, j: JobId, back: bool) {
+        let Some(runs) = self.held_for.get(&j) else {
+            return;
+        };
+        for &r in runs {
+            let run = &self.runs[r as usize];
+            if let (Some(vj), Some(m)) = (run.job, run.model)
+                && let Some(q) = self.jobs[vj as usize].queue
+            {
+                self.tree.charge_held(q, m, run.gpus, back);
+            }
+        }
+    }
+
+    /// Job `j` is charged while it waits: the stopping runs preempted for it
+    /// no longer count against their limits (it counts in their place).
+    fn charged_in_place_of_held(&mut self, j: JobId) {
+        self.held_for.remove(&j);
+    }
+
+    fn admit_inner(&mut self, j: JobId) {
         if self.jobs[j as usize].queue.is_none() {
             return;
         }
@@ -649,7 +817,12 @@ impl<'a> Engine<'a> {
         }
         let job = self.jobs[j as usize].clone();
         let Some(q) = job.queue else { return };
+        // Every acceptable model is tried for a start now (free, nominated
+        // or reserved GPUs) before any for a wait (stopping jobs, new nodes):
+        // a job never waits on one model while another fits now.
         let mut blocked = Vec::new();
+        let mut fitting: Vec<Request> = Vec::new();
+        self.own_nominated = self.nominated.get(&j).cloned().unwrap_or_default();
         for &m in job.models.iter() {
             let req = Request::for_job(&job, m);
             if !self.model_exists(m) {
@@ -666,33 +839,50 @@ impl<'a> Engine<'a> {
                 self.commit_place(j, m, p, None);
                 return;
             }
-            self.release_nominated(j);
-            if let Some(p) = placement::place_free(&mut self.cluster, &req, j) {
-                self.commit_place(j, m, p, None);
+            fitting.push(req);
+        }
+        self.release_nominated(j);
+        for req in &fitting {
+            if let Some(p) = placement::place_free(&mut self.cluster, req, j) {
+                self.commit_place(j, req.model, p, None);
                 return;
             }
-            if let Some(p) = backfill::place_on_reserved(self, &req, &job) {
+            if let Some(p) = backfill::place_on_reserved(self, req, &job) {
                 placement::apply(&mut self.cluster, &p, Owner::Placed(j));
-                self.commit_place(j, m, p, Some("backfill"));
+                self.commit_place(j, req.model, p, Some("backfill"));
                 return;
-            }
-            if self.wait_for_freeing(j, &req) || scaling::wait_for_scale_up(self, j, &req) {
-                return;
-            }
-            if self.blocked_by_reservation(&req) {
-                blocked.push(Blocked::Reserved(req));
-            } else {
-                blocked.push(Blocked::Placement(req));
             }
         }
+        for req in &fitting {
+            if self.wait_for_freeing(j, req) || scaling::wait_for_scale_up(self, j, req) {
+                return;
+            }
+            if self.blocked_by_reservation(req) {
+                blocked.push(Blocked::Reserved(*req));
+            } else {
+                blocked.push(Blocked::Placement(*req));
+            }
+        }
+        // Its own nominated GPUs count as free for its victim search (and
+        // are free for others when it stays pending).
+        self.release_nominated(j);
+        // Victims are compared across the acceptable models in one order
+        // (borrowing before guaranteed, then priority…), not model by model.
+        let mut best: Option<preemption::Found> = None;
         for &m in job.models.iter() {
             if !self.model_exists(m) {
                 continue;
             }
             let req = Request::for_job(&job, m);
-            if preemption::preempt_for(self, j, &req) {
-                return;
+            if let Some(found) = preemption::find(self, j, &req)
+                && best.as_ref().is_none_or(|b| found.better_than(b))
+            {
+                best = Some(found);
             }
+        }
+        if let Some(found) = best {
+            preemption::carry_out(self, j, found);
+            return;
         }
         // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
@@ -720,7 +910,10 @@ impl<'a> Engine<'a> {
     /// for jobs with GPUs kept for them (nominated or freed by preemption).
     fn outcome_key(&self, j: JobId) -> Option<OutcomeKey> {
         let job = &self.jobs[j as usize];
-        if self.nominated.contains_key(&j) || self.freeing.has_dedicated(j) {
+        if self.nominated.contains_key(&j)
+            || self.freeing.has_dedicated(j)
+            || self.held_for.contains_key(&j)
+        {
             return None;
         }
         Some(OutcomeKey {
@@ -842,24 +1035,31 @@ impl<'a> Engine<'a> {
             .collect()
     }
 
-    /// Whether `run`'s GPUs may go to job `j` once free: nobody else was promised them.
+    /// Whether `run`'s GPUs may go to job `j` once free: the job they are
+    /// kept for, if any, is `j`, is decided already, or does not keep them
+    /// from `j` ([`Engine::keeps`]).
     fn claimable(&self, run: RunId, j: JobId) -> bool {
-        match self.runs[run as usize].preempted_for {
-            None => true,
-            Some(name) => {
-                name == self.jobs[j as usize].name
-                    || self
-                        .job_by_name
-                        .get(name)
-                        .is_none_or(|other| !self.pending_now[*other as usize])
+        let run = &self.runs[run as usize];
+        match (run.kept_for, run.model) {
+            (Some(p), Some(m)) => {
+                p == j
+                    || self.decided[p as usize]
+                    || !self.pending_now[p as usize]
+                    || !self.keeps(p, m, j, false)
             }
+            _ => true,
         }
     }
 
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
-        let p = freeing.place(&self.cluster, j, req, &|r| self.claimable(r, j));
+        let p = freeing.place(
+            &self.cluster,
+            req,
+            &|r| self.claimable(r, j),
+            &self.own_nominated,
+        );
         self.freeing = freeing;
         let Some(p) = p else { return false };
         let mut waiting_on: Vec<RunId> = Vec::new();
@@ -871,9 +1071,8 @@ impl<'a> Engine<'a> {
                         if !waiting_on.contains(&r) {
                             waiting_on.push(r);
                         }
-                        let dedicated =
-                            self.runs[r as usize].preempted_for == Some(self.jobs[j as usize].name);
-                        self.freeing.claimed(req.model, j, dedicated);
+                        self.freeing
+                            .claimed(req.model, self.runs[r as usize].kept_for);
                         Owner::Claimed(r, j)
                     }
                     _ => Owner::Promised(j),
@@ -885,6 +1084,7 @@ impl<'a> Engine<'a> {
         if let Some(q) = job.queue {
             self.tree.charge(q, req.model, job.gpus, true);
         }
+        self.charged_in_place_of_held(j);
         waiting_on.sort_by_key(|r| self.runs[*r as usize].name);
         let reason = reasons::waiting_for_runs(self, &waiting_on);
         let waiting = if waiting_on
@@ -938,7 +1138,11 @@ impl<'a> Engine<'a> {
         let usable = |n: &cluster::NodeState, _: usize, g: &cluster::Gpu| {
             n.schedulable && (g.owner == Owner::Free || g.owner == Owner::Promised(j))
         };
-        placement::place_scan(&self.cluster, &nodes, req, &usable)
+        // Its nominated GPUs first ("it is placed there first").
+        let prefer = |_: NodeId, _: usize, g: &cluster::Gpu| -> u8 {
+            if g.owner == Owner::Promised(j) { 1 } else { 2 }
+        };
+        placement::place_preferring(&self.cluster, &nodes, req, &usable, &prefer)
     }
 
     /// Returns job `j`'s unused nominated GPUs to everyone.
@@ -966,6 +1170,7 @@ impl<'a> Engine<'a> {
                 .and_then(|name| self.job_by_name.get(name).copied())
                 .filter(|j| self.pending_now[*j as usize]);
             self.freeing.add(m, &run.placement, kept_for);
+            self.runs[r].kept_for = kept_for;
         }
     }
 

@@ -116,6 +116,29 @@ pub fn place_scan(
     place_ranked(cluster, nodes, req, usable, &|_| 0)
 }
 
+/// How much a usable GPU is preferred: 0 first (GPUs of stopping jobs and
+/// victims, which a waiting job should use so that it keeps as few free
+/// GPUs idle as it can), then 1 (GPUs nominated for the job), then 2.
+pub type Prefer<'a> = &'a dyn Fn(NodeId, usize, &Gpu) -> u8;
+
+/// Like [`place_scan`], preferring GPUs by `prefer`: the node whose pick
+/// holds the most GPUs of preference 0, then of 1, then best fit.
+pub fn place_preferring(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    prefer: Prefer,
+) -> Option<Placement> {
+    if let Some(level) = req.required.or(req.preferred) {
+        let found = domain_search(cluster, nodes, req, level, usable, &|_| 0, Some(prefer));
+        if found.is_some() || req.required.is_some() {
+            return found;
+        }
+    }
+    greedy_with(cluster, nodes, req, usable, &|_| 0, Some(prefer))
+}
+
 /// Like [`place_scan`], but nodes of a lower `rank` are preferred over any
 /// of a higher rank before best fit applies (scale-up: existing nodes, then
 /// nodes already being added, then new ones).
@@ -152,6 +175,19 @@ fn in_one_domain(
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
     rank: &dyn Fn(&NodeState) -> u8,
 ) -> Option<Placement> {
+    domain_search(cluster, nodes, req, level, usable, rank, None)
+}
+
+/// [`in_one_domain`] with an optional GPU preference.
+fn domain_search(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    level: TopologyLevel,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+    prefer: Option<Prefer>,
+) -> Option<Placement> {
     let mut domains: BTreeMap<&str, (u64, Vec<NodeId>)> = BTreeMap::new();
     for &id in nodes {
         let node = cluster.node(id);
@@ -182,7 +218,7 @@ fn in_one_domain(
         {
             continue;
         }
-        if let Some(p) = greedy(cluster, members, req, usable, rank) {
+        if let Some(p) = greedy_with(cluster, members, req, usable, rank, prefer) {
             let worst = p
                 .iter()
                 .map(|(id, _)| rank(cluster.node(*id)))
@@ -204,8 +240,9 @@ fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bo
         .count() as u32
 }
 
-/// A node chosen for one replica: (rank, GPUs left), name, node, positions.
-type Choice<'a> = ((u8, u32), &'a str, NodeId, Vec<usize>);
+/// A node chosen for one replica: (rank, preferred GPUs of preference 0 and
+/// 1 not used, GPUs left), name, node, positions.
+type Choice<'a> = ((u8, u32, u32, u32), &'a str, NodeId, Vec<usize>);
 
 /// Best fit per replica over `nodes`, tracking what earlier replicas took.
 fn greedy(
@@ -214,6 +251,19 @@ fn greedy(
     req: &Request,
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
     rank: &dyn Fn(&NodeState) -> u8,
+) -> Option<Placement> {
+    greedy_with(cluster, nodes, req, usable, rank, None)
+}
+
+/// [`greedy`] with an optional GPU preference: the node whose pick holds
+/// the most GPUs of preference 0, then of 1, then best fit.
+fn greedy_with(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+    prefer: Option<Prefer>,
 ) -> Option<Placement> {
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
@@ -237,15 +287,35 @@ fn greedy(
             if avail < req.per_replica {
                 continue;
             }
-            let left = (rank(node), avail - req.per_replica);
+            let Some(prefer) = prefer else {
+                let left = (rank(node), 0, 0, avail - req.per_replica);
+                if best
+                    .as_ref()
+                    .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))
+                {
+                    continue;
+                }
+                if let Some(p) = node.pick_gpus(req.per_replica, is_usable) {
+                    best = Some((left, &node.name, id, p));
+                }
+                continue;
+            };
+            let level = |pos: usize| prefer(id, pos, &node.gpus[pos]);
+            let Some(p) = node.pick_gpus_preferring(req.per_replica, is_usable, level) else {
+                continue;
+            };
+            let of = |r: u8| p.iter().filter(|pos| level(**pos) == r).count() as u32;
+            let key = (
+                rank(node),
+                req.per_replica - of(0),
+                req.per_replica - of(1),
+                avail - req.per_replica,
+            );
             if best
                 .as_ref()
-                .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))
+                .is_none_or(|(l, name, _, _)| (key, node.name.as_str()) < (*l, *name))
             {
-                continue;
-            }
-            if let Some(p) = node.pick_gpus(req.per_replica, is_usable) {
-                best = Some((left, &node.name, id, p));
+                best = Some((key, &node.name, id, p));
             }
         }
         let (_, _, id, positions) = best?;

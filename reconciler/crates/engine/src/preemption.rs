@@ -3,11 +3,16 @@
 //! Victims are preemptible running jobs that are (a) in the same leaf queue
 //! with lower priority, (b) in a borrowing queue when the preemptor's queue
 //! stays within its guarantee (reclaim), or (c) in a borrowing queue with
-//! lower priority. Another queue's job is only taken from borrowed usage:
-//! its queue, and every ancestor below the common ancestor with the
-//! preemptor's queue, stays at or above its guarantee. Victims are ordered
-//! borrowing first, lower priority first, most recently started first; no
-//! more are taken than needed.
+//! lower priority. A job of another queue is a victim while its queue, and
+//! every ancestor below the common ancestor with the preemptor's queue, is
+//! still borrowing before it is removed (Kueue's rule: one large job that
+//! straddles a guarantee does not shield a borrower). Victims are preferred
+//! in tiers — borrowed usage whose removal leaves its queues at or above
+//! their guarantees, then borrowed usage that straddles one, then guaranteed
+//! usage of the own leaf — then lower priority, most recently started, name;
+//! no more are taken than needed, the least preferred dropped first. The
+//! preemptor may also count GPUs of stopping jobs it may wait for, and sits
+//! on what its victims and stopping jobs free before free GPUs.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +26,29 @@ use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
 
+/// Stopping runs whose GPUs the preemptor may wait for beside its victims'.
+type Waitable = rustc_hash::FxHashSet<RunId>;
+
+/// The stopping runs of model `m` whose GPUs job `j` may wait for.
+fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
+    let mut out = Waitable::default();
+    for id in e.freeing.nodes_of(m) {
+        let node = e.cluster.node(id);
+        if !node.schedulable {
+            continue;
+        }
+        for g in &node.gpus {
+            if let Owner::Freeing(r) = g.owner
+                && !out.contains(&r)
+                && e.claimable(r, j)
+            {
+                out.insert(r);
+            }
+        }
+    }
+    out
+}
+
 /// A running job that may be preempted for the current preemptor.
 #[derive(Debug, Clone)]
 struct Candidate {
@@ -31,6 +59,33 @@ struct Candidate {
     /// preemptor's own queue): its leaf up to below the common ancestor.
     borrowed_from: std::rc::Rc<[QueueId]>,
     rule: Rule,
+    /// Its place in the victim order (tier, priority, most recent start,
+    /// run): one order across the preemptor's models.
+    key: VictimKey,
+}
+
+/// What orders victims: tier (borrowed and safe, borrowed and straddling,
+/// own leaf's guaranteed usage), priority, most recently started, run.
+type VictimKey = (u8, i32, std::cmp::Reverse<model::observed::Timestamp>, RunId);
+
+/// A preemption found for one model, not carried out yet.
+#[derive(Debug)]
+pub struct Found {
+    req: Request,
+    victims: Vec<Candidate>,
+    placement: Placement,
+    stopping: Waitable,
+    /// The victims' keys, least preferred first: of two preemptions the one
+    /// whose least preferred victim is more preferred wins, and so on down
+    /// (fewer victims win a tie), across models alike.
+    cost: Vec<VictimKey>,
+}
+
+impl Found {
+    /// Whether this preemption takes more preferred victims than `other`.
+    pub fn better_than(&self, other: &Found) -> bool {
+        self.cost < other.cost
+    }
 }
 
 /// Which rule allows a victim (the words are made only for chosen ones).
@@ -61,11 +116,11 @@ pub struct CandidateList {
     more: bool,
 }
 
-/// Tries to preempt for job `j` on the model of `req`; true when victims
-/// were chosen (the job then waits for them).
-pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
+/// Victims that would let job `j` run on the model of `req`, if any; the
+/// engine is left unchanged ([`carry_out`] commits them).
+pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let job = e.jobs[j as usize].clone();
-    let Some(q) = job.queue else { return false };
+    let Some(q) = job.queue else { return None };
     let key: MemoKey = (
         q,
         job.priority,
@@ -75,16 +130,23 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
         req.required.map_or(0, |l| l as u8 + 1),
         req.preferred.map_or(0, |l| l as u8 + 1),
     );
-    if e.preempt_memo.get(&key) == Some(&e.generation) {
-        return false;
+    // Stopping jobs preempted for `j` do not count against its limits: what
+    // it finds is its own, not its shape's.
+    let memo = !e.held_for.contains_key(&j);
+    if memo && e.preempt_memo.get(&key) == Some(&e.generation) {
+        return None;
     }
     let m = req.model;
     let reclaim = e.tree.usage(q, m) + job.gpus <= e.tree.guaranteed(q, m);
     let own_path = on_path(e, q);
-    let ub = upper_bound(e, &job, q, m, reclaim, &own_path);
+    let stopping = waitable(e, j, m);
+    let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
+    let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
     if ub < job.gpus {
-        e.preempt_memo.insert(key, e.generation);
-        return false;
+        if memo {
+            e.preempt_memo.insert(key, e.generation);
+        }
+        return None;
     }
     // The most preferred victims first: search with a prefix of the
     // candidates in victim order and widen it (×4) only when that fails.
@@ -97,19 +159,27 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
     }
     let mut limit = first;
     let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, limit);
-    let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0) + stopping_gpus;
     loop {
         let (cands, more) = (&list.cands, list.more);
         let shown = &cands[..limit.min(cands.len())];
         let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
         let found = if !shown.is_empty() && possible >= job.gpus {
-            search(e, j, q, req, shown)
+            search(e, j, q, req, shown, &stopping)
         } else {
             None
         };
-        if let Some((chosen, p)) = found {
-            commit(e, j, req, shown, &chosen, p);
-            return true;
+        if let Some((chosen, placement)) = found {
+            let victims: Vec<Candidate> = chosen.iter().map(|i| shown[*i].clone()).collect();
+            let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
+            cost.sort_unstable_by(|a, b| b.cmp(a));
+            return Some(Found {
+                req: *req,
+                victims,
+                placement,
+                stopping,
+                cost,
+            });
         }
         let more_than_shown = more || cands.len() > limit;
         if !more_than_shown || limit >= last {
@@ -121,14 +191,30 @@ pub fn preempt_for(e: &mut Engine, j: JobId, req: &Request) -> bool {
             list = candidates_cached(e, j, q, req, reclaim, &own_path, last);
             // What cannot fit with all of them fits with no prefix either.
             let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
-            if possible < job.gpus || !replicas_could_fit(e, req, &list.cands) {
+            if possible < job.gpus || !replicas_could_fit(e, req, &list.cands, &stopping) {
                 break;
             }
         }
         limit *= 4;
     }
-    e.preempt_memo.insert(key, e.generation);
-    false
+    if memo {
+        e.preempt_memo.insert(key, e.generation);
+    }
+    None
+}
+
+/// Carries out a preemption [`find`] found for job `j`.
+pub fn carry_out(e: &mut Engine, j: JobId, found: Found) {
+    let chosen: Vec<usize> = (0..found.victims.len()).collect();
+    commit(
+        e,
+        j,
+        &found.req,
+        &found.victims,
+        &chosen,
+        found.placement,
+        &found.stopping,
+    );
 }
 
 /// [`candidates`], remembered until the next preemption (jobs of one queue
@@ -234,11 +320,15 @@ fn candidates(
 
     let job = &e.jobs[j as usize];
     let m = req.model;
-    // Eligible queues: (queue, chain, borrowing, rule, priority bound, list).
+    // Eligible queues, each split by tier: borrowed usage whose removal
+    // leaves its queues at or above their guarantees (0), borrowed usage
+    // that straddles a guarantee (1), guaranteed usage of the own leaf (2).
     struct Source<'l> {
         queue: QueueId,
         chain: std::rc::Rc<[QueueId]>,
-        borrowing: bool,
+        tier: u8,
+        /// Tier 0 takes victims of at most this many GPUs, tier 1 the rest.
+        headroom: Option<u64>,
         rule: Rule,
         below: Option<i32>,
         list: &'l [super::Victim],
@@ -271,17 +361,48 @@ fn candidates(
                 )
             }
         };
-        sources.push(Source {
-            queue: vq,
-            chain: chain.into(),
-            borrowing,
-            rule,
-            below,
-            list,
-        });
+        let chain: std::rc::Rc<[QueueId]> = chain.into();
+        if !borrowing {
+            sources.push(Source {
+                queue: vq,
+                chain,
+                tier: 2,
+                headroom: None,
+                rule,
+                below,
+                list,
+            });
+            continue;
+        }
+        // How much the queues a victim is taken from borrow (for the own
+        // leaf: the leaf itself).
+        let headroom = if chain.is_empty() {
+            usage - guaranteed
+        } else {
+            chain
+                .iter()
+                .map(|a| {
+                    e.tree
+                        .running(*a, m)
+                        .saturating_sub(e.tree.guaranteed(*a, m))
+                })
+                .min()
+                .unwrap_or(0)
+        };
+        for tier in [0, 1] {
+            sources.push(Source {
+                queue: vq,
+                chain: chain.clone(),
+                tier,
+                headroom: Some(headroom),
+                rule,
+                below,
+                list,
+            });
+        }
     }
     type Key = (
-        bool,
+        u8,
         i32,
         Reverse<model::observed::Timestamp>,
         RunId,
@@ -291,7 +412,7 @@ fn candidates(
     let key = |src: usize, pos: usize| -> Key {
         let v = &sources[src].list[pos];
         (
-            !sources[src].borrowing,
+            sources[src].tier,
             v.priority,
             Reverse(v.started),
             v.run,
@@ -299,20 +420,27 @@ fn candidates(
             pos,
         )
     };
-    let eligible = |src: usize, pos: usize| -> bool {
-        let priority = sources[src].list[pos].priority;
-        sources[src].below.is_none_or(|b| priority < b)
+    // The next victim of a source at or after `from`: lists are in priority
+    // order, so the first one at or above the priority bound ends it.
+    let next = |src: usize, from: usize| -> Option<usize> {
+        let s = &sources[src];
+        (from..s.list.len())
+            .take_while(|pos| s.below.is_none_or(|b| s.list[*pos].priority < b))
+            .find(|pos| match s.headroom {
+                None => true,
+                Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),
+            })
     };
     let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
-    for (src, source) in sources.iter().enumerate() {
-        if !source.list.is_empty() && eligible(src, 0) {
-            heap.push(Reverse(key(src, 0)));
+    for src in 0..sources.len() {
+        if let Some(pos) = next(src, 0) {
+            heap.push(Reverse(key(src, pos)));
         }
     }
     let mut out = Vec::new();
     while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
-        if pos + 1 < sources[src].list.len() && eligible(src, pos + 1) {
-            heap.push(Reverse(key(src, pos + 1)));
+        if let Some(pos) = next(src, pos + 1) {
+            heap.push(Reverse(key(src, pos)));
         }
         let run = &e.runs[r as usize];
         if run.stopping != Stopping::No {
@@ -322,12 +450,14 @@ fn candidates(
             return (out, true);
         }
         let s = &sources[src];
+        let v = &s.list[pos];
         out.push(Candidate {
             run: r,
             queue: s.queue,
             gpus: run.gpus,
             borrowed_from: s.chain.clone(),
             rule: s.rule,
+            key: (s.tier, v.priority, Reverse(v.started), r),
         });
     }
     (out, false)
@@ -343,18 +473,20 @@ fn runs_of(cands: &[Candidate], chosen: &[usize], extra: &[usize]) -> Vec<RunId>
 fn free_or_victim<'a>(
     mine: &'a [usize],
     victims: &'a [RunId],
+    stopping: &'a Waitable,
 ) -> impl Fn(usize, &Gpu) -> bool + 'a {
     move |pos, g| {
         !mine.contains(&pos)
             && match g.owner {
                 Owner::Free => true,
                 Owner::Running(r) => victims.contains(&r),
+                Owner::Freeing(r) => stopping.contains(&r),
                 _ => false,
             }
     }
 }
 
-/// Drops victims from `extra` (first added first) while one replica of
+/// Drops victims from `extra` (least preferred first) while one replica of
 /// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
 fn trim_on_node(
     node: &NodeState,
@@ -363,56 +495,61 @@ fn trim_on_node(
     mut extra: Vec<usize>,
     cands: &[Candidate],
     per_replica: u32,
+    stopping: &Waitable,
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let pick = |extra: &[usize]| {
         let victims = runs_of(cands, chosen, extra);
-        node.pick_gpus(per_replica, free_or_victim(mine, &victims))
+        node.pick_gpus(per_replica, free_or_victim(mine, &victims, stopping))
     };
-    let mut k = 0;
-    while k < extra.len() && extra.len() > 1 {
+    // Least preferred first: what stays is as preferred as can be.
+    for k in (0..extra.len()).rev() {
+        if extra.len() == 1 {
+            break;
+        }
         let mut without = extra.clone();
         without.remove(k);
         if pick(&without).is_some() {
             extra = without;
-        } else {
-            k += 1;
         }
     }
     let positions = pick(&extra)?;
     Some((extra, positions))
 }
 
-/// GPUs taken from each queue's borrowed usage by `chosen`.
-fn taken_from(cands: &[Candidate], chosen: &[usize]) -> HashMap<QueueId, u64> {
-    let mut taken: HashMap<QueueId, u64> = HashMap::default();
-    for &i in chosen {
-        for &a in cands[i].borrowed_from.iter() {
-            *taken.entry(a).or_default() += cands[i].gpus;
-        }
-    }
-    taken
-}
-
-/// Whether candidate `i` may be taken on top of `base` (already chosen) and
-/// `extra` (tentative) without cutting into any queue's guarantee.
+/// Whether candidate `i` may be taken with `chosen` and `extra`: taking
+/// the victims in preference order (their index), every queue a victim of
+/// another queue is taken from is still borrowing before it goes (Kueue's
+/// rule), so a borrower cannot shield itself behind one large job that
+/// straddles its guarantee.
 fn headroom_allows(
     e: &Engine,
     cands: &[Candidate],
-    base: &HashMap<QueueId, u64>,
+    chosen: &[usize],
     extra: &[usize],
     i: usize,
     m: u16,
 ) -> bool {
-    cands[i].borrowed_from.iter().all(|a| {
-        let more: u64 = extra
-            .iter()
-            .filter(|x| cands[**x].borrowed_from.contains(a))
-            .map(|x| cands[*x].gpus)
-            .sum();
-        let taken = base.get(a).copied().unwrap_or(0) + more + cands[i].gpus;
-        e.tree.running(*a, m).saturating_sub(taken) >= e.tree.guaranteed(*a, m)
-            && e.tree.running(*a, m) >= taken
-    })
+    if cands[i].borrowed_from.is_empty() {
+        return true;
+    }
+    let mut all: Vec<usize> = chosen.iter().chain(extra).copied().collect();
+    all.push(i);
+    all.sort_unstable();
+    all.dedup();
+    let mut removed: HashMap<QueueId, u64> = HashMap::default();
+    for x in all {
+        let c = &cands[x];
+        for &a in c.borrowed_from.iter() {
+            let taken = removed.get(&a).copied().unwrap_or(0);
+            if e.tree.running(a, m).saturating_sub(taken) <= e.tree.guaranteed(a, m) {
+                return false;
+            }
+        }
+        for &a in c.borrowed_from.iter() {
+            *removed.entry(a).or_default() += c.gpus;
+        }
+    }
+    true
 }
 
 /// Victim search, node by node: each replica goes where it needs the most
@@ -425,11 +562,12 @@ fn search(
     q: QueueId,
     req: &Request,
     cands: &[Candidate],
+    stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
     // The search charges and releases usage tentatively and leaves the tree
     // as it found it: its epoch too.
     let epoch = e.tree.epoch;
-    let found = search_inner(e, j, q, req, cands);
+    let found = search_inner(e, j, q, req, cands, stopping);
     e.tree.epoch = epoch;
     found
 }
@@ -440,11 +578,101 @@ fn search_inner(
     q: QueueId,
     req: &Request,
     cands: &[Candidate],
+    stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
+    let all: Vec<usize> = (0..cands.len()).collect();
+    let by_node = victims_by_node(e, cands, &all);
+    let stopping_nodes = stopping
+        .iter()
+        .flat_map(|r| e.runs[*r as usize].placement.iter().map(|(n, _)| *n));
+    let mut nodes = e
+        .cluster
+        .free_nodes_and(m, by_node.keys().copied().chain(stopping_nodes));
+    nodes.retain(|id| {
+        let n = e.cluster.node(*id);
+        n.schedulable && n.model == Some(m)
+    });
+    if !replicas_could_fit(e, req, cands, stopping) {
+        return None;
+    }
+    let rejected = std::cell::Cell::new(false);
+    let found = place_with(e, &nodes, req, cands, &by_node, &rejected, stopping).or_else(|| {
+        // The borrowing rule turned down a victim: a less preferred victim
+        // alone may do what it and a more preferred one could not.
+        if rejected.get() {
+            rule_first_sets(e, &nodes, req, cands, stopping)
+        } else {
+            None
+        }
+    });
+    let (mut chosen, mut placement) = found?;
+
+    // The placement stands; what is left is the quota. Add victims, in
+    // order, until the quota fits.
+    let job_gpus = e.jobs[j as usize].gpus;
+    if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+        for i in 0..cands.len() {
+            if chosen.contains(&i)
+                || !frees_quota_for(e, q, cands[i].queue)
+                || !headroom_allows(e, cands, &chosen, &[], i, m)
+            {
+                continue;
+            }
+            chosen.push(i);
+            if quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+                break;
+            }
+        }
+        if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+            return None;
+        }
+    }
+    // No more than needed, and the least preferred as preferred as can be:
+    // drop every victim, least preferred first, that the job fits without.
+    chosen.sort_unstable();
+    for k in (0..chosen.len()).rev() {
+        if chosen.len() == 1 {
+            break;
+        }
+        let mut without = chosen.clone();
+        without.remove(k);
+        if let Some(p) = feasible_with(e, q, &nodes, req, cands, &without, stopping) {
+            chosen = without;
+            placement = p;
+        }
+    }
+    // With the victims decided, the job sits where it would on free GPUs,
+    // its victims' and those of stopping jobs it may wait for (best fit,
+    // topology): the victims decide which GPUs free up, not where it goes.
+    let victims = runs_of(cands, &chosen, &[]);
+    let usable_gpu = free_or_victim(&[], &victims, stopping);
+    let usable = |n: &NodeState, pos: usize, g: &Gpu| n.schedulable && usable_gpu(pos, g);
+    // GPUs that free up (victims', stopping jobs') first, so it keeps as
+    // few free GPUs idle as it can; then those nominated for it.
+    let own = &e.own_nominated;
+    let prefer = |id: NodeId, pos: usize, g: &Gpu| -> u8 {
+        match g.owner {
+            Owner::Running(_) | Owner::Freeing(_) => 0,
+            _ if own.contains(&(id, pos)) => 1,
+            _ => 2,
+        }
+    };
+    if let Some(p) = placement::place_preferring(&e.cluster, &nodes, req, &usable, &prefer) {
+        placement = p;
+    }
+    Some((chosen, placement))
+}
+
+/// The nodes each of the candidates `which` holds GPUs on.
+fn victims_by_node(
+    e: &Engine,
+    cands: &[Candidate],
+    which: &[usize],
+) -> BTreeMap<NodeId, Vec<usize>> {
     let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-    for (i, c) in cands.iter().enumerate() {
-        for (node, _) in &e.runs[c.run as usize].placement {
+    for &i in which {
+        for (node, _) in &e.runs[cands[i].run as usize].placement {
             let on_node = by_node.entry(*node).or_default();
             // A run may have several replicas (entries) on one node.
             if on_node.last() != Some(&i) {
@@ -452,91 +680,113 @@ fn search_inner(
             }
         }
     }
-    let mut nodes = e.cluster.free_nodes_and(m, by_node.keys().copied());
-    nodes.retain(|id| {
-        let n = e.cluster.node(*id);
-        n.schedulable && n.model == Some(m)
-    });
-    if !replicas_could_fit(e, req, cands) {
-        return None;
-    }
+    by_node
+}
 
-    let (mut chosen, placement) = match req.required.or(req.preferred) {
-        Some(level) => {
-            let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
-            for &id in &nodes {
-                if let Some(key) = e.cluster.node(id).domain_key(level) {
-                    domains.entry(key).or_default().push(id);
-                }
-            }
-            let best = domains
-                .values()
-                .filter_map(|members| node_by_node(e, members, req, cands, &by_node))
-                .min_by(|a, b| a.0.cmp(&b.0));
-            match (best, req.required) {
-                (Some((_, chosen, p)), _) => (chosen, p),
-                (None, Some(_)) => return None,
-                (None, None) => {
-                    let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
-                    (chosen, p)
-                }
-            }
-        }
-        None => {
-            let (_, chosen, p) = node_by_node(e, &nodes, req, cands, &by_node)?;
-            (chosen, p)
-        }
+/// Where the job would sit with victims from `by_node`, honouring its
+/// topology: the victims and the placement.
+fn place_with(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Placement)> {
+    let Some(level) = req.required.or(req.preferred) else {
+        let (_, chosen, p) = node_by_node(e, nodes, req, cands, by_node, rejected, stopping)?;
+        return Some((chosen, p));
     };
+    let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+    for &id in nodes {
+        if let Some(key) = e.cluster.node(id).domain_key(level) {
+            domains.entry(key).or_default().push(id);
+        }
+    }
+    let best = domains
+        .values()
+        .filter_map(|members| node_by_node(e, members, req, cands, by_node, rejected, stopping))
+        .min_by(|a, b| a.0.cmp(&b.0));
+    match (best, req.required) {
+        (Some((_, chosen, p)), _) => Some((chosen, p)),
+        (None, Some(_)) => None,
+        (None, None) => {
+            let (_, chosen, p) = node_by_node(e, nodes, req, cands, by_node, rejected, stopping)?;
+            Some((chosen, p))
+        }
+    }
+}
 
-    // The placement stands; what is left is the quota. Release the victims'
-    // usage and add more victims, in order, until the quota fits.
-    for &i in &chosen {
+/// After the borrowing rule turned down a victim: for each candidate in
+/// order (the first 64), it with every more preferred candidate the rule
+/// allows beside it; the first such set the job fits with.
+fn rule_first_sets(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Placement)> {
+    let unused = std::cell::Cell::new(false);
+    for last in 0..cands.len().min(64) {
+        let mut set = vec![last];
+        for i in 0..last {
+            if headroom_allows(e, cands, &set, &[], i, req.model) {
+                set.push(i);
+            }
+        }
+        set.sort_unstable();
+        let by_node = victims_by_node(e, cands, &set);
+        if let Some(found) = place_with(e, nodes, req, cands, &by_node, &unused, stopping) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Whether job of `gpus` fits the limits of `q` with the victims `chosen`
+/// gone (the tree is left as it was).
+fn quota_fits_without(
+    e: &mut Engine,
+    q: QueueId,
+    m: u16,
+    gpus: u64,
+    cands: &[Candidate],
+    chosen: &[usize],
+) -> bool {
+    for &i in chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
-    let job_gpus = e.jobs[j as usize].gpus;
-    if e.tree.fits(q, m, job_gpus).is_err() {
-        let mut taken = taken_from(cands, &chosen);
-        for (i, c) in cands.iter().enumerate() {
-            if chosen.contains(&i)
-                || !frees_quota_for(e, q, c.queue)
-                || !headroom_allows(e, cands, &taken, &[], i, m)
-            {
-                continue;
-            }
-            for &a in c.borrowed_from.iter() {
-                *taken.entry(a).or_default() += c.gpus;
-            }
-            e.tree.charge(c.queue, m, c.gpus, false);
-            chosen.push(i);
-            if e.tree.fits(q, m, job_gpus).is_ok() {
-                break;
-            }
-        }
+    let fits = e.tree.fits(q, m, gpus).is_ok();
+    for &i in chosen {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
     }
-    let fit = e.tree.fits(q, m, job_gpus).is_ok();
-    if fit {
-        // Minimal: victims the placement does not use were added for quota;
-        // drop any (least preferred first) the quota fits without.
-        chosen.sort_unstable();
-        for k in (0..chosen.len()).rev() {
-            let i = chosen[k];
-            let c = &cands[i];
-            if uses_run(e, &placement, c.run) {
-                continue;
-            }
-            e.tree.charge(c.queue, m, c.gpus, true);
-            if e.tree.fits(q, m, job_gpus).is_ok() {
-                chosen.remove(k);
-            } else {
-                e.tree.charge(c.queue, m, c.gpus, false);
-            }
-        }
+    fits
+}
+
+/// The placement with exactly the victims `set` (every one of them allowed
+/// by the borrowing rule, the quota fitting without them), if any.
+fn feasible_with(
+    e: &mut Engine,
+    q: QueueId,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    set: &[usize],
+    stopping: &Waitable,
+) -> Option<Placement> {
+    if !set
+        .iter()
+        .all(|i| headroom_allows(e, cands, set, &[], *i, req.model))
+    {
+        return None;
     }
-    for &i in &chosen {
-        let c = &cands[i];
-        e.tree.charge(c.queue, m, c.gpus, true);
-    }
-    fit.then_some((chosen, placement))
+    let by_node = victims_by_node(e, cands, set);
+    let unused = std::cell::Cell::new(false);
+    let (used, p) = place_with(e, nodes, req, cands, &by_node, &unused, stopping)?;
+    debug_assert!(used.iter().all(|i| set.contains(i)));
+    quota_fits_without(e, q, req.model, req.total(), cands, set).then_some(p)
 }
 
 /// A necessary condition for a victim search with `cands`, cheap to check:
@@ -544,13 +794,14 @@ fn search_inner(
 /// (ignoring NVLink domains and guarantees), enough replicas fit — inside
 /// one domain of the required topology level, when there is one. More
 /// candidates never make it false.
-fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate]) -> bool {
+fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: &Waitable) -> bool {
     if req.per_replica == 0 {
         return true;
     }
     let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
-    for c in cands {
-        for (node, positions) in &e.runs[c.run as usize].placement {
+    let runs = cands.iter().map(|c| c.run).chain(stopping.iter().copied());
+    for r in runs {
+        for (node, positions) in &e.runs[r as usize].placement {
             *victim_gpus.entry(*node).or_default() += positions.len() as u32;
         }
     }
@@ -584,15 +835,6 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate]) -> bool {
     }
 }
 
-/// Whether placement `p` uses any GPU of run `run`.
-fn uses_run(e: &Engine, p: &Placement, run: RunId) -> bool {
-    p.iter().any(|(node, positions)| {
-        positions
-            .iter()
-            .any(|pos| e.cluster.node(*node).gpus[*pos].owner == Owner::Running(run))
-    })
-}
-
 /// Whether taking usage from queue `victim` can make room under the limits
 /// on the path of `q` (they share an ancestor with a limit, or are the same).
 fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
@@ -608,6 +850,53 @@ type Cost = (usize, usize);
 /// name), the node, the extra victims, the GPU positions.
 type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usize>);
 
+/// Victims on `node` for one replica: the node's candidates (`local`, in
+/// victim order, not yet `chosen`) are added in order until the replica
+/// fits (with `rule`: only those [`headroom_allows`] lets go), then any it
+/// fits without is dropped, least preferred first. Returns the victims and
+/// the GPUs.
+#[allow(clippy::too_many_arguments)]
+fn victims_on_node(
+    e: &Engine,
+    node: &NodeState,
+    mine: &[usize],
+    local: &[usize],
+    chosen: &[usize],
+    cands: &[Candidate],
+    req: &Request,
+    rule: bool,
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let mut extra: Vec<usize> = Vec::new();
+    let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
+    loop {
+        let victims = runs_of(cands, chosen, &extra);
+        if let Some(positions) =
+            node.pick_gpus(req.per_replica, free_or_victim(mine, &victims, stopping))
+        {
+            if extra.len() > 1 {
+                return Some(
+                    trim_on_node(
+                        node,
+                        mine,
+                        chosen,
+                        extra.clone(),
+                        cands,
+                        req.per_replica,
+                        stopping,
+                    )
+                    .unwrap_or((extra, positions)),
+                );
+            }
+            return Some((extra, positions));
+        }
+        let i = next
+            .by_ref()
+            .find(|i| !rule || headroom_allows(e, cands, chosen, &extra, *i, req.model))?;
+        extra.push(i);
+    }
+}
+
 /// Places replica after replica on `nodes`, each on the node that needs the
 /// most preferred victims (fewest, then best fit, then name). Returns the
 /// cost, the chosen victims and the placement, or `None` when the replicas
@@ -618,6 +907,8 @@ fn node_by_node(
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
     let m = req.model;
     let mut chosen: Vec<usize> = Vec::new();
@@ -625,53 +916,48 @@ fn node_by_node(
     let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
     let none: Vec<usize> = Vec::new();
     for _ in 0..req.replicas {
-        let taken_base = taken_from(cands, &chosen);
         let mut best: Option<NodeChoice> = None;
         for &id in nodes {
             let node = e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = by_node.get(&id).unwrap_or(&none);
-            let mut extra: Vec<usize> = Vec::new();
-            let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
-            loop {
-                let victims = runs_of(cands, &chosen, &extra);
-                let usable = free_or_victim(mine, &victims);
-                if let Some(positions) = node.pick_gpus(req.per_replica, &usable) {
-                    // Fewest victims on this node: drop any the replica fits without.
-                    let (extra, positions) = if extra.len() > 1 {
-                        trim_on_node(node, mine, &chosen, extra.clone(), cands, req.per_replica)
-                            .unwrap_or((extra.clone(), positions))
-                    } else {
-                        (extra.clone(), positions)
-                    };
-                    let victims = runs_of(cands, &chosen, &extra);
-                    let usable = free_or_victim(mine, &victims);
-                    let worst = extra.iter().max().map_or(0, |i| i + 1);
-                    let avail = node
-                        .gpus
-                        .iter()
-                        .enumerate()
-                        .filter(|(p, g)| usable(*p, g))
-                        .count() as u32;
-                    let key = (
-                        worst,
-                        extra.len(),
-                        avail - req.per_replica,
-                        node.name.as_str(),
-                    );
-                    if best.as_ref().is_none_or(|(k, ..)| key < *k) {
-                        best = Some((key, id, extra, positions));
-                    }
-                    break;
-                }
-                // Next allowed victim on this node.
-                let Some(i) = next
-                    .by_ref()
-                    .find(|i| headroom_allows(e, cands, &taken_base, &extra, *i, m))
-                else {
-                    break;
-                };
-                extra.push(i);
+            // The victims in order until the replica fits, the fewest kept;
+            // when that set breaks the borrowing rule, the victims the rule
+            // allows, in order.
+            let Some((extra, positions)) =
+                victims_on_node(e, node, mine, local, &chosen, cands, req, false, stopping)
+                    .filter(|(extra, _)| {
+                        let allowed = extra
+                            .iter()
+                            .all(|i| headroom_allows(e, cands, &chosen, extra, *i, m));
+                        if !allowed {
+                            rejected.set(true);
+                        }
+                        allowed
+                    })
+                    .or_else(|| {
+                        victims_on_node(e, node, mine, local, &chosen, cands, req, true, stopping)
+                    })
+            else {
+                continue;
+            };
+            let victims = runs_of(cands, &chosen, &extra);
+            let usable = free_or_victim(mine, &victims, stopping);
+            let worst = extra.iter().max().map_or(0, |i| i + 1);
+            let avail = node
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(p, g)| usable(*p, g))
+                .count() as u32;
+            let key = (
+                worst,
+                extra.len(),
+                avail - req.per_replica,
+                node.name.as_str(),
+            );
+            if best.as_ref().is_none_or(|(k, ..)| key < *k) {
+                best = Some((key, id, extra, positions));
             }
         }
         let (_, id, extra, positions) = best?;
@@ -693,10 +979,26 @@ fn commit(
     cands: &[Candidate],
     chosen: &[usize],
     p: Placement,
+    stopping: &Waitable,
 ) {
     e.preemptions += 1;
     let job_name = e.jobs[j as usize].name;
     let mut victims: Vec<RunId> = chosen.iter().map(|i| cands[*i].run).collect();
+    // GPUs of stopping jobs the placement uses are claimed like victims'.
+    for (id, positions) in &p {
+        for &pos in positions {
+            if let Owner::Freeing(r) = e.cluster.node(*id).gpus[pos].owner
+                && stopping.contains(&r)
+            {
+                e.cluster.set_owner(*id, pos, Owner::Claimed(r, j));
+                let kept_for = e.runs[r as usize].kept_for;
+                e.freeing.claimed(req.model, kept_for);
+                if !victims.contains(&r) {
+                    victims.push(r);
+                }
+            }
+        }
+    }
     victims.sort_by_key(|r| e.runs[*r as usize].name);
     for &i in chosen {
         let c = &cands[i];
@@ -746,6 +1048,7 @@ fn commit(
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
+    e.charged_in_place_of_held(j);
     let reason = reasons::waiting_for_runs(e, &victims);
     e.push_pending(j, reason, "preemption");
 }

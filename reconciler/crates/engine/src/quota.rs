@@ -28,6 +28,10 @@ pub struct QueueNode {
     /// GPUs held by running jobs per model (this queue and its descendants):
     /// what decides whether a queue is borrowing when choosing victims.
     pub running: Vec<u64>,
+    /// GPUs held by stopping jobs per model (this queue and its
+    /// descendants) that still count against `limit`: a job in its grace
+    /// period holds its GPUs until the executor reports it gone.
+    pub held: Vec<u64>,
 }
 
 /// The binding quota constraint for a request.
@@ -98,6 +102,7 @@ impl QueueTree {
                     limit,
                     usage: vec![0; model_count],
                     running: vec![0; model_count],
+                    held: vec![0; model_count],
                 }
             })
             .collect();
@@ -159,7 +164,8 @@ impl QueueTree {
             let Some(limit) = node.limit.get(m).copied().flatten() else {
                 continue;
             };
-            let used = node.usage.get(m).copied().unwrap_or(0);
+            let used =
+                node.usage.get(m).copied().unwrap_or(0) + node.held.get(m).copied().unwrap_or(0);
             if used + gpus > limit {
                 let left = limit.saturating_sub(used);
                 if worst.as_ref().is_none_or(|w| left < w.left) {
@@ -184,6 +190,22 @@ impl QueueTree {
     /// of `leaf`; the caller charges `usage` separately.
     pub fn charge_running(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
         self.along_path(leaf, model, gpus, add, |node| &mut node.running);
+    }
+
+    /// Charges (`add`) or releases GPUs of stopping jobs that count against
+    /// the limits along the path of `leaf` (not usage: they are not shares,
+    /// guarantees or victims any more).
+    pub fn charge_held(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
+        self.along_path(leaf, model, gpus, add, |node| &mut node.held);
+    }
+
+    /// GPUs of `model` held by stopping jobs of queue `q` that count against its limit.
+    pub fn held(&self, q: QueueId, model: ModelId) -> u64 {
+        self.queues[q as usize]
+            .held
+            .get(model as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Adds or removes `gpus` of `model` in one per-model counter of `leaf`

@@ -107,17 +107,23 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
             format!("no schedulable node has {} GPUs", e.models.name(*m)),
             "unschedulable",
         ),
-        Blocked::Quota(m, block) => (
-            format!(
+        Blocked::Quota(m, block) => {
+            let mut text = format!(
                 "queue {}: {} {} requested, {} left under limit {}",
                 e.tree.get(block.queue).name,
                 block.requested,
                 e.models.name(*m),
                 block.left,
                 block.limit
-            ),
-            "quota",
-        ),
+            );
+            let held = e.tree.held(block.queue, *m);
+            if held > 0 {
+                text.push_str(&format!(
+                    " ({held} held by stopping jobs until they are gone)"
+                ));
+            }
+            (text, "quota")
+        }
         Blocked::Reserved(req) => {
             let (text, _) = one(e, job, &Blocked::Placement(*req));
             let Some(res) = &e.reservation else {

@@ -69,6 +69,7 @@ pub fn wait_for_scale_up(e: &mut Engine, j: JobId, req: &Request) -> bool {
     if let Some(q) = job.queue {
         e.tree.charge(q, req.model, job.gpus, true);
     }
+    e.charged_in_place_of_held(j);
     let mut pools: Vec<&str> = Vec::new();
     for id in &new_nodes {
         if let Some(pool) = e.cluster.node(*id).pool {

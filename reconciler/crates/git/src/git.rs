@@ -40,6 +40,15 @@ pub struct CommitInfo {
     pub parents: Vec<String>,
 }
 
+/// A signed commit's signature and the bytes it signs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedData {
+    /// The armored signature (`-----BEGIN SSH SIGNATURE-----` or `PGP`).
+    pub signature: Vec<u8>,
+    /// The commit object without its signature header.
+    pub data: Vec<u8>,
+}
+
 impl std::fmt::Debug for GitSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GitSource")
@@ -140,6 +149,24 @@ impl GitSource {
                 source,
             })?;
         Ok(commit.id())
+    }
+
+    /// A commit's signature (the `gpgsig` header: an SSH or OpenPGP
+    /// signature) and the data it signs (the commit object without that
+    /// header), as `git verify-commit` checks them; `None` when unsigned.
+    pub fn commit_signature(&self, id: &str) -> Result<Option<SignedData>, SourceError> {
+        let oid = self.resolve_oid(id)?;
+        match self.repo.extract_signature(&oid, None) {
+            Ok((signature, data)) => Ok(Some(SignedData {
+                signature: signature.to_vec(),
+                data: data.to_vec(),
+            })),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(source) => Err(SourceError::Revision {
+                rev: id.to_string(),
+                source,
+            }),
+        }
     }
 
     /// The fleet's `*.yaml`/`*.yml` files in the tree of `rev` (any revision

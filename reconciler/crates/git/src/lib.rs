@@ -8,7 +8,7 @@ mod git;
 pub mod history;
 mod mirror;
 
-pub use git::{CommitInfo, GitSource, file_label, rev_label, short_id};
+pub use git::{CommitInfo, GitSource, SignedData, file_label, rev_label, short_id};
 pub use mirror::fetch_mirror;
 
 /// Why a fleet could not be read from Git.

@@ -106,8 +106,14 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                 let keyword_parent = schema_path
                     .rsplit_once('/')
                     .and_then(|(parent, _)| schema.pointer(parent));
-                let mut message = describe(kind, error.instance(), keyword_parent)
-                    .unwrap_or_else(|| error.to_string());
+                let mut message = if is_env_value(&path) {
+                    // `{value: …, sensitive: true}`: never quoted.
+                    "expected a string; the value is not shown (put it in quotes to make it a string)"
+                        .to_string()
+                } else {
+                    describe(kind, error.instance(), keyword_parent)
+                        .unwrap_or_else(|| error.to_string())
+                };
                 // JSON has no NaN or infinity: such a YAML number reaches the
                 // schema as null, which is not what the user wrote.
                 if let super::yaml::Value::Float(f) = target.value
@@ -153,6 +159,15 @@ fn only_extension<'a>(key: &str, known: &'a [String]) -> Option<&'a str> {
     }
 }
 
+/// Whether `path` is a Job's `spec.env.NAME.value`, which may be sensitive.
+fn is_env_value(path: &[PathSegment<String>]) -> bool {
+    matches!(
+        path,
+        [PathSegment::Key(spec), PathSegment::Key(env), PathSegment::Key(_), PathSegment::Key(value)]
+            if spec == "spec" && env == "env" && value == "value"
+    )
+}
+
 /// Whether `name` breaks the DNS-1123 label rules only by its length.
 fn only_too_long(name: &Json) -> bool {
     let Some(name) = name.as_str() else {
@@ -196,8 +211,12 @@ fn describe(
                     .join(" or "),
             };
             // `name: no`, `value: 010`: YAML typed an intended string.
-            let quote = matches!(kind, TypeKind::Single(t) if t.to_string() == "string")
-                && matches!(instance, Json::Bool(_) | Json::Number(_));
+            // (A Job's env value may also be a mapping: still a string meant.)
+            let string = |t: &dyn std::fmt::Display| t.to_string() == "string";
+            let quote = match kind {
+                TypeKind::Single(t) => string(t),
+                TypeKind::Multiple(set) => set.iter().any(|t| string(&t)),
+            } && matches!(instance, Json::Bool(_) | Json::Number(_));
             let hint = if quote {
                 " (put the value in quotes to make it a string)"
             } else {

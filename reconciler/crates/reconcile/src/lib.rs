@@ -13,9 +13,12 @@
 //!   carried out again; executors make that idempotent.
 
 pub mod http_limits;
+pub mod live;
 pub mod metrics;
 pub mod prune;
 pub mod run;
+pub mod saved;
+pub mod signatures;
 pub mod source;
 pub mod state;
 pub mod status;
@@ -37,6 +40,7 @@ use model::observed::{
 use model::plan::{Action, Plan};
 use model::spec::{Fleet, JobSpec, Object};
 use prune::{PrunePolicy, PruneRefusal};
+use signatures::SignaturePolicy;
 
 pub use source::{FetchError, FleetSource, Revision};
 
@@ -84,18 +88,24 @@ pub enum Refusal {
     Prune,
     /// The process died loading or planning it ([`MAX_INTERRUPTED`] times).
     Crashed,
+    /// Its commit signature does not verify (`--require-signed`).
+    Signature,
 }
 
 /// How a prune-protection refusal's message starts.
 const PRUNE_PREFIX: &str = "prune protection: ";
 /// How a crash refusal's message starts.
 const CRASH_PREFIX: &str = "gitfleet stopped ";
+/// How a signature refusal's message starts.
+const SIGNATURE_PREFIX: &str = "signature verification: ";
 
 impl Refusal {
     /// The kind of refusal `message` (a diagnostic's, or `lastError`) tells.
     pub fn of(message: &str) -> Refusal {
         if message.contains(PRUNE_PREFIX) {
             Refusal::Prune
+        } else if message.contains(SIGNATURE_PREFIX) {
+            Refusal::Signature
         } else if message.contains(CRASH_PREFIX) {
             Refusal::Crashed
         } else {
@@ -103,12 +113,13 @@ impl Refusal {
         }
     }
 
-    /// `invalid`, `prune`, `crashed` (the metric's label).
+    /// `invalid`, `prune`, `crashed`, `signature` (the metric's label).
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Invalid => "invalid",
             Refusal::Prune => "prune",
             Refusal::Crashed => "crashed",
+            Refusal::Signature => "signature",
         }
     }
 }
@@ -168,10 +179,32 @@ pub struct Prepared {
     /// The job records as stored after preparing (read once per iteration;
     /// this reconciler is the database's only writer).
     records: Records,
+    /// The observed state planned from, less its nodes (they are the
+    /// iteration's): what a saved plan is checked against.
+    observed: ObservedState,
 }
 
 /// Job records by name.
 type Records = BTreeMap<String, JobRecord>;
+
+/// GPUs nominated for pending jobs: (node, GPU index) → job.
+type Nominations = BTreeMap<(String, u32), String>;
+
+/// Where the records' pending jobs have GPUs nominated.
+fn nominations_of(records: &Records) -> Nominations {
+    let mut out = Nominations::new();
+    for record in records.values() {
+        if record.phase != Phase::Pending {
+            continue;
+        }
+        for part in &record.nominated {
+            for gpu in &part.gpus {
+                out.insert((part.node.clone(), *gpu), record.job.clone());
+            }
+        }
+    }
+    out
+}
 
 /// Job specs by name, for look-ups while carrying actions out.
 type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
@@ -190,6 +223,10 @@ pub struct Reconciler<E> {
     loading: bool,
     /// How much one revision may cancel.
     prune: PrunePolicy,
+    /// Whose commit signatures are required (`--require-signed`).
+    signatures: Option<SignaturePolicy>,
+    /// The last revision whose signature this process checked.
+    signature_checked: Option<String>,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -211,6 +248,8 @@ impl<E: Executor> Reconciler<E> {
             good: None,
             loading: false,
             prune: PrunePolicy::default(),
+            signatures: None,
+            signature_checked: None,
         }
     }
 
@@ -244,6 +283,7 @@ impl<E: Executor> Reconciler<E> {
         let Some((_, fleet)) = self.good.clone() else {
             return Ok(Prepared {
                 records,
+                observed: ObservedState::default(),
                 iteration: Iteration {
                     time: now,
                     revision: None,
@@ -258,7 +298,7 @@ impl<E: Executor> Reconciler<E> {
         };
         self.executor.set_fleet(&fleet).await?;
         let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
-        let observed = self.observed(&fleet, now, &records, nodes);
+        let mut observed = self.observed(&fleet, now, &records, nodes);
         let plan = plan(&PlanInput {
             fleet: &fleet,
             observed: &observed,
@@ -276,8 +316,10 @@ impl<E: Executor> Reconciler<E> {
             })?;
             self.loading = false;
         }
+        let nodes = std::mem::take(&mut observed.nodes);
         Ok(Prepared {
             records,
+            observed,
             iteration: Iteration {
                 time: now,
                 revision,
@@ -286,7 +328,7 @@ impl<E: Executor> Reconciler<E> {
                 events,
                 executed: Vec::new(),
                 recovered,
-                nodes: observed.nodes,
+                nodes,
             },
         })
     }
@@ -296,16 +338,26 @@ impl<E: Executor> Reconciler<E> {
         let Prepared {
             mut iteration,
             mut records,
+            ..
         } = prepared;
         let now = iteration.time;
         if let (Some(plan), Some(revision), Some((_, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
             let specs = specs_of(&fleet);
+            let nominations = nominations_of(&records);
             for action in &plan.actions {
                 let intent = ActionSource::New(&revision.id);
                 let (result, transient) = self
-                    .carry_out(&fleet, &specs, &mut records, intent, action, now)
+                    .carry_out(
+                        &fleet,
+                        &specs,
+                        &mut records,
+                        &nominations,
+                        intent,
+                        action,
+                        now,
+                    )
                     .await?;
                 iteration.executed.push(Executed {
                     action: action.clone(),
@@ -353,6 +405,7 @@ impl<E: Executor> Reconciler<E> {
         self.executor.set_fleet(&fleet).await?;
         let specs = specs_of(&fleet);
         let mut records = self.store.jobs()?;
+        let nominations = nominations_of(&records);
         let count = intents.len();
         for (id, intent) in intents {
             let left = ActionSource::Recorded(id, &intent.revision);
@@ -360,6 +413,7 @@ impl<E: Executor> Reconciler<E> {
                 &fleet,
                 &specs,
                 &mut records,
+                &nominations,
                 left,
                 &intent.action,
                 intent.time,
@@ -377,8 +431,12 @@ impl<E: Executor> Reconciler<E> {
         now: Timestamp,
     ) -> Result<(Option<Revision>, Option<(Revision, Vec<Diagnostic>)>), ReconcileError> {
         let newest = self.source.current()?;
+        // A commit that leaves the fleet alone is adopted without loading,
+        // unless its signature must be checked.
+        let same_fleet = rev_content_eq(self.good.as_ref().map(|(r, _)| r), &newest)
+            && self.signatures.is_none();
         if let Some((rev, _)) = &self.good
-            && (rev.id == newest.id || (rev.content == newest.content && !rev.content.is_empty()))
+            && (rev.id == newest.id || same_fleet)
         {
             if rev.id != newest.id {
                 self.good = self.good.take().map(|(_, f)| (newest.clone(), f));
@@ -387,9 +445,18 @@ impl<E: Executor> Reconciler<E> {
         }
         let revisions = self.store.revisions()?;
         // `apply --allow-prune` looks again at a revision the loop refused.
+        // A signature refused before is checked once more by a process
+        // that has not checked it (its keys may have changed).
+        let signature_again = revisions
+            .last_error
+            .as_deref()
+            .is_some_and(|e| Refusal::of(e) == Refusal::Signature)
+            && self.signatures.is_some()
+            && self.signature_checked.as_deref() != Some(newest.id.as_str());
         let already_refused = revisions.last_attempted.as_deref() == Some(newest.id.as_str())
             && revisions.last_error.is_some()
-            && !self.prune.allow;
+            && !self.prune.allow
+            && !signature_again;
         if !already_refused {
             let mut revisions = revisions;
             // A revision applied before has loaded and planned: it is not
@@ -411,6 +478,29 @@ impl<E: Executor> Reconciler<E> {
                 );
                 let diagnostics = vec![diagnostic];
                 revisions.loading = None;
+                self.record_refusal(&newest, &diagnostics, revisions, now)?;
+                self.restore_last_applied()?;
+                let in_force = self.good.as_ref().map(|(r, _)| r.clone());
+                return Ok((in_force, Some((newest, diagnostics))));
+            }
+            let verified = match &self.signatures {
+                Some(policy) => {
+                    self.signature_checked = Some(newest.id.clone());
+                    signatures::verify(policy, self.source.git(), &newest.id).map(Some)
+                }
+                None => Ok(None),
+            };
+            if let Ok(Some(signer)) = &verified {
+                tracing::info!(revision = %newest.short(), %signer, "commit signature verified");
+            }
+            if let Err(unverified) = verified {
+                let diagnostics = vec![Diagnostic::new(
+                    Origin::new(
+                        format!("revision {}", newest.short()).into(),
+                        Pos::default(),
+                    ),
+                    format!("{SIGNATURE_PREFIX}{unverified}"),
+                )];
                 self.record_refusal(&newest, &diagnostics, revisions, now)?;
                 self.restore_last_applied()?;
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
@@ -503,6 +593,12 @@ impl<E: Executor> Reconciler<E> {
             ..Batch::default()
         })?;
         Ok(())
+    }
+
+    /// Requires commits signed by the keys of `policy` (`--require-signed`).
+    pub fn with_signature_policy(mut self, policy: SignaturePolicy) -> Self {
+        self.signatures = Some(policy);
+        self
     }
 
     /// Sets how much one revision may cancel (`apply --allow-prune`, the
@@ -688,6 +784,7 @@ impl<E: Executor> Reconciler<E> {
         fleet: &Fleet,
         specs: &Specs<'_>,
         records: &mut Records,
+        nominations: &Nominations,
         intent: ActionSource<'_>,
         action: &Action,
         now: Timestamp,
@@ -725,7 +822,7 @@ impl<E: Executor> Reconciler<E> {
         let transient = outcome.as_ref().is_err_and(ExecError::is_transient);
         let result = match outcome {
             Ok(outcome) => {
-                let changed = record_action(records, action, outcome, revision, now);
+                let changed = record_action(records, nominations, action, outcome, revision, now);
                 batch.jobs = changed
                     .iter()
                     .filter_map(|name| records.get(name).cloned())
@@ -747,6 +844,11 @@ impl<E: Executor> Reconciler<E> {
         self.store.commit(&batch)?;
         Ok((result, transient))
     }
+}
+
+/// Whether `newest` has the fleet content of `good` (a non-empty tree id).
+fn rev_content_eq(good: Option<&Revision>, newest: &Revision) -> bool {
+    good.is_some_and(|r| r.content == newest.content && !r.content.is_empty())
 }
 
 /// An action to carry out: a new one from the plan (of this revision), or an
@@ -790,6 +892,7 @@ fn audit_of(action: &Action, revision: &str, now: Timestamp, extra: &str) -> Aud
 /// Updates the job records for an action carried out; returns the jobs changed.
 fn record_action(
     records: &mut Records,
+    nominations: &Nominations,
     action: &Action,
     outcome: Outcome,
     revision: &str,
@@ -807,7 +910,31 @@ fn record_action(
             record.stopping = None;
             record.reason = None;
             record.revision = Some(revision.to_string());
-            vec![job.clone()]
+            let mut changed = vec![job.clone()];
+            // GPUs nominated for another job that the plan gave this one
+            // (it could not use them) are no longer nominated for it.
+            for part in placement {
+                for gpu in &part.gpus {
+                    let Some(other) = nominations.get(&(part.node.clone(), *gpu)) else {
+                        continue;
+                    };
+                    if other == job {
+                        continue;
+                    }
+                    if let Some(r) = records.get_mut(other) {
+                        for held in &mut r.nominated {
+                            if held.node == part.node {
+                                held.gpus.retain(|g| g != gpu);
+                            }
+                        }
+                        r.nominated.retain(|held| !held.gpus.is_empty());
+                        if !changed.contains(other) {
+                            changed.push(other.clone());
+                        }
+                    }
+                }
+            }
+            changed
         }
         Action::Preempt { job, for_job, .. } => stop(
             records,

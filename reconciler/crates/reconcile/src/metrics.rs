@@ -131,6 +131,7 @@ impl Metrics {
             crate::Refusal::Invalid,
             crate::Refusal::Prune,
             crate::Refusal::Crashed,
+            crate::Refusal::Signature,
         ] {
             // Present at 0 from the start, so rates and alerts work.
             let _ = refused.with_label_values(&[reason.as_str()]);

@@ -268,6 +268,11 @@ pub fn record<E: Executor>(
     if let Err(e) = status.write(state_dir) {
         tracing::warn!(error = %e, "cannot write status.json");
     }
+    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone())
+        && let Err(e) = crate::live::write(state_dir, &live)
+    {
+        tracing::warn!(error = %e, "cannot write observed.json");
+    }
     shared
         .metrics
         .record(iteration, reconciler.fleet(), &records, seconds);

@@ -86,6 +86,27 @@ pub fn apply_plan(
         .filter(|q| !placed.contains(q.job.as_str()))
         .cloned()
         .collect();
+    // GPUs nominated for a job that the plan gave another one (it could not
+    // use them) are no longer nominated for it.
+    let taken: BTreeSet<(&str, u32)> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Place { placement, .. } => Some(placement),
+            _ => None,
+        })
+        .flatten()
+        .flat_map(|part| part.gpus.iter().map(move |g| (part.node.as_str(), *g)))
+        .collect();
+    if !taken.is_empty() {
+        for q in &mut next.queued {
+            for held in &mut q.nominated {
+                held.gpus
+                    .retain(|g| !taken.contains(&(held.node.as_str(), *g)));
+            }
+            q.nominated.retain(|held| !held.gpus.is_empty());
+        }
+    }
     let known: BTreeSet<String> = next.queued.iter().map(|q| q.job.clone()).collect();
     for p in &plan.pending {
         if !known.contains(&p.job) {

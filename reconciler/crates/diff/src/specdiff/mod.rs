@@ -7,6 +7,7 @@
 //! shown for a revision that does not validate too.
 
 mod fields;
+mod sensitive;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,8 +38,10 @@ pub struct SpecDoc {
     pub file: String,
     /// The line where the document starts.
     pub line: u32,
-    /// The document as JSON.
+    /// The document as JSON, sensitive env values masked.
     pub value: Value,
+    /// A hash of each masked value by JSON pointer (compared, never shown).
+    sensitive: BTreeMap<String, u64>,
 }
 
 impl DocSet {
@@ -93,10 +96,15 @@ impl DocSet {
         };
         self.docs
             .entry((kind, name.to_string()))
-            .or_insert_with(|| SpecDoc {
-                file: file.to_string(),
-                line: node.pos.line,
-                value: node.to_json(),
+            .or_insert_with(|| {
+                let mut value = node.to_json();
+                let sensitive = sensitive::mask(kind, &mut value);
+                SpecDoc {
+                    file: file.to_string(),
+                    line: node.pos.line,
+                    value,
+                    sensitive,
+                }
             });
     }
 
@@ -332,6 +340,11 @@ pub fn diff_object(
     before: Option<&SpecDoc>,
     after: Option<&SpecDoc>,
 ) -> Option<ObjectDiff> {
+    let marked = match (before, after) {
+        (Some(b), Some(a)) => sensitive::mark_changed(b, a),
+        _ => None,
+    };
+    let after = marked.as_ref().or(after);
     let yaml = |d: Option<&SpecDoc>| d.map(|d| to_yaml(&d.value)).unwrap_or_default();
     let header = |prefix: &str, d: Option<&SpecDoc>| match d {
         Some(d) => format!("{prefix}/{}", d.file),

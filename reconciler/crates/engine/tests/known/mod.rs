@@ -16,10 +16,8 @@ use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
 use crate::reference::{
-    ITEMS, NEW_FLOAT_SHARES, NEW_FREE_GPUS_HELD_FOR_WAITING, NEW_NOMINATED_NOT_FIRST,
-    NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY, NEW_STRADDLING_SAME_LEAF_IS_BORROWED,
-    NEW_VICTIMS_FOR_FEWEST_DOMAINS, NEW_VICTIMS_IGNORE_STOPPING, NEW_VICTIMS_MUST_FREE_PLACED_GPUS,
-    NEW_WAIT_FIRST_MODEL, Outcome, Rules, Wait, fewest_domains, reference, would_fit,
+    ITEMS, NEW_FLOAT_SHARES, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_RECLAIM_LEAF_ONLY,
+    NEW_VICTIMS_FOR_FEWEST_DOMAINS, Outcome, Rules, Wait, fewest_domains, reference, would_fit,
 };
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
@@ -69,18 +67,6 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 // Known divergences: delete a predicate once the engine is fixed
 // ---------------------------------------------------------------------------
 
-/// Issue 16 item 1 ("Guarantees must be enforceable"): a borrowing queue's
-/// job that straddles its guarantee is never a reclaim victim.
-pub fn known_divergence_item_1(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[1])
-}
-
-/// Issue 16 item 2 ("Reclaim before priority preemption"): victims are
-/// searched model by model in listed order, so a guaranteed (or
-/// straddling) victim on the first model beats a borrowed one on another.
-pub fn known_divergence_item_2(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[2])
-}
 
 /// Issue 16 item 3 ("Fair share orders queues"): borrowers are considered
 /// one priority band at a time, so a queue using less is passed by a
@@ -94,22 +80,6 @@ pub fn known_divergence_item_3(case: &Case, plan: &Plan) -> bool {
 /// same leaf that would borrow.
 pub fn known_divergence_item_4(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[4])
-}
-
-/// Issue 16 item 5 ("No GPU held idle for a job that cannot use it"):
-/// nominated or promised GPUs stay kept for a job blocked by its quota or
-/// placed elsewhere, and nominated ones against a job of higher priority
-/// (which then preempts someone instead); the reference also lets a job
-/// within its guarantee take what a job that would borrow holds (the next
-/// plan would reclaim it).
-pub fn known_divergence_item_5(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[5])
-}
-
-/// Issue 16 item 6 ("Limits are caps, also while jobs stop"): a stopping
-/// job's GPUs do not count against its queue's `limit`.
-pub fn known_divergence_item_6(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[6])
 }
 
 /// Issue 16 item 7 ("Topology preferred means fewest domains"): with no
@@ -126,58 +96,12 @@ pub fn known_divergence_item_8(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[8])
 }
 
-/// Not in issue 16 (found by this test): a job waits for GPUs of stopping
-/// jobs on its first model while free GPUs of its second model fit it now
-/// (rule 5 "only when a job cannot be placed otherwise"; work conservation).
-pub fn known_divergence_wait_first_model(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_WAIT_FIRST_MODEL])
-}
-
-/// Not in issue 16 (found by this test): the victim search ignores GPUs
-/// of stopping jobs (its own promised ones included), so a job within its
-/// guarantee cannot reclaim when it needs both a victim and a stopping job.
-pub fn known_divergence_victims_ignore_stopping(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_VICTIMS_IGNORE_STOPPING])
-}
-
-/// Not in issue 16, in the spirit of item 5 (found by this test): a job
-/// waiting for stopping jobs or victims is planned onto free GPUs that
-/// others could use now, where the stopping GPUs would have done.
-pub fn known_divergence_free_gpus_held_for_waiting(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_FREE_GPUS_HELD_FOR_WAITING])
-}
-
 /// Not in issue 16, next to item 1's "inside a subtree" (found by this
 /// test; a decision for docs/semantics.md): reclaim checks only the
 /// preemptor's leaf against its guarantee, so a queue whose parent is over
 /// its own guarantee reclaims from the parent's siblings.
 pub fn known_divergence_reclaim_leaf_only(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[NEW_RECLAIM_LEAF_ONLY])
-}
-
-/// Not in issue 16 (found by this test): a job is placed by best fit
-/// rather than on the GPUs nominated for it, although `docs/semantics.md`
-/// says "it is placed there first" (either the engine or the page is
-/// wrong).
-pub fn known_divergence_nominated_not_first(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_NOMINATED_NOT_FIRST])
-}
-
-/// Not in issue 16 (found by this test; rules 4 and 5a): a job blocked
-/// only by its queue's `limit` does not preempt a lower-priority job of its
-/// leaf whose GPUs it would not sit on, although that would make room
-/// under the limit.
-pub fn known_divergence_victims_must_free_placed_gpus(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_VICTIMS_MUST_FREE_PLACED_GPUS])
-}
-
-/// Not in issue 16, next to items 1 and 2 (found by this test): a
-/// lower-priority job of the preemptor's own leaf that straddles the
-/// leaf's guarantee is preferred as a victim like purely borrowed usage of
-/// another queue (the contract: borrowed usage whose removal keeps its
-/// queue at its guarantee first).
-pub fn known_divergence_straddling_same_leaf_is_borrowed(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_STRADDLING_SAME_LEAF_IS_BORROWED])
 }
 
 /// Not in issue 16, next to item 7's "in preemption's search alike"
@@ -286,7 +210,7 @@ pub fn known_divergences_together(case: &Case, plan: &Plan) -> Option<Vec<u8>> {
     for _ in 3..TOGETHER_DEPTH {
         let mut next: Vec<(usize, Vec<u8>)> = Vec::new();
         for set in &beam {
-            for item in ITEMS {
+            for &item in ITEMS {
                 if set.contains(&item) {
                     continue;
                 }
@@ -323,50 +247,16 @@ pub const TOGETHER_DEPTH: usize = 5;
 pub type Predicate = fn(&Case, &Plan) -> bool;
 
 /// Every named predicate: its function's name, the class it counts, itself.
-pub fn predicates() -> [(&'static str, &'static str, Predicate); 19] {
-    [
-        ("known_divergence_item_1", "item 1", known_divergence_item_1),
-        ("known_divergence_item_2", "item 2", known_divergence_item_2),
+pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
+    vec![
         ("known_divergence_item_3", "item 3", known_divergence_item_3),
         ("known_divergence_item_4", "item 4", known_divergence_item_4),
-        ("known_divergence_item_5", "item 5", known_divergence_item_5),
-        ("known_divergence_item_6", "item 6", known_divergence_item_6),
         ("known_divergence_item_7", "item 7", known_divergence_item_7),
         ("known_divergence_item_8", "item 8", known_divergence_item_8),
-        (
-            "known_divergence_wait_first_model",
-            "new: waits on first model",
-            known_divergence_wait_first_model,
-        ),
-        (
-            "known_divergence_victims_ignore_stopping",
-            "new: victims ignore stopping jobs",
-            known_divergence_victims_ignore_stopping,
-        ),
-        (
-            "known_divergence_free_gpus_held_for_waiting",
-            "new: free GPUs held for a waiting job",
-            known_divergence_free_gpus_held_for_waiting,
-        ),
         (
             "known_divergence_reclaim_leaf_only",
             "new: reclaim checks the leaf only",
             known_divergence_reclaim_leaf_only,
-        ),
-        (
-            "known_divergence_nominated_not_first",
-            "new: nominated GPUs not used first",
-            known_divergence_nominated_not_first,
-        ),
-        (
-            "known_divergence_victims_must_free_placed_gpus",
-            "new: quota victims must free placed GPUs",
-            known_divergence_victims_must_free_placed_gpus,
-        ),
-        (
-            "known_divergence_straddling_same_leaf_is_borrowed",
-            "new: straddling same-leaf victim counts as borrowed",
-            known_divergence_straddling_same_leaf_is_borrowed,
         ),
         (
             "known_divergence_victims_for_fewest_domains",
@@ -382,11 +272,6 @@ pub fn predicates() -> [(&'static str, &'static str, Predicate); 19] {
             "known_divergence_reclaim_before_own_victims",
             "new: reclaim judged before own victims",
             known_divergence_reclaim_before_own_victims,
-        ),
-        (
-            "known_divergence_superfluous_victims",
-            "new: superfluous victims",
-            known_divergence_superfluous_victims,
         ),
     ]
 }

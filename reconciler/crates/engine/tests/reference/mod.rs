@@ -82,22 +82,12 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: [u8; 18] = [
-    1,
-    2,
+pub const ITEMS: &[u8] = &[
     3,
     4,
-    5,
-    6,
     7,
     8,
-    NEW_WAIT_FIRST_MODEL,
-    NEW_VICTIMS_IGNORE_STOPPING,
-    NEW_FREE_GPUS_HELD_FOR_WAITING,
     NEW_RECLAIM_LEAF_ONLY,
-    NEW_NOMINATED_NOT_FIRST,
-    NEW_VICTIMS_MUST_FREE_PLACED_GPUS,
-    NEW_STRADDLING_SAME_LEAF_IS_BORROWED,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
     NEW_FLOAT_SHARES,
     NEW_RECLAIM_BEFORE_OWN_VICTIMS,

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use model::spec::{EnvSource, EnvValue, InlineValue, ValueFrom};
+
 use super::records::{Claim, read_claim};
 use super::supervisor::{SUBCOMMAND, SupervisorArgs};
 
@@ -44,6 +46,43 @@ pub(super) struct ReplicaVars<'a> {
     pub world: usize,
     pub gpus: &'a [u32],
     pub master_port: u16,
+}
+
+/// The spec's environment with every value resolved, at launch:
+/// `valueFrom` files are read (one trailing newline dropped) and variables
+/// looked up with `lookup` (the reconciler's environment). An error names
+/// the variable and where its value was to come from, never a value.
+pub(super) fn resolve_env(
+    spec_env: &BTreeMap<String, EnvValue>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, String> {
+    spec_env
+        .iter()
+        .map(|(name, value)| {
+            let resolved = match value {
+                EnvValue::Plain(v) | EnvValue::Inline(InlineValue { value: v, .. }) => v.clone(),
+                EnvValue::From(ValueFrom {
+                    value_from: EnvSource::File(path),
+                }) => {
+                    let mut text = std::fs::read_to_string(path).map_err(|e| {
+                        format!("env {name}: cannot read valueFrom file {path}: {e}")
+                    })?;
+                    if text.ends_with('\n') {
+                        text.pop();
+                    }
+                    text
+                }
+                EnvValue::From(ValueFrom {
+                    value_from: EnvSource::Env(var),
+                }) => lookup(var).ok_or_else(|| {
+                    format!(
+                        "env {name}: the reconciler has no environment variable {var} (valueFrom)"
+                    )
+                })?,
+            };
+            Ok((name.clone(), resolved))
+        })
+        .collect()
 }
 
 /// A replica's whole environment: the inherited part of `base` (the

@@ -67,7 +67,7 @@ use model::time::after;
 pub use launch::{DEFAULT_PATH, INHERITED_ENV, REPLICA_ENV, SupervisorCommand, inherited};
 pub use records::{Claim, ExitRecord, PIDS_FILE};
 
-use launch::{ReplicaVars, check_program, replica_env, wait_for_claim};
+use launch::{ReplicaVars, check_program, replica_env, resolve_env, wait_for_claim};
 use process::{Status, proc_stat, signal_group, signal_process, status};
 use records::{
     JobFile, Replica, ReplicaExit, StopState, claim_path, create_exclusive, exit_path, read_claim,
@@ -453,9 +453,10 @@ impl LocalExecutor {
         let Some((program, _)) = spec.spec.command.split_first() else {
             return Err("the job has no command".to_string());
         };
+        let spec_env = resolve_env(&spec.spec.env, |var| std::env::var(var).ok())?;
         let env = replica_env(
             std::env::vars_os(),
-            &spec.spec.env,
+            &spec_env,
             &ReplicaVars {
                 job: &file.job,
                 identity: identity(file, rank),

@@ -39,9 +39,11 @@ pub struct JobSpec {
     /// Container image (used by the Kubernetes executor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// Environment variables of every replica.
+    /// Environment variables of every replica: a value, `{value, sensitive:
+    /// true}` (masked wherever specs are shown), or `{valueFrom: {file: PATH}}`
+    /// / `{valueFrom: {env: NAME}}` (read when a replica starts, never in Git).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, super::EnvValue>,
 }
 
 fn default_replicas() -> u32 {

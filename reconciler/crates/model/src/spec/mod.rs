@@ -1,6 +1,7 @@
 //! The fleet spec model: the five document kinds and the loaded [`Fleet`].
 
 mod duration;
+mod env;
 mod job;
 pub mod limits;
 mod meta;
@@ -16,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{DURATION_PATTERN, Duration, DurationError};
+pub use env::{EnvSource, EnvValue, InlineValue, MASK, ValueFrom};
 pub use job::{GpuSelector, JobSpec, Topology, TopologyLevel};
 pub use meta::{API_VERSION, DNS_LABEL_PATTERN, Metadata, is_dns_label};
 pub use node_pool::{DEFAULT_SCALE_DOWN_AFTER, NodePoolSpec, NvLink, PoolGpu, PoolSize};

@@ -1,0 +1,95 @@
+//! `gitfleet plan --out FILE`: the plan saved with what it was computed
+//! from (`reconcile::saved`), for `gitfleet apply FILE`.
+
+use std::path::Path;
+
+use miette::{IntoDiagnostic, Result, WrapErr, miette};
+use reconciler::observed::ObservedState;
+use reconciler::plan::Plan;
+use reconciler::reconcile::FleetSource;
+use reconciler::reconcile::live::digest;
+use reconciler::reconcile::saved::{
+    ObservedOrigin, ObservedSource, SavedPlan, SpecsOrigin, SpecsSource,
+};
+use reconciler::reconcile::status::Status;
+use reconciler::source::GitSource;
+
+use super::args::InputArgs;
+
+/// Writes `plan`, computed from `input` and `observed`, to `out`.
+pub fn write(out: &Path, input: &InputArgs, observed: &ObservedState, plan: &Plan) -> Result<()> {
+    let saved = SavedPlan::new(
+        chrono::Utc::now(),
+        specs_origin(input, plan)?,
+        observed_origin(input, observed),
+        plan.clone(),
+    );
+    std::fs::write(out, saved.to_json())
+        .into_diagnostic()
+        .wrap_err_with(|| format!("--out {}", out.display()))?;
+    let hint = match &input.observed.state {
+        Some(dir) => format!(
+            "apply it with `gitfleet apply {} --state {}`",
+            out.display(),
+            dir.display()
+        ),
+        None => "it was not computed against a reconciler's live state (--state DIR), so it can be reviewed but not applied".to_string(),
+    };
+    eprintln!("Saved the plan to {}: {hint}.", out.display());
+    Ok(())
+}
+
+/// Where the specs came from, as `apply` will read them again.
+fn specs_origin(input: &InputArgs, plan: &Plan) -> Result<SpecsOrigin> {
+    let path = &input.specs.path;
+    let (source, mut fleet) = match &input.specs.rev {
+        Some(rev) => (
+            SpecsSource::Git,
+            FleetSource::Git {
+                repo: GitSource::discover(path).into_diagnostic()?,
+                rev: rev.clone(),
+            },
+        ),
+        None => (
+            SpecsSource::Dir,
+            FleetSource::Dir {
+                path: path.to_path_buf(),
+            },
+        ),
+    };
+    let revision = fleet.current().into_diagnostic()?;
+    if source == SpecsSource::Git && plan.revision.as_deref() != Some(revision.id.as_str()) {
+        return Err(miette!(
+            "{} moved while the plan was computed; run it again",
+            input.specs.rev.as_deref().unwrap_or("HEAD")
+        ));
+    }
+    Ok(SpecsOrigin {
+        source,
+        path: path.display().to_string(),
+        rev: input.specs.rev.clone(),
+        revision: revision.id,
+        content: revision.content,
+    })
+}
+
+/// What the observed state was: a reconciler's live state, a file, or the
+/// inventory derived from the pools.
+fn observed_origin(input: &InputArgs, observed: &ObservedState) -> ObservedOrigin {
+    let args = &input.observed;
+    let (source, path, executor) = match (&args.observed, &args.state) {
+        (Some(file), _) => (ObservedSource::File, Some(file.as_path()), None),
+        (None, Some(dir)) => (
+            ObservedSource::State,
+            Some(dir.as_path()),
+            Status::read(dir).ok().map(|s| s.executor),
+        ),
+        (None, None) => (ObservedSource::Derived, None, None),
+    };
+    ObservedOrigin {
+        source,
+        path: path.map(|p| p.display().to_string()),
+        executor,
+        digest: digest(observed),
+    }
+}
