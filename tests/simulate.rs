@@ -37,7 +37,7 @@ spec:
 apiVersion: gitfleet/v1
 kind: PriorityClass
 metadata: {name: normal}
-spec: {value: 0, default: true}
+spec: {value: 0, default: true, preemptible: false}
 ";
 
 /// Runs a command that must succeed and print JSON.
