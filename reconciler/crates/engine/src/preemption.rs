@@ -66,7 +66,12 @@ struct Candidate {
 
 /// What orders victims: tier (borrowed and safe, borrowed and straddling,
 /// own leaf's guaranteed usage), priority, most recently started, run.
-type VictimKey = (u8, i32, std::cmp::Reverse<model::observed::Timestamp>, RunId);
+type VictimKey = (
+    u8,
+    i32,
+    std::cmp::Reverse<model::observed::Timestamp>,
+    RunId,
+);
 
 /// A preemption found for one model, not carried out yet.
 #[derive(Debug)]
@@ -120,7 +125,7 @@ pub struct CandidateList {
 /// engine is left unchanged ([`carry_out`] commits them).
 pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let job = e.jobs[j as usize].clone();
-    let Some(q) = job.queue else { return None };
+    let q = job.queue?;
     let key: MemoKey = (
         q,
         job.priority,

@@ -67,7 +67,6 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 // Known divergences: delete a predicate once the engine is fixed
 // ---------------------------------------------------------------------------
 
-
 /// Issue 16 item 3 ("Fair share orders queues"): borrowers are considered
 /// one priority band at a time, so a queue using less is passed by a
 /// busier queue's higher-priority borrower.
