@@ -494,38 +494,17 @@ impl Replay<'_> {
                 _ => {}
             }
         }
-        self.drop_lent_nominations(plan);
+        sim::drop_lent_nominations(&mut self.queued, plan);
         self.world.take_completed();
         if rescaled {
             self.recount_capacity();
+            // Nominations on nodes a scale-down removed are void.
+            let world = &self.world;
+            for q in &mut self.queued {
+                q.nominated.retain(|held| world.node(&held.node).is_some());
+            }
         }
         Ok(())
-    }
-
-    /// GPUs nominated for a pending job that the plan gave another job are
-    /// no longer nominated for it (the reconciler's and `sim::apply_plan`'s
-    /// rule: no GPU is nominated for two jobs).
-    fn drop_lent_nominations(&mut self, plan: &Plan) {
-        if self.queued.iter().all(|q| q.nominated.is_empty()) {
-            return;
-        }
-        let taken: BTreeSet<(&str, u32)> = plan
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Place { placement, .. } => Some(placement),
-                _ => None,
-            })
-            .flatten()
-            .flat_map(|part| part.gpus.iter().map(move |g| (part.node.as_str(), *g)))
-            .collect();
-        for q in &mut self.queued {
-            for held in &mut q.nominated {
-                held.gpus
-                    .retain(|g| !taken.contains(&(held.node.as_str(), *g)));
-            }
-            q.nominated.retain(|held| !held.gpus.is_empty());
-        }
     }
 
     /// An idle node of an elastic pool above its minimum is looked at

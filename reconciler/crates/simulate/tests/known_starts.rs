@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
 
-use gitfleet_simulate::{JobLife, Limits, Options, Policy, replay};
+use gitfleet_simulate::{JobLife, Limits, Options, Policy, Report, replay};
 use load::{SourceFile, load_fleet};
 use model::spec::{Duration, Fleet};
 use trace::{Source, TraceFormat, parse};
@@ -16,24 +16,22 @@ fn fleet(yaml: &str) -> Fleet {
     loaded.fleet
 }
 
+fn run(fleet: &Fleet, csv: &str, options: &Options) -> (Report, Vec<JobLife>) {
+    let source = Source {
+        name: "t.csv",
+        text: csv,
+    };
+    let trace = parse(TraceFormat::Gitfleet, source, None).unwrap();
+    replay(fleet, &trace.jobs, 0, options, &mut |_| {}).unwrap()
+}
+
 fn lives(fleet: &Fleet, csv: &str, policy: Policy, limits: Limits) -> Vec<JobLife> {
-    let trace = parse(
-        TraceFormat::Gitfleet,
-        Source {
-            name: "t.csv",
-            text: csv,
-        },
-        None,
-    )
-    .unwrap();
     let options = Options {
         policy,
         limits,
         ..Options::default()
     };
-    replay(fleet, &trace.jobs, 0, &options, &mut |_| {})
-        .unwrap()
-        .1
+    run(fleet, csv, &options).1
 }
 
 /// Each job's run starts in seconds, in trace-line order.
@@ -141,20 +139,11 @@ fn pools_scale_up_for_waiting_jobs() {
 fn until_cuts_the_replay() {
     let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
     let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,100\n1,q,8,50\n500,q,8,10\n";
-    let trace = parse(
-        TraceFormat::Gitfleet,
-        Source {
-            name: "t.csv",
-            text: csv,
-        },
-        None,
-    )
-    .unwrap();
     let options = Options {
         until: Some(Duration::from_secs(60)),
         ..Options::default()
     };
-    let (report, lives) = replay(&f, &trace.jobs, 0, &options, &mut |_| {}).unwrap();
+    let (report, lives) = run(&f, csv, &options);
     assert_eq!(report.jobs, 2);
     assert_eq!(report.metrics.max_wait_s, 59);
     assert_eq!(report.metrics.makespan_s, 60);
