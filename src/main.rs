@@ -59,6 +59,13 @@ enum Command {
     /// Shows the quota arithmetic along its queue path, the candidate nodes
     /// and why each was rejected, and its position in fair-share order.
     Explain(commands::explain::Args),
+    /// Replay a job trace through the engine in virtual time (DESIGN §6a).
+    ///
+    /// Jobs arrive at their submit time; at each instant the world's
+    /// completions come first, then arrivals, then one plan, carried out by
+    /// the sim executor's world. Prints wait, JCT, allocation and per-queue
+    /// figures; --make-fleet writes the fleet the trace implies.
+    Simulate(commands::simulate::Args),
     /// Write a synthetic fleet (repo/ and observed.yaml) for benchmarks.
     Generate(commands::generate::Args),
     /// This host's GPUs through NVML, as an observed-state document.
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
         Command::History(args) => commands::history::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
         Command::Inventory(args) => commands::inventory::run(args),
         Command::Schema(args) => commands::schema::run(args),
     };

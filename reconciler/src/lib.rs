@@ -7,6 +7,9 @@ pub use engine::drift;
 pub use model::{diag, nvlink, observed, plan, spec, text, time};
 pub use reconcile::state;
 pub use sim::generate;
-pub use {diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim};
+pub use {
+    diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim, simulate,
+    trace,
+};
 
 pub use load::validate;

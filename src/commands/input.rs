@@ -68,7 +68,7 @@ pub fn load(args: &InputArgs) -> Result<Option<Input>> {
 
 /// The valid fleet (and its commit with `--rev`); `None` when invalid (its
 /// problems are printed).
-fn load_specs(args: &SpecArgs) -> Result<Option<(Fleet, Option<String>)>> {
+pub fn load_specs(args: &SpecArgs) -> Result<Option<(Fleet, Option<String>)>> {
     Ok(match &args.rev {
         Some(rev) => {
             let source = super::git::open(&args.path)?;

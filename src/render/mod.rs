@@ -4,6 +4,7 @@
 mod explain;
 mod history;
 mod plan;
+mod simulate;
 mod status;
 
 use std::io::{BufWriter, Write};
@@ -12,6 +13,7 @@ use miette::{IntoDiagnostic, Result};
 
 pub use history::HistoryReport;
 pub use plan::PlanReport;
+pub use simulate::SimulateReport;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

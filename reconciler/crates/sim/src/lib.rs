@@ -86,27 +86,7 @@ pub fn apply_plan(
         .filter(|q| !placed.contains(q.job.as_str()))
         .cloned()
         .collect();
-    // GPUs nominated for a job that the plan gave another one (it could not
-    // use them) are no longer nominated for it.
-    let taken: BTreeSet<(&str, u32)> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Place { placement, .. } => Some(placement),
-            _ => None,
-        })
-        .flatten()
-        .flat_map(|part| part.gpus.iter().map(move |g| (part.node.as_str(), *g)))
-        .collect();
-    if !taken.is_empty() {
-        for q in &mut next.queued {
-            for held in &mut q.nominated {
-                held.gpus
-                    .retain(|g| !taken.contains(&(held.node.as_str(), *g)));
-            }
-            q.nominated.retain(|held| !held.gpus.is_empty());
-        }
-    }
+    drop_lent_nominations(&mut next.queued, plan);
     let known: BTreeSet<String> = next.queued.iter().map(|q| q.job.clone()).collect();
     for p in &plan.pending {
         if !known.contains(&p.job) {
@@ -119,6 +99,36 @@ pub fn apply_plan(
     }
     refresh_idle(&mut next, observed, now);
     next
+}
+
+/// GPUs nominated for a pending job that `plan` gives another job (the
+/// nominee could not use them) are no longer nominated for it: no GPU is
+/// nominated for two jobs. (The reconciler's rule; [`apply_plan`] and the
+/// trace simulator apply it.)
+pub fn drop_lent_nominations(queued: &mut [QueuedJob], plan: &Plan) {
+    if queued.iter().all(|q| q.nominated.is_empty()) {
+        return;
+    }
+    let taken: BTreeSet<(&str, u32)> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Place { placement, .. } => Some(placement),
+            _ => None,
+        })
+        .flatten()
+        .flat_map(|part| part.gpus.iter().map(move |g| (part.node.as_str(), *g)))
+        .collect();
+    if taken.is_empty() {
+        return;
+    }
+    for q in queued {
+        for held in &mut q.nominated {
+            held.gpus
+                .retain(|g| !taken.contains(&(held.node.as_str(), *g)));
+        }
+        q.nominated.retain(|held| !held.gpus.is_empty());
+    }
 }
 
 /// Moves the clock to `to`, through a [`World`] under [`Rules::GENERATOR`]:

@@ -1,0 +1,139 @@
+//! Property: a replay conserves jobs. On random small traces and every
+//! policy, each job starts at least once and ends exactly once, starts
+//! again only after a preemption, its runs never overlap, no run starts
+//! before its submit time, and the GPUs held at any instant never exceed
+//! the fleet's largest size (the world refuses a GPU given twice).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
+
+use gitfleet_simulate::{Limits, Options, Policy, replay};
+use load::{SourceFile, load_fleet};
+use model::spec::{Duration, Fleet};
+use proptest::prelude::*;
+use trace::TraceJob;
+
+const FLEET: &str = "\
+apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpu: {model: A, count: 8}
+  size: {min: 1, max: 3}
+  scaleDownAfter: 60s
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: a}
+spec:
+  quota: [{model: A, guaranteed: 8, limit: 24}]
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: b}
+spec:
+  quota: [{model: A, guaranteed: 8, limit: 16}]
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: low}
+spec: {value: 0, default: true, gracePeriod: 20s}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: high}
+spec: {value: 10}
+";
+
+/// The most GPUs the fleet can have.
+const MAX_GPUS: u64 = 24;
+
+fn fleet() -> Fleet {
+    let loaded = load_fleet(&[SourceFile::new("fleet.yaml", FLEET.as_bytes().to_vec())]);
+    assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
+    loaded.fleet
+}
+
+fn job() -> impl Strategy<Value = (u64, bool, u32, u32, u64, bool)> {
+    (
+        0u64..600,
+        any::<bool>(),
+        1u32..=2,
+        prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
+        1u64..400,
+        any::<bool>(),
+    )
+}
+
+fn policy() -> impl Strategy<Value = (Policy, Limits)> {
+    (
+        prop_oneof![
+            Just(Policy::Gitfleet),
+            Just(Policy::Fifo),
+            Just(Policy::FifoSkip),
+            Just(Policy::SjfOracle)
+        ],
+        prop_oneof![
+            Just(Limits::Trace),
+            Just(Limits::Exact),
+            Just(Limits::Noisy)
+        ],
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_job_starts_and_ends_once(
+        specs in prop::collection::vec(job(), 1..30),
+        (policy, limits) in policy(),
+    ) {
+        let fleet = fleet();
+        let jobs: Vec<TraceJob> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(submit, queue_a, replicas, per, duration, high))| TraceJob {
+                line: i as u64 + 2,
+                submit: Duration::from_secs(submit),
+                queue: if queue_a { "a" } else { "b" }.to_string(),
+                replicas,
+                gpus_per_replica: per,
+                model: None,
+                duration: Duration::from_secs(duration),
+                priority_class: Some(if high { "high" } else { "low" }.to_string()),
+                time_limit: None,
+            })
+            .collect();
+        let options = Options { policy, limits, ..Options::default() };
+        let (report, lives) = replay(&fleet, &jobs, 0, &options, &mut |_| {}).unwrap();
+        prop_assert_eq!(lives.len(), jobs.len());
+        prop_assert_eq!(report.jobs, jobs.len() as u64);
+        let mut edges: Vec<(Duration, i64)> = Vec::new();
+        for life in &lives {
+            prop_assert!(life.end.is_some(), "job of line {} never ended", life.line);
+            // A preempted job may still finish within its grace period.
+            prop_assert!(!life.runs.is_empty());
+            prop_assert!(life.runs.len() as u32 <= life.preemptions + 1);
+            prop_assert!(life.runs[0].0 >= life.submit);
+            for pair in life.runs.windows(2) {
+                prop_assert!(pair[0].1.unwrap() <= pair[1].0, "runs overlap");
+            }
+            for (start, end) in &life.runs {
+                let end = end.unwrap();
+                prop_assert!(*start <= end);
+                edges.push((*start, life.gpus as i64));
+                edges.push((end, -(life.gpus as i64)));
+            }
+            prop_assert_eq!(life.runs.last().and_then(|r| r.1), life.end);
+        }
+        // Ends before starts at the same instant (completions come first).
+        edges.sort();
+        let mut held = 0i64;
+        for (_, delta) in edges {
+            held += delta;
+            prop_assert!(held <= MAX_GPUS as i64, "{held} GPUs held at once");
+        }
+        let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
+        prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
+    }
+}

@@ -1,0 +1,155 @@
+//! Small hand-made traces whose start times are known exactly, per policy:
+//! head-of-line blocking, skipping, shortest first, gangs, backfill on
+//! declared limits, preemption with a grace period, scale-up. Each case
+//! says why its times are right.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
+
+use gitfleet_simulate::{JobLife, Limits, Options, Policy, Report, replay};
+use load::{SourceFile, load_fleet};
+use model::spec::{Duration, Fleet};
+use trace::{Source, TraceFormat, parse};
+
+fn fleet(yaml: &str) -> Fleet {
+    let loaded = load_fleet(&[SourceFile::new("fleet.yaml", yaml.as_bytes().to_vec())]);
+    assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
+    loaded.fleet
+}
+
+fn run(fleet: &Fleet, csv: &str, options: &Options) -> (Report, Vec<JobLife>) {
+    let source = Source {
+        name: "t.csv",
+        text: csv,
+    };
+    let trace = parse(TraceFormat::Gitfleet, source, None).unwrap();
+    replay(fleet, &trace.jobs, 0, options, &mut |_| {}).unwrap()
+}
+
+fn lives(fleet: &Fleet, csv: &str, policy: Policy, limits: Limits) -> Vec<JobLife> {
+    let options = Options {
+        policy,
+        limits,
+        ..Options::default()
+    };
+    run(fleet, csv, &options).1
+}
+
+/// Each job's run starts in seconds, in trace-line order.
+fn starts(lives: &[JobLife]) -> Vec<Vec<u64>> {
+    let mut by_line: Vec<&JobLife> = lives.iter().collect();
+    by_line.sort_by_key(|l| l.line);
+    by_line
+        .iter()
+        .map(|l| l.runs.iter().map(|(s, _)| s.as_secs()).collect())
+        .collect()
+}
+
+fn pool(name: &str, nodes: u32, max: u32) -> String {
+    format!(
+        "---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  gpu: {{model: A, count: 8}}\n  size: {{min: {nodes}, max: {max}}}\n"
+    )
+}
+
+const QUEUE: &str = "---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n";
+
+const NORMAL: &str = "---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: normal}\nspec: {value: 0, default: true}\n";
+
+/// One 8-GPU node; A holds it for 100 s, B (50 s) and C (10 s) queue
+/// behind it. FIFO: B at 100, C at 150. Shortest first: C at 100, B at 110.
+#[test]
+fn fifo_against_shortest_first() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
+    let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,100\n1,q,8,50\n2,q,8,10\n";
+    for policy in [Policy::Fifo, Policy::FifoSkip, Policy::Gitfleet] {
+        let got = starts(&lives(&f, csv, policy, Limits::Trace));
+        assert_eq!(got, [vec![0], vec![100], vec![150]], "{policy:?}");
+    }
+    let got = starts(&lives(&f, csv, Policy::SjfOracle, Limits::Trace));
+    assert_eq!(got, [vec![0], vec![110], vec![100]]);
+}
+
+/// Two 8-GPU nodes. A (8) and B (8) start at 0; C, a gang of 2 × 8, waits
+/// for both nodes: A ends at 100. D (1 GPU) fits at 50 when B ends: the
+/// greedy policies start it then; strict FIFO keeps it behind C (100–110).
+#[test]
+fn gang_and_head_of_line_blocking() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 2, 2)));
+    let csv = "submit,queue,replicas,gpus_per_replica,duration\n0,q,1,8,100\n0,q,1,8,50\n10,q,2,8,10\n20,q,1,1,5\n";
+    let fifo = lives(&f, csv, Policy::Fifo, Limits::Trace);
+    assert_eq!(starts(&fifo), [vec![0], vec![0], vec![100], vec![110]]);
+    for policy in [Policy::FifoSkip, Policy::SjfOracle, Policy::Gitfleet] {
+        let got = starts(&lives(&f, csv, policy, Limits::Trace));
+        assert_eq!(got, [vec![0], vec![0], vec![100], vec![50]], "{policy:?}");
+    }
+}
+
+/// Two 8-GPU nodes. A (8 GPUs, 100 s) runs; B (2 × 8, 10 s) is blocked and,
+/// with declared limits, reserves both nodes for t = 100 (when A's limit
+/// ends). C (8 GPUs, 200 s) would fit at 20 but its limit ends after the
+/// reservation: it waits for B (110). D (8 GPUs, 50 s) ends by 80, before
+/// the reservation: it backfills at 30. Greedy FIFO instead starts C at 20,
+/// which pushes B to 220 (and D to 100, when A leaves).
+#[test]
+fn backfill_on_declared_limits() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 2, 2)));
+    let csv = "submit,queue,replicas,gpus_per_replica,duration\n0,q,1,8,100\n10,q,2,8,10\n20,q,1,8,200\n30,q,1,8,50\n";
+    let gitfleet = lives(&f, csv, Policy::Gitfleet, Limits::Exact);
+    assert_eq!(starts(&gitfleet), [vec![0], vec![100], vec![110], vec![30]]);
+    let greedy = lives(&f, csv, Policy::FifoSkip, Limits::Exact);
+    assert_eq!(starts(&greedy), [vec![0], vec![220], vec![20], vec![100]]);
+    // Without declared limits there is nothing to reserve: gitfleet is greedy.
+    let none = lives(&f, csv, Policy::Gitfleet, Limits::None);
+    assert_eq!(starts(&none), starts(&greedy));
+}
+
+/// One 8-GPU node. L (low, preemptible, 30 s grace) runs from 0; H (high)
+/// arrives at 10 and preempts it: L stops at 40, H runs 40–90 on L's GPUs,
+/// and L starts over at 90 and runs its whole 1000 s again.
+#[test]
+fn preemption_honours_the_grace_period() {
+    let classes = "---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 0, default: true, gracePeriod: 30s}\n\
+                   ---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: high}\nspec: {value: 100, preemptible: false}\n";
+    let f = fleet(&format!("{}{QUEUE}{classes}", pool("p", 1, 1)));
+    let csv =
+        "submit,queue,gpus_per_replica,duration,priority_class\n0,q,8,1000,low\n10,q,8,50,high\n";
+    let got = lives(&f, csv, Policy::Gitfleet, Limits::Trace);
+    assert_eq!(starts(&got), [vec![0, 90], vec![40]]);
+    assert_eq!(got.iter().map(|l| l.preemptions).sum::<u32>(), 1);
+    let low = got.iter().find(|l| l.line == 2).unwrap();
+    assert_eq!(low.runs[0].1, Some(Duration::from_secs(40)));
+    assert_eq!(low.end.map(|e| e.as_secs()), Some(1090));
+    // The baselines show the engine one class: nobody is preempted.
+    let fifo = lives(&f, csv, Policy::FifoSkip, Limits::Trace);
+    assert_eq!(starts(&fifo), [vec![0], vec![1000]]);
+}
+
+/// A pool of 1 to 3 nodes. A holds the first node; B, a gang of 2 × 8,
+/// arrives at 10: the pool grows by two nodes and B starts at 10.
+#[test]
+fn pools_scale_up_for_waiting_jobs() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 3)));
+    let csv = "submit,queue,replicas,gpus_per_replica,duration\n0,q,1,8,100\n10,q,2,8,50\n";
+    let got = lives(&f, csv, Policy::Gitfleet, Limits::Trace);
+    assert_eq!(starts(&got), [vec![0], vec![10]]);
+}
+
+/// `--until 60s`: C (submitted at 500) is not replayed; B never started and
+/// its wait counts up to the end (59 s); A has not ended.
+#[test]
+fn until_cuts_the_replay() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
+    let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,100\n1,q,8,50\n500,q,8,10\n";
+    let options = Options {
+        until: Some(Duration::from_secs(60)),
+        ..Options::default()
+    };
+    let (report, lives) = run(&f, csv, &options);
+    assert_eq!(report.jobs, 2);
+    assert_eq!(report.metrics.max_wait_s, 59);
+    assert_eq!(report.metrics.makespan_s, 60);
+    assert_eq!(
+        (report.totals.never_started, report.totals.unfinished),
+        (1, 2)
+    );
+    assert_eq!(starts(&lives), [vec![0], vec![]]);
+}

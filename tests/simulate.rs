@@ -1,0 +1,273 @@
+//! `gitfleet simulate` end to end: a tiny fleet and trace through the
+//! built binary; the JSON's shape (DESIGN.md §6a), bad input, --make-fleet.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn gitfleet(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+const FLEET: &str = "\
+apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: p}
+spec:
+  gpu: {model: A, count: 8}
+  size: {min: 2, max: 2}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: nlp}
+spec:
+  quota: [{model: A, guaranteed: 8, limit: 16}]
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: cv}
+spec:
+  quota: [{model: A, guaranteed: 8, limit: 16}]
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: normal}
+spec: {value: 0, default: true, preemptible: false}
+";
+
+/// Runs a command that must succeed and print JSON.
+fn json(args: &[&str], dir: &Path) -> serde_json::Value {
+    let out = gitfleet(args, dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn keys(value: &serde_json::Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[test]
+fn json_has_the_documented_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,100\n5,cv,1,8,50\n6,cv,1,1,10\n",
+    )
+    .unwrap();
+    let json = json(
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "--policy",
+            "fifo",
+            "-o",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        keys(&json),
+        [
+            "dropped",
+            "format_version",
+            "jobs",
+            "metrics",
+            "policy",
+            "queues"
+        ]
+    );
+    assert_eq!(json["format_version"], 1);
+    assert_eq!(json["policy"], "fifo");
+    assert_eq!(json["jobs"], 3);
+    assert_eq!(json["dropped"], 0);
+    assert_eq!(
+        keys(&json["metrics"]),
+        [
+            "avg_jct_s",
+            "avg_wait_s",
+            "gpu_alloc",
+            "gpu_alloc_backlog",
+            "makespan_s",
+            "max_wait_s",
+            "p50_wait_s",
+            "p95_wait_s",
+            "preemptions"
+        ]
+    );
+    assert!(json["metrics"]["avg_wait_s"].is_u64());
+    assert!(json["metrics"]["gpu_alloc"].is_f64());
+    assert_eq!(keys(&json["queues"]), ["cv", "nlp"]);
+    assert_eq!(
+        keys(&json["queues"]["cv"]),
+        ["avg_wait_s", "gpu_hours", "jobs", "p95_wait_s"]
+    );
+    // nlp's gang holds both nodes for 100 s: cv's jobs wait 95 and 94 s.
+    assert_eq!(json["queues"]["cv"]["jobs"], 2);
+    assert_eq!(json["metrics"]["max_wait_s"], 95);
+    assert_eq!(json["queues"]["nlp"]["gpu_hours"].as_f64(), Some(0.44));
+}
+
+#[test]
+fn fail_on_exits_3_naming_the_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,100\n5,cv,1,8,50\n",
+    )
+    .unwrap();
+    let run = |expr: &str| {
+        gitfleet(
+            &[
+                "simulate",
+                "fleet.yaml",
+                "--trace",
+                "trace.csv",
+                "--fail-on",
+                expr,
+            ],
+            dir.path(),
+        )
+    };
+    // cv's job waits 95 s behind nlp's gang.
+    let out = run("queues.cv.avg_wait_s > 60");
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--fail-on `queues.cv.avg_wait_s > 60` holds"),
+        "{stderr}"
+    );
+    assert_eq!(run("queues.cv.avg_wait_s > 95").status.code(), Some(0));
+    let out = run("queues.speech.avg_wait_s > 1");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no metric `queues.speech.avg_wait_s`"));
+    assert_eq!(
+        run("p95 wait").status.code(),
+        Some(2),
+        "clap refuses what does not parse"
+    );
+}
+
+#[test]
+fn bad_input_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    let cases = [
+        (
+            "submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n1,nlp,8,-5\n",
+            "trace.csv:3: field `duration`: -5 is negative",
+        ),
+        (
+            "submit,queue,gpus_per_replica,duration\n",
+            "trace.csv: no jobs to replay",
+        ),
+        ("", "trace.csv: empty: no header row"),
+        (
+            "submit,queue,gpus_per_replica,duration\n0,speech,8,10\n",
+            "trace line 2: queue `speech` is not in the fleet",
+        ),
+    ];
+    for (csv, want) in cases {
+        std::fs::write(dir.path().join("trace.csv"), csv).unwrap();
+        let out = gitfleet(
+            &["simulate", "fleet.yaml", "--trace", "trace.csv"],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{csv:?}: {stderr}");
+        assert!(stderr.contains(want), "{csv:?}: {stderr}");
+    }
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,gpus_per_replica,duration\n0,nlp,8,10\n",
+    )
+    .unwrap();
+    let out = gitfleet(
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "--arrival-scale",
+            "0",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--arrival-scale 0"));
+}
+
+#[test]
+fn make_fleet_writes_a_valid_fleet_for_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("jobs.csv"),
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:00:00,60,16,960,ab12\n2017-10-09 07:00:30,60,1,60,ffff\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("philly_vc_nodes.csv"),
+        "vc,node num\nab12,2\n",
+    )
+    .unwrap();
+    let out = gitfleet(
+        &[
+            "simulate",
+            "--trace",
+            "jobs.csv",
+            "--trace-format",
+            "philly",
+            "--make-fleet",
+            "fleet",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gitfleet(&["validate", "fleet"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let json = json(
+        &[
+            "simulate",
+            "fleet",
+            "--trace",
+            "jobs.csv",
+            "--trace-format",
+            "philly",
+            "-o",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        (json["jobs"].as_u64(), json["dropped"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(json["queues"]["vc-ab12"]["gpu_hours"].as_f64(), Some(0.27));
+}
