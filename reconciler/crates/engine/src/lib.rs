@@ -1111,7 +1111,13 @@ impl<'a> Engine<'a> {
                 continue;
             }
             for part in &q.nominated {
-                let Some(node) = self.cluster.node_id(&part.node) else {
+                // Only nodes observed now: a node scaled down since may come
+                // back as a virtual node of the same name, not yet there.
+                let Some(node) = self
+                    .cluster
+                    .node_id(&part.node)
+                    .filter(|id| !self.cluster.node(*id).is_virtual)
+                else {
                     continue;
                 };
                 for index in &part.gpus {

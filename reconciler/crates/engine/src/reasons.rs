@@ -91,6 +91,18 @@ pub fn blocked(e: &Engine, job: &JobInfo, blocked: &[Blocked]) -> (String, &'sta
             "unschedulable",
         );
     }
+    // A job no quota or placement change short of editing Git can start
+    // says so, with the number to change (issue 15: impossible jobs).
+    let never: Vec<Option<String>> = blocked.iter().map(|b| never(e, b)).collect();
+    if never.iter().all(Option::is_some) {
+        let text: Vec<String> = never.into_iter().flatten().collect();
+        let waiting = if blocked.iter().all(|b| matches!(b, Blocked::Quota(..))) {
+            "quota"
+        } else {
+            "unschedulable"
+        };
+        return (format!("can never run: {}", text.join("; ")), waiting);
+    }
     let parts: Vec<(String, &'static str)> = blocked.iter().map(|b| one(e, job, b)).collect();
     // Placement problems are more actionable than quota or missing nodes.
     let waiting = ["reservation", "resources", "quota"]
@@ -99,6 +111,47 @@ pub fn blocked(e: &Engine, job: &JobInfo, blocked: &[Blocked]) -> (String, &'sta
         .unwrap_or("unschedulable");
     let text: Vec<String> = parts.into_iter().map(|(t, _)| t).collect();
     (text.join("; "), waiting)
+}
+
+/// Why a blocked attempt can never succeed as the fleet is declared: a
+/// limit below the request, a replica larger than any node of the model, or
+/// more GPUs than the model's pools hold at their maximum size.
+fn never(e: &Engine, b: &Blocked) -> Option<String> {
+    match b {
+        Blocked::NoNodes(_) => None,
+        Blocked::Quota(m, block) if block.limit < block.requested => Some(format!(
+            "queue {}'s limit on {} is {}, below the {} requested (raise it to at least {})",
+            e.tree.get(block.queue).name,
+            e.models.name(*m),
+            block.limit,
+            block.requested,
+            block.requested
+        )),
+        Blocked::Quota(..) => None,
+        Blocked::Placement(req) | Blocked::Reserved(req) => {
+            let model = e.models.name(req.model);
+            let sizes = e
+                .cluster
+                .nodes
+                .iter()
+                .filter(|n| n.model == Some(req.model))
+                .map(|n| n.gpus.len() as u64);
+            let (largest, total) = sizes.fold((0, 0), |(l, t), n| (l.max(n), t + n));
+            if u64::from(req.per_replica) > largest {
+                Some(format!(
+                    "a replica needs {} {model} GPUs on one node, and the largest {model} node (at a pool's size.max) has {largest}",
+                    req.per_replica
+                ))
+            } else if req.total() > total {
+                Some(format!(
+                    "needs {} {model} GPUs, and the {model} pools hold {total} at their size.max (raise a pool's size.max)",
+                    req.total()
+                ))
+            } else {
+                None
+            }
+        }
+    }
 }
 
 fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
