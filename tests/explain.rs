@@ -87,6 +87,19 @@ fn a_preemptor_and_its_victim_are_explained() {
 }
 
 #[test]
+fn idle_gpus_kept_for_another_job_are_shown_as_such() {
+    // `nominee` holds all of p-0 by nomination when `other` is considered:
+    // the node reads as kept for it, not as plain "0 free".
+    let (x, code) = explain("nominated-gpus-kept-from-equal-priority", "other");
+    assert_eq!(code, 0);
+    let verdict = x["nodes"][0]["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("4 idle GPUs kept for nominee"),
+        "{verdict}"
+    );
+}
+
+#[test]
 fn placed_and_unknown_jobs() {
     let (x, code) = explain("quota-limit-no-head-of-line", "c-small");
     assert_eq!((x["status"].as_str(), code), (Some("placed"), 0));

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use model::plan::{Action, Plan};
 
-use super::cluster::Owner;
+use super::cluster::{NodeState, Owner};
 use super::ids::{JobId, ModelId};
 use super::{Engine, PlanInput, Stopping};
 
@@ -233,6 +233,43 @@ fn quota_lines(e: &Engine, j: JobId) -> Vec<QuotaLine> {
     out
 }
 
+/// Idle GPUs of a node that are not free, and why: nominated or promised to
+/// a pending job, reserved for backfill ("" when there are none), so a node
+/// shows them as such rather than as "0 free".
+fn held_aside(e: &Engine, node: &NodeState) -> String {
+    let mut promised: Vec<&str> = Vec::new();
+    let (mut kept, mut reserved) = (0u32, 0u32);
+    for g in &node.gpus {
+        match g.owner {
+            Owner::Promised(p) => {
+                kept += 1;
+                let name = e.jobs[p as usize].name;
+                if !promised.contains(&name) {
+                    promised.push(name);
+                }
+            }
+            Owner::Reserved => reserved += 1,
+            _ => {}
+        }
+    }
+    let mut parts = Vec::new();
+    if kept > 0 {
+        parts.push(format!(
+            "{kept} idle GPU{} kept for {}",
+            plural(kept),
+            promised.join(", ")
+        ));
+    }
+    if reserved > 0 {
+        parts.push(format!("{reserved} reserved for backfill"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
+}
+
 fn node_lines(e: &Engine, j: JobId) -> (Vec<NodeLine>, usize) {
     let job = &e.jobs[j as usize];
     let per = job.spec.gpus_per_replica;
@@ -264,9 +301,10 @@ fn node_lines(e: &Engine, j: JobId) -> (Vec<NodeLine>, usize) {
             )
         } else if node.free < per {
             format!(
-                "{} free GPU{}; a replica needs {per}",
+                "{} free GPU{}; a replica needs {per}{}",
                 node.free,
-                plural(node.free)
+                plural(node.free),
+                held_aside(e, node)
             )
         } else {
             let mut taken: Vec<usize> = Vec::new();
