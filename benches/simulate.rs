@@ -1,5 +1,5 @@
 //! `cargo bench --bench simulate [-- --scale F] [--runs N] [--until DUR] [CASE…]`:
-//! the full Philly trace (`../shared/traces/philly_pollux_jobs.csv`, 82,229
+//! the full Philly trace (`data/traces/philly_pollux_jobs.csv`, 82,229
 //! jobs on its 11 virtual clusters, no borrowing) replayed in-process, per
 //! case: `gitfleet` (the engine, ladder limits), `gitfleet-noisy` (noisy
 //! limits), `gitfleet-none` (no limits), `fifo`, `fifo-skip`,
@@ -81,9 +81,9 @@ fn main() {
     if cases.is_empty() {
         cases = CASES.iter().map(|c| c.to_string()).collect();
     }
-    let traces = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
+    let traces = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/traces");
     let jobs = std::fs::read_to_string(traces.join("philly_pollux_jobs.csv"))
-        .expect("the Philly trace in ../shared/traces");
+        .expect("the Philly trace in data/traces");
     let nodes = std::fs::read_to_string(traces.join("philly_vc_nodes.csv")).unwrap();
     let trace = parse(
         TraceFormat::Philly,
