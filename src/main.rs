@@ -39,6 +39,13 @@ enum Command {
     Apply(commands::apply::Args),
     /// The reconciler's status: revisions, jobs, utilization, pending reasons.
     Status(commands::status::Args),
+    /// The reconciler's audit log: every action carried out and every event.
+    ///
+    /// Each entry has its time, the revision whose plan caused it, what
+    /// happened (`place`, `preempt`, `terminate`, `cancel`, `succeeded`,
+    /// `stopped`, …), the job, node or pool, and the reason. Filter with
+    /// --job, --what, --revision, --last.
+    Audit(commands::audit::Args),
     /// Check a fleet repository: schema, references, quota arithmetic, policies.
     ///
     /// Prints one `FILE:LINE:COL: message` line per problem and a summary.
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
         Command::Reconcile(args) => commands::reconcile::run(args),
         Command::Apply(args) => commands::apply::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Audit(args) => commands::audit::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Plan(args) => commands::plan::run(args),
         Command::History(args) => commands::history::run(args),

@@ -448,6 +448,28 @@ fn a_change_that_prune_protection_refuses_says_so_in_the_preview() {
     );
 }
 
+/// Commits the work tree's change and previews it against HEAD~1 with
+/// `nlp-a` running on all of `h100-0`.
+fn preview_with_nlp_a_running(repo: &mut git_support::TestRepo, message: &str) -> git_support::Run {
+    repo.commit("Bob", message);
+    let mut observed = h100_nodes(1);
+    observed.push_str(
+        "running:\n  - {job: nlp-a, started: 2025-12-31T23:00:00Z, placement: [{node: h100-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]}\n",
+    );
+    repo.write("observed.yaml", &observed);
+    gitfleet(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "HEAD~1",
+            "fleet",
+            "--observed",
+            "observed.yaml",
+        ],
+    )
+}
+
 #[test]
 fn spec_changes_of_running_jobs_say_they_wait_for_a_restart() {
     let mut repo = fleet_repo();
@@ -458,23 +480,7 @@ fn spec_changes_of_running_jobs_say_they_wait_for_a_restart() {
             "metadata: {name: nlp-a}\nspec: {queue: nlp, gpusPerReplica: 8, image: \"train:v2\", timeLimit: 2h}",
         ),
     );
-    repo.commit("Bob", "New image for nlp-a");
-    let mut observed = h100_nodes(1);
-    observed.push_str(
-        "running:\n  - {job: nlp-a, started: 2025-12-31T23:00:00Z, placement: [{node: h100-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]}\n",
-    );
-    repo.write("observed.yaml", &observed);
-    let run = gitfleet(
-        repo.path(),
-        &[
-            "plan",
-            "--base",
-            "HEAD~1",
-            "fleet",
-            "--observed",
-            "observed.yaml",
-        ],
-    );
+    let run = preview_with_nlp_a_running(&mut repo, "New image for nlp-a");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout
@@ -485,6 +491,39 @@ fn spec_changes_of_running_jobs_say_they_wait_for_a_restart() {
     // A time limit applies at once: no note.
     assert!(
         run.stdout.contains("~ job nlp-a: timeLimit added: 2h\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_restart_annotation_in_the_preview_says_it_restarts_the_job() {
+    let mut repo = fleet_repo();
+    repo.write(
+        "fleet/jobs/nlp.yaml",
+        &git_support::NLP_JOBS.replace(
+            "metadata: {name: nlp-a}\n",
+            "metadata: {name: nlp-a, annotations: {gitfleet/restart: \"1\"}}\n",
+        ),
+    );
+    let run = preview_with_nlp_a_running(&mut repo, "Restart nlp-a");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "~ job nlp-a: metadata.annotations added: {gitfleet/restart: \"1\"} (running; restarts it with the current spec)"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("job nlp-a newly restarted (preempted for itself)"),
+        "the plan diff shows the restart: {}",
+        run.stdout
+    );
+    // Nobody else plans on the GPUs of a restarting job: they come back to it.
+    assert!(
+        !run.stdout.contains("waiting for preemption of nlp-a"),
         "{}",
         run.stdout
     );

@@ -942,3 +942,193 @@ fn the_kube_executor_is_refused_cleanly_before_any_state_is_written() {
     );
     assert!(!fleet.state().exists());
 }
+
+#[test]
+fn a_restart_annotation_restarts_a_running_job_once_with_its_new_spec() {
+    let fleet = Fleet::new();
+    let train = |image: &str, annotations: &str| {
+        format!(
+            "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: train{annotations}}}\nspec: {{queue: a, gpusPerReplica: 8, image: \"{image}\"}}\n"
+        )
+    };
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(8, 8)),
+            ("jobs.yaml", &train("train:v1", "")),
+        ],
+        "train runs",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("train"), "running");
+    let plan = |fleet: &Fleet| -> Value {
+        let out = fleet.run(&["plan", "-o", "json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let preempts = |plan: &Value| -> usize {
+        plan["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["type"] == "preempt")
+            .count()
+    };
+
+    // A new image alone: listed as job-spec drift, the job keeps running.
+    fleet.commit(&[("jobs.yaml", &train("train:v2", ""))], "new image");
+    let p = plan(&fleet);
+    assert_eq!(preempts(&p), 0, "{p}");
+    let drift: Vec<&Value> = p["drift"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "job-spec")
+        .collect();
+    assert_eq!(drift.len(), 1, "{p}");
+    assert_eq!(drift[0]["job"], "train");
+    assert!(
+        drift[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("gitfleet/restart"),
+        "{p}"
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("train"), "running");
+
+    // The annotation asks for a restart: preempted for itself, with grace.
+    let restart = ", annotations: {gitfleet/restart: \"2026-11-21\"}";
+    fleet.commit(
+        &[("jobs.yaml", &train("train:v2", restart))],
+        "restart train",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    let status = fleet.status();
+    let record = status["job_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "train")
+        .unwrap()
+        .clone();
+    assert_eq!(record["stopping"], "preempt", "{record}");
+
+    // After the 5m grace period it runs again, once: the same annotation
+    // does not restart it twice, and its spec is current (no drift).
+    for _ in 0..6 {
+        assert!(fleet.reconcile(&[]).status.success());
+    }
+    assert_eq!(fleet.phase("train"), "running");
+    let p = plan(&fleet);
+    assert_eq!(preempts(&p), 0, "{p}");
+    assert!(
+        !p["drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "job-spec"),
+        "{p}"
+    );
+}
+
+#[test]
+fn a_preempted_job_keeps_its_story_in_status_explain_and_the_audit_log() {
+    let fleet = Fleet::new();
+    let jobs = job("a-1", "a", 8, "") + &job("a-2", "a", 8, "") + &job("b-1", "b", 8, "");
+    fleet.commit(
+        &[
+            ("fleet.yaml", BASE),
+            ("queues.yaml", &queues(16, 0)),
+            ("jobs.yaml", &jobs),
+        ],
+        "a runs",
+    );
+    assert!(fleet.reconcile(&[]).status.success());
+    assert_eq!(fleet.phase("b-1"), "pending");
+    let cut = fleet.commit(&[("queues.yaml", &queues(8, 8))], "quota cut");
+    // The cut preempts one of a's jobs for b-1; after the grace period the
+    // victim is pending again and its story stays.
+    for _ in 0..7 {
+        assert!(fleet.reconcile(&[]).status.success());
+    }
+    assert_eq!(fleet.phase("b-1"), "running");
+    let status = fleet.status();
+    let victim = status["job_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["last_stop"].is_object())
+        .expect("a job with a last stop")
+        .clone();
+    let name = victim["job"].as_str().unwrap().to_string();
+    assert_eq!(victim["phase"], "pending", "{victim}");
+    assert_eq!(victim["preemptions"], 1, "{victim}");
+    let stop = &victim["last_stop"];
+    assert_eq!(stop["kind"], "preempt", "{victim}");
+    assert_eq!(stop["forJob"], "b-1", "{victim}");
+    assert_eq!(stop["revision"], cut.as_str(), "{victim}");
+    assert!(!stop["reason"].as_str().unwrap().is_empty(), "{victim}");
+
+    // `audit` lists the preemption with its revision; filters work.
+    let state = fleet.state();
+    let audit = |extra: &[&str]| -> Value {
+        let mut args = vec!["audit", "--state", state.to_str().unwrap(), "-o", "json"];
+        args.extend(extra);
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let all = audit(&[]);
+    let entries = audit(&["--job", &name, "--what", "preempt"]);
+    let entries = entries.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{all}");
+    assert_eq!(entries[0]["revision"], cut.as_str());
+    assert!(entries[0]["detail"].as_str().unwrap().contains("b-1"));
+    assert!(all.as_array().unwrap().len() > entries.len());
+    let last = audit(&["--last", "1"]);
+    assert_eq!(last.as_array().unwrap().len(), 1);
+    assert_eq!(
+        last[0]["seq"],
+        all.as_array().unwrap().last().unwrap()["seq"]
+    );
+    let out = Command::new(BIN)
+        .args([
+            "audit",
+            "--state",
+            state.to_str().unwrap(),
+            "--revision",
+            &cut[..8],
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("preempt"),
+        "{}",
+        text(&out)
+    );
+
+    // `explain --state` tells the story while the job waits.
+    let out = Command::new(BIN)
+        .args(["explain", &name])
+        .arg(fleet.repo())
+        .args(["--state", state.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert!(
+        shown.contains("before:   last preempted for b-1 at ") && shown.contains(&cut[..12]),
+        "{shown}"
+    );
+    assert!(shown.contains("preempted 1 time in all"), "{shown}");
+
+    // A state directory without a database is a clear error, not a new state.
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["audit", "--state", empty.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("no state here"), "{}", text(&out));
+    assert!(!empty.path().join("state.redb").exists());
+}

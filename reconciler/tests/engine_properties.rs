@@ -840,6 +840,8 @@ mod regressions {
             }],
             preempting_since: None,
             preempted_for: None,
+            restart: None,
+            spec_digest: None,
         }
     }
 

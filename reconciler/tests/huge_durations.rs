@@ -27,6 +27,8 @@ fn huge_time_limits_and_durations_mean_never() {
         }],
         preempting_since: None,
         preempted_for: None,
+        restart: None,
+        spec_digest: None,
     });
     let p = plan(&PlanInput {
         fleet: &fleet,

@@ -26,6 +26,30 @@ pub struct Args {
     pub output: OutputArgs,
 }
 
+/// What the reconciler keeping `state` recorded of `job`'s past: its last
+/// stop and its preemptions (from the status it writes every iteration, so
+/// this works while it runs). Nothing when there is no status.
+fn history(state: &std::path::Path, job: &str) -> Vec<String> {
+    let Ok(status) = reconciler::reconcile::status::Status::read(state) else {
+        return Vec::new();
+    };
+    let Some(line) = status.job_list.iter().find(|j| j.job == job) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(stop) = &line.last_stop {
+        out.push(format!("last {}", stop.words()));
+    }
+    if line.preemptions > 0 {
+        out.push(format!(
+            "preempted {} time{} in all (`gitfleet audit --job {job}` lists them)",
+            line.preemptions,
+            if line.preemptions == 1 { "" } else { "s" }
+        ));
+    }
+    out
+}
+
 /// Runs `gitfleet explain`; exits 1 for a job the fleet does not have.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let Some(Input {
@@ -37,7 +61,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     else {
         return Ok(ExitCode::FAILURE);
     };
-    let (_, explanation) = explain(
+    let (_, mut explanation) = explain(
         &PlanInput {
             fleet: &fleet,
             observed: &observed,
@@ -46,6 +70,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         },
         &args.job,
     );
+    if let Some(state) = &args.input.observed.state {
+        explanation.history = history(state, &args.job);
+    }
     emit(&explanation, args.output.output)?;
     Ok(if explanation.status == "unknown" {
         ExitCode::FAILURE

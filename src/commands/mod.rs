@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod apply_saved;
 pub mod args;
+pub mod audit;
 pub mod explain;
 pub mod generate;
 pub mod git;

@@ -110,6 +110,18 @@ fn revision(specs: &SpecsAt, loaded: &Loaded) -> Revision {
     }
 }
 
+/// Whether `field` changes a job's `gitfleet/restart` annotation (the field
+/// itself, or the whole annotations map around it).
+fn touches_restart_annotation(field: &reconciler::specdiff::FieldChange) -> bool {
+    use reconciler::spec::RESTART_ANNOTATION;
+    if field.field == format!("metadata.annotations.{RESTART_ANNOTATION}") {
+        return true;
+    }
+    let value_of =
+        |v: &Option<serde_json::Value>| v.as_ref().and_then(|v| v.get(RESTART_ANNOTATION)).cloned();
+    field.field == "metadata.annotations" && value_of(&field.before) != value_of(&field.after)
+}
+
 /// Marks the changes of running jobs that only a restart would apply, so a
 /// reviewer does not take "no scheduling changes" for "nothing happens".
 fn note_restarts(spec: &mut reconciler::specdiff::SpecDiff, running: &[&str]) {
@@ -120,6 +132,8 @@ fn note_restarts(spec: &mut reconciler::specdiff::SpecDiff, running: &[&str]) {
         for field in &mut object.fields {
             if field.needs_restart() {
                 field.note = Some("running; takes effect on restart".to_string());
+            } else if touches_restart_annotation(field) {
+                field.note = Some("running; restarts it with the current spec".to_string());
             }
         }
     }

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::plan::Wording;
 use reconciler::reconcile::prune::PrunePolicy;
-use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, run_loop};
+use reconciler::reconcile::run::{Clock, LoopEvent, LoopOptions, ShutdownSignals, run_loop};
 use reconciler::reconcile::signatures::SignaturePolicy;
 use reconciler::reconcile::status::Status;
 use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
@@ -251,6 +251,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 miette!("--listen {text:?}: not an address like 127.0.0.1:9464 ({e})")
             })?),
         };
+    // Signals are caught from here on: a SIGTERM while the state opens is
+    // a clean stop too.
+    let runtime = runtime()?;
+    let signals = {
+        let _entered = runtime.enter();
+        ShutdownSignals::listen()
+    };
     let Setup { reconciler, clock } = setup(&args.source)?;
     let options = LoopOptions {
         interval: std::time::Duration::from_millis(args.interval.as_millis().max(100)),
@@ -279,8 +286,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         ProgressBar::hidden()
     };
     let mut failed = false;
-    let runtime = runtime()?;
-    let result = runtime.block_on(run_loop(reconciler, clock, options, |event| {
+    let result = runtime.block_on(run_loop(reconciler, clock, options, signals, |event| {
         spinner.suspend(|| match &event {
             LoopEvent::Listening(addr) => {
                 println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");

@@ -1,6 +1,7 @@
 //! Printing results: every command's result implements [`Render`] and is
 //! printed by [`emit`], the one place that chooses by [`OutputFormat`].
 
+mod audit;
 mod explain;
 mod history;
 mod plan;
@@ -11,6 +12,7 @@ use std::io::{BufWriter, Write};
 
 use miette::{IntoDiagnostic, Result};
 
+pub use audit::AuditReport;
 pub use history::HistoryReport;
 pub use plan::PlanReport;
 pub use simulate::SimulateReport;

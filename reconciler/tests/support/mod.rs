@@ -544,6 +544,8 @@ pub fn build(raw: &CaseRaw) -> Case {
                 placement,
                 preempting_since: None,
                 preempted_for: None,
+                restart: None,
+                spec_digest: None,
             });
         }
     }

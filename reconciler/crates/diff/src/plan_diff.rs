@@ -287,6 +287,9 @@ fn job_text(name: &str, before: &JobOutcome, after: &JobOutcome) -> String {
             )
         }
         (_, JobOutcome::Pending { reason }) => format!("job {name} newly pending: {reason}{was}"),
+        (_, JobOutcome::Preempted { for_job }) if for_job == name => {
+            format!("job {name} newly restarted (preempted for itself){was}")
+        }
         (_, other) => format!("job {name} newly {}{was}", other.words()),
     }
 }

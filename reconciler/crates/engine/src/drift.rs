@@ -13,6 +13,9 @@
 //!   have the shape of the pool's `nvlink`;
 //! - `unhealthy-gpu`: unhealthy GPUs, with their reasons.
 //!
+//! Per running job: `job-spec` when it started with another spec (its
+//! recorded runtime digest) than Git's now and no restart is asked for.
+//!
 //! Each drift says what follows, read off the plan's own actions: `drain`
 //! when the plan drains the node, `scale` when it scales the pool, else
 //! `report` (a person must fix the fleet or the specs).
@@ -20,9 +23,11 @@
 use std::collections::BTreeMap;
 
 use model::nvlink;
-use model::observed::{ObservedNode, ObservedState};
+use model::observed::{ObservedNode, ObservedState, RunningJob};
 use model::plan::{Action, Drift, DriftAction, DriftKind};
-use model::spec::{Fleet, NodePoolSpec, NvLink};
+use model::spec::{
+    Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATION, RUNTIME_FIELDS,
+};
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
@@ -57,6 +62,7 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
                 pool: Some(name.to_string()),
                 node: None,
                 gpus: Vec::new(),
+                job: None,
                 reason: format!(
                     "pool {name} has {count} node{} of its minimum {}",
                     plural(count),
@@ -70,6 +76,7 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
                 pool: Some(name.to_string()),
                 node: None,
                 gpus: Vec::new(),
+                job: None,
                 reason: format!(
                     "pool {name} has {count} nodes, above its maximum {}",
                     spec.size.max
@@ -81,7 +88,46 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
     for node in nodes {
         node_drift(node, &pools, actions, &mut out);
     }
+    job_spec_drift(fleet, observed, &mut out);
     out
+}
+
+/// Running jobs that started with another spec than Git's now, by the digest
+/// recorded when they started; a job the plan restarts is not listed (its
+/// `preempt` says so), nor one that is stopping anyway.
+fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>) {
+    let mut running: Vec<&RunningJob> = observed
+        .running
+        .iter()
+        .filter(|r| r.spec_digest.is_some() && r.preempting_since.is_none())
+        .collect();
+    if running.is_empty() {
+        return;
+    }
+    running.sort_by(|a, b| a.job.cmp(&b.job));
+    let specs: BTreeMap<&str, &Object<JobSpec>> =
+        fleet.jobs.iter().rev().map(|j| (j.name(), j)).collect();
+    for r in running {
+        let Some(spec) = specs.get(r.job.as_str()) else {
+            continue;
+        };
+        if spec.restart_requested(r).is_some() || !spec.runs_older_spec(r) {
+            continue;
+        }
+        out.push(Drift {
+            kind: DriftKind::JobSpec,
+            pool: None,
+            node: None,
+            gpus: Vec::new(),
+            job: Some(r.job.clone()),
+            reason: format!(
+                "job {} runs an older spec: {} changed in Git since it started; set annotation {RESTART_ANNOTATION} to a new value to restart it",
+                r.job,
+                RUNTIME_FIELDS.join(", ").replacen(", topology", " or topology", 1)
+            ),
+            action: DriftAction::Report,
+        });
+    }
 }
 
 fn node_drift(
@@ -96,6 +142,7 @@ fn node_drift(
             pool: node.pool.clone(),
             node: Some(node.name.clone()),
             gpus,
+            job: None,
             reason,
             action,
         });
@@ -180,6 +227,7 @@ fn declared_pool_drift(
             pool: Some(pool.to_string()),
             node: Some(node.name.clone()),
             gpus,
+            job: None,
             reason,
             action: DriftAction::Report,
         });

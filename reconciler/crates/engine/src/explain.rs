@@ -39,6 +39,11 @@ pub struct Explanation {
     pub actions: Vec<Action>,
     /// The pending reason, when pending.
     pub pending_reason: Option<String>,
+    /// What happened to it before, from a reconciler's state (filled by the
+    /// caller, never by the engine): its last stop — by whom, why, at which
+    /// revision — and how often it was preempted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<String>,
 }
 
 /// Fair-share position.
@@ -451,5 +456,6 @@ fn finish(input: &PlanInput, job: &str, plan: &Plan, capture: Capture) -> Explan
         nodes_not_listed: capture.nodes_not_listed,
         actions,
         pending_reason: pending.map(|p| p.reason.to_string()),
+        history: Vec::new(),
     }
 }

@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use model::observed::{QueuedJob, Timestamp};
-use model::spec::{Duration, Fleet, JobSpec, TopologyLevel};
+use model::spec::{Duration, Fleet, JobSpec, Object, TopologyLevel};
 
 use super::ids::{JobId, ModelId, Models, QueueId};
 use super::quota::QueueTree;
@@ -16,6 +16,8 @@ pub struct JobInfo<'a> {
     pub name: &'a str,
     /// The spec.
     pub spec: &'a JobSpec,
+    /// The whole document (annotations: `gitfleet/restart`).
+    pub object: &'a Object<JobSpec>,
     /// Its leaf queue (`None`: unknown or not a leaf).
     pub queue: Option<QueueId>,
     /// Priority value (0 without a class).
@@ -116,6 +118,7 @@ pub fn job_table<'a>(
         jobs.push(JobInfo {
             name: job.name(),
             spec,
+            object: job,
             queue,
             priority: class.map_or(0, |c| c.value),
             class: class_name.filter(|_| class.is_some()),

@@ -166,6 +166,14 @@ struct Run<'a> {
     kept_for: Option<JobId>,
 }
 
+impl Run<'_> {
+    /// Whether it is being restarted (preempted for itself): its GPUs are
+    /// kept for it, not for any other job.
+    fn restarting(&self) -> bool {
+        self.preempted_for == Some(self.name)
+    }
+}
+
 /// Per-job outcome of a failed attempt on one model, for the pending reason.
 #[derive(Debug, Clone)]
 enum Blocked {
@@ -191,6 +199,10 @@ struct Engine<'a> {
     /// Jobs this plan has decided on (placed, waiting or blocked): what
     /// they were promised or nominated and did not take is free for others.
     decided: Vec<bool>,
+    /// Per leaf queue and model: GPUs asked for by its pending jobs not
+    /// decided yet that accept the model (what the guaranteed pass keeps
+    /// for other leaves' unused guarantees, issue 16 item 8).
+    undecided_demand: Vec<Vec<u64>>,
     reservation: Option<backfill::Reservation>,
     actions: Actions,
     pending: Vec<Pending>,
@@ -300,6 +312,7 @@ impl<'a> Engine<'a> {
             runs: Vec::new(),
             pending_now,
             decided,
+            undecided_demand: Vec::new(),
             reservation: None,
             actions: Actions::default(),
             pending,
@@ -366,6 +379,7 @@ impl<'a> Engine<'a> {
             }
             let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
             let job = self.job_by_name.get(r.job.as_str()).copied();
+            let mut restarting = false;
             let (stopping, ends_at) = match job {
                 None => (Stopping::Cancelled, Some(self.now)),
                 Some(j) => {
@@ -375,6 +389,19 @@ impl<'a> Engine<'a> {
                         (Stopping::Preempted, Some(after(since, info.grace)))
                     } else if limit_end.is_some_and(|end| end <= self.now) {
                         (Stopping::Terminated, Some(self.now))
+                    } else if let Some(reason) = info.object.restart_requested(r) {
+                        // A restart: preempted for itself, so it comes back
+                        // as a pending job with its GPUs nominated for it.
+                        restarting = true;
+                        stops.push((
+                            run_id,
+                            Action::Preempt {
+                                job: r.job.clone(),
+                                for_job: r.job.clone(),
+                                reason,
+                            },
+                        ));
+                        (Stopping::Preempted, Some(after(self.now, info.grace)))
                     } else {
                         (Stopping::No, limit_end)
                     }
@@ -444,7 +471,11 @@ impl<'a> Engine<'a> {
                 gpus,
                 stopping,
                 ends_at,
-                preempted_for: r.preempted_for.as_deref(),
+                preempted_for: if restarting {
+                    Some(r.job.as_str())
+                } else {
+                    r.preempted_for.as_deref()
+                },
                 kept_for: None,
             }));
         }
@@ -456,6 +487,7 @@ impl<'a> Engine<'a> {
         for (_, action) in stops {
             match action {
                 Action::Cancel { .. } => self.actions.cancel.push(action),
+                Action::Preempt { .. } => self.actions.preempt.push(action),
                 _ => self.actions.terminate.push(action),
             }
         }
@@ -611,6 +643,15 @@ impl<'a> Engine<'a> {
         for &j in &pending {
             self.pending_now[j as usize] = true;
         }
+        self.undecided_demand = vec![vec![0; self.models.len()]; self.tree.queues.len()];
+        for &j in &pending {
+            let job = &self.jobs[j as usize];
+            if let Some(q) = job.queue {
+                for &m in job.models.iter() {
+                    self.undecided_demand[q as usize][m as usize] += job.gpus;
+                }
+            }
+        }
 
         self.index_freeing();
         self.hold_nominations();
@@ -644,7 +685,12 @@ impl<'a> Engine<'a> {
                 continue;
             }
             explain::before_admit(&mut self, j, &order);
-            self.admit(j);
+            if !self.admit_guaranteed(j) {
+                let job = &self.jobs[j as usize];
+                if let Some(q) = job.queue {
+                    borrowers.push((job.priority, q, j));
+                }
+            }
         }
         // Highest band first; a stable sort keeps each band in handed-out order.
         borrowers.sort_by_key(|(priority, _, _)| std::cmp::Reverse(*priority));
@@ -667,17 +713,113 @@ impl<'a> Engine<'a> {
     /// is checked against; they count again unless `j` ends up charged in
     /// their place ([`Engine::charged_in_place_of_held`]).
     fn admit(&mut self, j: JobId) {
+        self.admit_on(j, false);
+    }
+
+    /// [`Engine::admit`] in the guaranteed pass; `false` when the job is
+    /// left for the borrowers' pass (see [`Engine::first_pass_models`]).
+    fn admit_guaranteed(&mut self, j: JobId) -> bool {
+        self.admit_on(j, true)
+    }
+
+    /// The models job `j` tries in the guaranteed pass (issue 16 item 8),
+    /// and whether one was left out: first those on which it stays within
+    /// its leaf's guarantee, then those it would borrow, but only while the
+    /// GPUs of that model left free still cover what other leaves'
+    /// undecided pending jobs may claim within their unused guarantees
+    /// (borrowing them would be reclaimed in the next plan). A job with GPUs
+    /// kept for it decides now and tries such models last instead.
+    fn first_pass_models(&self, j: JobId) -> (Vec<ModelId>, bool) {
+        let job = &self.jobs[j as usize];
+        let all = job.models.clone();
+        let Some(q) = job.queue else {
+            return (all.to_vec(), false);
+        };
+        if all.len() < 2 {
+            return (all.to_vec(), false);
+        }
+        let gpus = job.gpus;
+        let within = |m: ModelId| self.tree.usage(q, m) + gpus <= self.tree.guaranteed(q, m);
+        let mut models: Vec<ModelId> = all.iter().copied().filter(|m| within(*m)).collect();
+        let mut left_out: Vec<ModelId> = Vec::new();
+        for &m in all.iter().filter(|m| !within(**m)) {
+            if self.lent_to_guarantees(q, m, gpus) {
+                left_out.push(m);
+            } else {
+                models.push(m);
+            }
+        }
+        let holds = self.nominated.contains_key(&j)
+            || self.freeing.has_dedicated(j)
+            || self.held_for.contains_key(&j);
+        if holds {
+            models.extend(left_out);
+            return (models, false);
+        }
+        let deferrable = !left_out.is_empty();
+        (models, deferrable)
+    }
+
+    /// Whether borrowing `gpus` GPUs of model `m` for leaf `q` would leave
+    /// fewer free than other leaves' undecided pending jobs may claim within
+    /// their unused guarantees.
+    fn lent_to_guarantees(&self, q: QueueId, m: ModelId, gpus: u64) -> bool {
+        let mine: Vec<QueueId> = self.tree.path(q).collect();
+        let claims: u64 = (0..self.tree.queues.len() as QueueId)
+            .filter(|l| !mine.contains(l))
+            .map(|l| {
+                let demand = self.undecided_demand[l as usize][m as usize];
+                if demand == 0 {
+                    return 0;
+                }
+                let idle = self
+                    .tree
+                    .guaranteed(l, m)
+                    .saturating_sub(self.tree.usage(l, m));
+                idle.min(demand)
+            })
+            .sum();
+        let free = self
+            .cluster
+            .free_total
+            .get(m as usize)
+            .copied()
+            .unwrap_or(0);
+        free < gpus + claims
+    }
+
+    /// Decides job `j`; in the guaranteed pass (`first_pass`) on the models
+    /// of [`Engine::first_pass_models`], and a job that would stay pending
+    /// after a model was left out is left undecided instead (`false`).
+    fn admit_on(&mut self, j: JobId, first_pass: bool) -> bool {
         self.decided[j as usize] = true;
         // GPUs kept for `j` that it does not take become free for others.
         let holds = self.nominated.contains_key(&j) || self.freeing.has_dedicated(j);
         self.lend_held(j, false);
         let lent = self.lend_nominations(j);
-        self.admit_inner(j);
+        let (models, may_defer) = if first_pass {
+            self.first_pass_models(j)
+        } else {
+            (self.jobs[j as usize].models.to_vec(), false)
+        };
+        let decided = self.admit_inner(j, &models, may_defer);
         self.take_back_nominations(lent);
         self.lend_held(j, true);
         if holds {
             self.generation += 1;
         }
+        if decided {
+            if let Some(q) = self.jobs[j as usize].queue {
+                let job = &self.jobs[j as usize];
+                for &m in job.models.iter() {
+                    let d = &mut self.undecided_demand[q as usize][m as usize];
+                    *d = d.saturating_sub(job.gpus);
+                }
+            }
+        } else {
+            self.decided[j as usize] = false;
+        }
+        decided
     }
 
     /// Whether pending job `p`, not decided yet, keeps the GPUs of model `m`
@@ -795,14 +937,17 @@ impl<'a> Engine<'a> {
         self.held_for.remove(&j);
     }
 
-    fn admit_inner(&mut self, j: JobId) {
+    fn admit_inner(&mut self, j: JobId, models: &[ModelId], may_defer: bool) -> bool {
         if self.jobs[j as usize].queue.is_none() {
-            return;
+            return true;
         }
         // A job just like one that stayed pending, with nothing changed
         // since (no GPU changed hands, no usage moved), stays pending for the
-        // same reason: the common case of a full fleet's long queue.
-        let memo_key = self.outcome_key(j);
+        // same reason: the common case of a full fleet's long queue. (Not
+        // for a job trying only some of its models.)
+        let memo_key = self
+            .outcome_key(j)
+            .filter(|_| !may_defer && *models == *self.jobs[j as usize].models);
         if let Some(key) = &memo_key
             && let Some(known) = self.outcome_memo.get(key)
             && known.cluster_epoch == self.cluster.epoch
@@ -813,17 +958,17 @@ impl<'a> Engine<'a> {
         {
             let (reason, waiting) = (known.reason.clone(), known.waiting);
             self.push_pending(j, reason, waiting);
-            return;
+            return true;
         }
         let job = self.jobs[j as usize].clone();
-        let Some(q) = job.queue else { return };
+        let Some(q) = job.queue else { return true };
         // Every acceptable model is tried for a start now (free, nominated
         // or reserved GPUs) before any for a wait (stopping jobs, new nodes):
         // a job never waits on one model while another fits now.
         let mut blocked = Vec::new();
         let mut fitting: Vec<Request> = Vec::new();
         self.own_nominated = self.nominated.get(&j).cloned().unwrap_or_default();
-        for &m in job.models.iter() {
+        for &m in models {
             let req = Request::for_job(&job, m);
             if !self.model_exists(m) {
                 blocked.push(Blocked::NoNodes(m));
@@ -837,7 +982,7 @@ impl<'a> Engine<'a> {
                 placement::apply(&mut self.cluster, &p, Owner::Placed(j));
                 self.release_nominated(j);
                 self.commit_place(j, m, p, None);
-                return;
+                return true;
             }
             fitting.push(req);
         }
@@ -845,17 +990,17 @@ impl<'a> Engine<'a> {
         for req in &fitting {
             if let Some(p) = placement::place_free(&mut self.cluster, req, j) {
                 self.commit_place(j, req.model, p, None);
-                return;
+                return true;
             }
             if let Some(p) = backfill::place_on_reserved(self, req, &job) {
                 placement::apply(&mut self.cluster, &p, Owner::Placed(j));
                 self.commit_place(j, req.model, p, Some("backfill"));
-                return;
+                return true;
             }
         }
         for req in &fitting {
             if self.wait_for_freeing(j, req) || scaling::wait_for_scale_up(self, j, req) {
-                return;
+                return true;
             }
             if self.blocked_by_reservation(req) {
                 blocked.push(Blocked::Reserved(*req));
@@ -869,7 +1014,7 @@ impl<'a> Engine<'a> {
         // Victims are compared across the acceptable models in one order
         // (borrowing before guaranteed, then priority…), not model by model.
         let mut best: Option<preemption::Found> = None;
-        for &m in job.models.iter() {
+        for &m in models {
             if !self.model_exists(m) {
                 continue;
             }
@@ -882,14 +1027,17 @@ impl<'a> Engine<'a> {
         }
         if let Some(found) = best {
             preemption::carry_out(self, j, found);
-            return;
+            return true;
+        }
+        if may_defer {
+            return false;
         }
         // Words first: the reservation takes free GPUs the reason counts.
         let (mut reason, waiting) = self.blocked_reason(&job, &blocked);
         if let Some(r) = self.reserve_if_first(j, &blocked) {
             reason.push_str(&r);
             self.push_pending(j, reason, waiting);
-            return;
+            return true;
         }
         let reason: Arc<str> = reason.into();
         if let Some(key) = memo_key {
@@ -904,6 +1052,7 @@ impl<'a> Engine<'a> {
             self.outcome_memo.insert(key, known);
         }
         self.push_pending(j, reason, waiting);
+        true
     }
 
     /// What decides a pending job's outcome besides the fleet's state; `None`
@@ -1040,6 +1189,9 @@ impl<'a> Engine<'a> {
     /// from `j` ([`Engine::keeps`]).
     fn claimable(&self, run: RunId, j: JobId) -> bool {
         let run = &self.runs[run as usize];
+        if run.restarting() {
+            return run.job == Some(j);
+        }
         match (run.kept_for, run.model) {
             (Some(p), Some(m)) => {
                 p == j
@@ -1171,6 +1323,10 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let Some(m) = run.model else { continue };
+            if run.restarting() {
+                // Its GPUs come back to it: nobody else waits for them.
+                continue;
+            }
             let kept_for = run
                 .preempted_for
                 .and_then(|name| self.job_by_name.get(name).copied())

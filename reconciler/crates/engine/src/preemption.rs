@@ -882,7 +882,10 @@ fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
 
 /// The cost of a node-by-node choice: the least preferred victim needed
 /// (lower is better; none is best), then how many victims.
-type Cost = (usize, usize);
+/// A victim set's cost: its candidates' ranks, least preferred first,
+/// compared in order — as Σ 2^rank: the set whose least preferred victim is
+/// more preferred wins, and so on down (a subset wins over its superset).
+type Cost = Vec<usize>;
 
 /// A node for one replica: (least preferred victim, victims, GPUs left,
 /// name), the node, the extra victims, the GPU positions.
@@ -1006,8 +1009,9 @@ fn node_by_node(
             .extend(positions.iter().copied());
         placement.push((id, positions));
     }
-    let worst = chosen.iter().max().map_or(0, |i| i + 1);
-    Some(((worst, chosen.len()), chosen, placement))
+    let mut cost = chosen.clone();
+    cost.sort_unstable_by(|a, b| b.cmp(a));
+    Some((cost, chosen, placement))
 }
 
 fn commit(

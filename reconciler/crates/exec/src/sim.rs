@@ -153,6 +153,8 @@ impl SimExecutor {
                             for_job: None,
                             reason: None,
                         }),
+                        restart: facts.restart,
+                        spec_digest: facts.spec_digest,
                     };
                     if let Err(e) = world.add_job(job) {
                         tracing::warn!(job = view.job, error = %e, "cannot seat the job in the sim: reported gone");

@@ -201,6 +201,14 @@ pub struct RunningJob {
     /// The job the preemption makes room for (its GPUs are kept for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_for: Option<String>,
+    /// The value of the Job's `gitfleet/restart` annotation when it started
+    /// (none: it had none); a new value restarts the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// The digest of the spec fields it started with (`JobSpec::runtime_digest`;
+    /// none: unknown), so a plan can say that it runs an older spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_digest: Option<String>,
 }
 
 /// GPU indices on one node.

@@ -39,6 +39,9 @@ pub struct Drift {
     /// GPU indices it concerns, when some GPUs of a node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<u32>,
+    /// The running job it concerns (`job-spec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// What differs, in words.
     pub reason: String,
     /// What follows from it.
@@ -65,6 +68,9 @@ pub enum DriftKind {
     Nvlink,
     /// Unhealthy GPUs.
     UnhealthyGpu,
+    /// A running job that started with another spec than Git's now (the
+    /// fields it reads when it starts); the change waits for a restart.
+    JobSpec,
 }
 
 impl DriftKind {
@@ -79,6 +85,7 @@ impl DriftKind {
             DriftKind::GpuCount => "gpu-count",
             DriftKind::Nvlink => "nvlink",
             DriftKind::UnhealthyGpu => "unhealthy-gpu",
+            DriftKind::JobSpec => "job-spec",
         }
     }
 }

@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::state::{
-    AuditEntry, Batch, Intent, JobRecord, Loading, Phase, Revisions, StateError, StopKind,
-    Stopping, Store,
+    AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
+    StopKind, Stopping, Store,
 };
 use engine::{PlanInput, plan};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
@@ -729,6 +729,8 @@ impl<E: Executor> Reconciler<E> {
                         placement: record.placement.clone(),
                         preempting_since: preempting.map(|s| s.since),
                         preempted_for: preempting.and_then(|s| s.for_job.clone()),
+                        restart: record.restart.clone(),
+                        spec_digest: record.spec_digest.clone(),
                     });
                 }
                 Phase::Pending if in_git.contains(record.job.as_str()) => {
@@ -824,6 +826,12 @@ impl<E: Executor> Reconciler<E> {
         let result = match outcome {
             Ok(outcome) => {
                 let changed = record_action(records, nominations, action, outcome, revision, now);
+                if let (Action::Place { job, .. }, Some(spec)) = (action, spec)
+                    && let Some(record) = records.get_mut(job)
+                {
+                    record.restart = spec.restart_token().map(str::to_string);
+                    record.spec_digest = Some(spec.spec.runtime_digest());
+                }
                 batch.jobs = changed
                     .iter()
                     .filter_map(|name| records.get(name).cloned())
@@ -937,53 +945,59 @@ fn record_action(
             }
             changed
         }
-        Action::Preempt { job, for_job, .. } => stop(
+        Action::Preempt {
+            job,
+            for_job,
+            reason,
+        } => stop(
             records,
             job,
-            StopKind::Preempt,
-            Some(for_job),
+            LastStop {
+                kind: StopKind::Preempt,
+                at: now,
+                revision: revision.to_string(),
+                for_job: Some(for_job.clone()),
+                reason: reason.clone(),
+            },
             outcome,
-            revision,
-            now,
         ),
-        Action::Terminate { job, .. } => stop(
+        Action::Terminate { job, reason } | Action::Cancel { job, reason } => stop(
             records,
             job,
-            StopKind::Terminate,
-            None,
+            LastStop {
+                kind: if matches!(action, Action::Terminate { .. }) {
+                    StopKind::Terminate
+                } else {
+                    StopKind::Cancel
+                },
+                at: now,
+                revision: revision.to_string(),
+                for_job: None,
+                reason: reason.clone(),
+            },
             outcome,
-            revision,
-            now,
         ),
-        Action::Cancel { job, .. } => {
-            stop(records, job, StopKind::Cancel, None, outcome, revision, now)
-        }
         Action::Scale { .. } | Action::Drain { .. } => Vec::new(),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn stop(
-    records: &mut Records,
-    job: &str,
-    kind: StopKind,
-    for_job: Option<&String>,
-    outcome: Outcome,
-    revision: &str,
-    now: Timestamp,
-) -> Vec<String> {
+/// Records a stop the plan asked for (and, when the executor reports it
+/// done at once, its end).
+fn stop(records: &mut Records, job: &str, story: LastStop, outcome: Outcome) -> Vec<String> {
     let Some(record) = records.get_mut(job) else {
         return Vec::new();
     };
+    let now = story.at;
     record.stopping = Some(Stopping {
-        kind,
+        kind: story.kind,
         since: now,
-        for_job: for_job.cloned(),
+        for_job: story.for_job.clone(),
     });
-    record.revision = Some(revision.to_string());
-    if kind == StopKind::Preempt {
+    record.revision = Some(story.revision.clone());
+    if story.kind == StopKind::Preempt {
         record.preemptions += 1;
     }
+    record.last_stop = Some(story);
     let mut changed = vec![job.to_string()];
     if outcome == Outcome::Done {
         let mut audit = Vec::new();

@@ -282,11 +282,74 @@ pub fn record<E: Executor>(
     Ok(status)
 }
 
+/// SIGTERM and SIGINT (Ctrl-C), caught from the moment this is created:
+/// create it before anything slow happens (opening the state, the first
+/// observation), so a signal during start-up is a clean shutdown, not a
+/// death by the default handler.
+#[derive(Debug)]
+pub struct ShutdownSignals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    /// Starts catching the signals; call it inside the runtime
+    /// (`Runtime::enter` or `block_on`).
+    pub fn listen() -> ShutdownSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            ShutdownSignals {
+                term: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            ShutdownSignals {}
+        }
+    }
+
+    /// Waits for the first signal caught since [`ShutdownSignals::listen`].
+    async fn recv(mut self) {
+        #[cfg(unix)]
+        {
+            let term = async {
+                match self.term.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let interrupt = async {
+                match self.interrupt.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = term => {}
+                _ = interrupt => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Runs the loop until a signal (or after one iteration with `once`).
 pub async fn run_loop<E: Executor>(
     mut reconciler: Reconciler<E>,
     mut clock: Box<dyn Clock>,
     options: LoopOptions,
+    signals: ShutdownSignals,
     mut observer: impl FnMut(LoopEvent<'_>),
 ) -> Result<(), RunError> {
     let shared = Arc::new(Shared::default());
@@ -296,7 +359,11 @@ pub async fn run_loop<E: Executor>(
     if let Ok(mut secret) = shared.webhook_secret.lock() {
         secret.clone_from(&options.webhook_secret);
     }
-    tokio::spawn(watch_shutdown(shared.clone(), options.shutdown_timeout));
+    tokio::spawn(watch_shutdown(
+        signals,
+        shared.clone(),
+        options.shutdown_timeout,
+    ));
     let once = options.iterations == Some(1);
     if let (Some(addr), false) = (options.listen, once) {
         // The endpoint is an aid, not the job: without it the loop goes on.
@@ -311,7 +378,13 @@ pub async fn run_loop<E: Executor>(
     }
     let mut count = 0;
     let mut failures = 0u32;
+    // A signal caught while the process started stops it before the first
+    // iteration (the watcher runs on the other worker thread).
+    tokio::task::yield_now().await;
     loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         count += 1;
         let now = clock.now();
         shared.set_running(Some(Instant::now()));
@@ -352,8 +425,12 @@ pub async fn run_loop<E: Executor>(
 /// process exits with [`EXIT_TERMINATED`]. That is as safe as a crash:
 /// every action is an intent in the state before it is carried out, and is
 /// carried out again on the next start.
-async fn watch_shutdown(shared: Arc<Shared>, timeout: std::time::Duration) {
-    shutdown_signal().await;
+async fn watch_shutdown(
+    signals: ShutdownSignals,
+    shared: Arc<Shared>,
+    timeout: std::time::Duration,
+) {
+    signals.recv().await;
     shared.stopping.store(true, Ordering::SeqCst);
     // `notify_one` keeps a permit, so a loop not yet waiting still sees it.
     shared.stop.notify_one();
@@ -371,28 +448,6 @@ async fn watch_shutdown(shared: Arc<Shared>, timeout: std::time::Duration) {
             "the iteration did not finish within the shutdown timeout; exiting"
         );
         std::process::exit(EXIT_TERMINATED);
-    }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -66,6 +66,16 @@ pub struct JobLine {
     /// A stop under way (`preempt`, `terminate`, `cancel`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping: Option<String>,
+    /// How many times it was preempted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preemptions: u32,
+    /// Its last stop: by whom, why, at which revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stop: Option<crate::state::LastStop>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the last iteration did.
@@ -117,6 +127,8 @@ impl Status {
                 placement: (!r.placement.is_empty()).then(|| placement_short(&r.placement)),
                 reason: r.reason.clone(),
                 stopping: r.stopping.as_ref().map(|s| s.kind.as_str().to_string()),
+                preemptions: r.preemptions,
+                last_stop: r.last_stop.clone(),
             })
             .collect();
         job_list.sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
@@ -238,6 +250,12 @@ impl Status {
                     job.job,
                     job.phase.as_str()
                 );
+                // A job not running now says how it was stopped last.
+                if job.placement.is_none()
+                    && let Some(stop) = &job.last_stop
+                {
+                    let _ = writeln!(out, "  {:<width$}  {:<9}  last: {}", "", "", stop.words());
+                }
             }
         }
         out

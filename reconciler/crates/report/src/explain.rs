@@ -19,6 +19,9 @@ pub fn explanation_text(x: &Explanation) -> String {
     if let Some(r) = &x.request {
         let _ = writeln!(out, "  request:  {r}");
     }
+    for line in &x.history {
+        let _ = writeln!(out, "  before:   {line}");
+    }
     if let Some(order) = &x.order {
         let _ = writeln!(
             out,

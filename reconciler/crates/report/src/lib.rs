@@ -37,12 +37,14 @@ pub fn action_counts(plan: &Plan) -> String {
     }
 }
 
-/// What a drift entry is about: `node n3`, or `pool p` for pool-level drift.
+/// What a drift entry is about: `node n3`, `pool p` for pool-level drift,
+/// `job j` for a running job's spec.
 pub fn drift_target(d: &Drift) -> String {
-    match (&d.node, &d.pool) {
-        (Some(node), _) => format!("node {node}"),
-        (None, Some(pool)) => format!("pool {pool}"),
-        (None, None) => String::new(),
+    match (&d.node, &d.pool, &d.job) {
+        (Some(node), _, _) => format!("node {node}"),
+        (None, Some(pool), _) => format!("pool {pool}"),
+        (None, None, Some(job)) => format!("job {job}"),
+        (None, None, None) => String::new(),
     }
 }
 

@@ -212,6 +212,8 @@ pub fn generate(size: FleetSize, now: Timestamp) -> Generated {
                 placement,
                 preempting_since: None,
                 preempted_for: None,
+                restart: None,
+                spec_digest: None,
             });
         }
     }

@@ -62,7 +62,7 @@ impl Rules {
 }
 
 /// What the world needs to know about a job to carry out an action on it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobFacts {
     /// How long it runs before it exits by itself; `None`: until stopped.
@@ -71,6 +71,12 @@ pub struct JobFacts {
     pub exit_code: i32,
     /// Its grace period when preempted.
     pub grace: Duration,
+    /// Its `gitfleet/restart` annotation (kept by a job it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// Its spec's runtime digest (kept by a job it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_digest: Option<String>,
 }
 
 impl JobFacts {
@@ -99,6 +105,8 @@ impl JobFacts {
             run_length,
             exit_code,
             grace,
+            restart: spec.and_then(|j| j.restart_token()).map(str::to_string),
+            spec_digest: spec.map(|j| j.spec.runtime_digest()),
         }
     }
 }
@@ -152,6 +160,12 @@ pub struct WorldJob {
     /// A stop under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,
+    /// The `gitfleet/restart` annotation it started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// The runtime digest of the spec it started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_digest: Option<String>,
 }
 
 /// How a job leaves the world.
@@ -192,6 +206,8 @@ impl WorldJob {
             placement: self.placement.clone(),
             preempting_since: preempt.map(|s| s.since),
             preempted_for: preempt.and_then(|s| s.for_job.clone()),
+            restart: self.restart.clone(),
+            spec_digest: self.spec_digest.clone(),
         }
     }
 }
@@ -459,6 +475,8 @@ impl World {
                 run_length: facts.run_length,
                 exit_code: facts.exit_code,
                 stop,
+                restart: run.restart.clone(),
+                spec_digest: run.spec_digest.clone(),
             };
             if let Err(e) = world.add_job(job) {
                 refused.push(e);
@@ -602,6 +620,8 @@ impl World {
             run_length: facts.run_length,
             exit_code: facts.exit_code,
             stop: None,
+            restart: facts.restart.clone(),
+            spec_digest: facts.spec_digest.clone(),
         });
         Ok(())
     }
@@ -1224,6 +1244,7 @@ spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 2h}
             run_length: run.map(d),
             exit_code: 0,
             grace: d("5m"),
+            ..JobFacts::default()
         }
     }
 
@@ -1730,6 +1751,7 @@ spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 2h}
                             run_length: run.map(mins),
                             exit_code: i32::from(node),
                             grace: Duration::ZERO,
+                            ..JobFacts::default()
                         };
                         let before = w.clone();
                         let result = w.apply(&place(&job, placement), &facts, now);

@@ -444,6 +444,7 @@ impl Replay<'_> {
                         run_length: Some(sim.duration),
                         exit_code: 0,
                         grace: sim.grace,
+                        ..JobFacts::default()
                     };
                     self.world
                         .start(job, placement, &facts, now)

@@ -42,17 +42,7 @@ impl FieldChange {
     /// queue, priority, time limit or labels (which apply at once).
     pub fn needs_restart(&self) -> bool {
         let field = self.field.as_str();
-        [
-            "image",
-            "command",
-            "env",
-            "replicas",
-            "gpusPerReplica",
-            "gpu",
-            "topology",
-        ]
-        .iter()
-        .any(|f| {
+        model::spec::RUNTIME_FIELDS.iter().any(|f| {
             field == *f
                 || field.starts_with(&format!("{f}."))
                 || field.starts_with(&format!("{f}["))

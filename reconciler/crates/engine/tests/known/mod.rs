@@ -87,14 +87,6 @@ pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[7]) || !preferred_domains_excess(case, plan).is_empty()
 }
 
-/// Issue 16 item 8 ("Model fallback respects guarantees"): a job within
-/// its guarantee on one model is placed, in the guaranteed pass, on its
-/// first-listed model where it borrows GPUs another queue's pending jobs
-/// are guaranteed (and would reclaim in the next plan).
-pub fn known_divergence_item_8(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[8])
-}
-
 /// Not in issue 16, next to item 7's "in preemption's search alike"
 /// (found by this test; a decision to record in docs/semantics.md): for a
 /// job with `preferred` topology the engine picks the victims that let it
@@ -236,7 +228,6 @@ pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
         ("known_divergence_item_3", "item 3", known_divergence_item_3),
         ("known_divergence_item_4", "item 4", known_divergence_item_4),
         ("known_divergence_item_7", "item 7", known_divergence_item_7),
-        ("known_divergence_item_8", "item 8", known_divergence_item_8),
         (
             "known_divergence_victims_for_fewest_domains",
             "new: victims chosen for fewest domains",

@@ -86,7 +86,6 @@ pub const ITEMS: &[u8] = &[
     3,
     4,
     7,
-    8,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
     NEW_RECLAIM_BEFORE_OWN_VICTIMS,
 ];
@@ -1228,10 +1227,12 @@ impl<'a> Reference<'a> {
     /// GPUs of that model left free still cover what other leaves' pending
     /// jobs may claim within their unused guarantees (borrowing more would
     /// be reclaimed in the next plan; for such a model the job waits for
-    /// the second pass).
-    fn model_order(&self, job: &Job, pass: u8) -> Vec<String> {
+    /// the second pass). A job with GPUs nominated or promised to it tries
+    /// such models last instead (it decides now). The flag: whether a model
+    /// was left out (a job that then finds nothing goes to the second pass).
+    fn model_order(&self, job: &Job, pass: u8) -> (Vec<String>, bool) {
         if self.rules.today(8) || pass != 1 {
-            return job.models.clone();
+            return (job.models.clone(), false);
         }
         let mine = self.path(&job.leaf);
         let free = self.free_for(job);
@@ -1266,8 +1267,18 @@ impl<'a> Reference<'a> {
             .iter()
             .cloned()
             .partition(|m| self.within_guarantee_on(job, m));
-        first.extend(rest.into_iter().filter(|m| !lent(m)));
-        first
+        let (lent, kept): (Vec<String>, Vec<String>) = rest.into_iter().partition(|m| lent(m));
+        first.extend(kept);
+        let holds = job
+            .nominated
+            .iter()
+            .any(|(n, g)| self.nodes[*n].schedulable && self.nodes[*n].usable.contains(g))
+            || self.promised.values().any(|p| *p == job.name);
+        if holds {
+            first.extend(lent);
+            return (first, false);
+        }
+        (first, !lent.is_empty())
     }
 
     // -----------------------------------------------------------------------
@@ -1550,7 +1561,7 @@ impl<'a> Reference<'a> {
     /// within its guarantee works and it waits for the second pass.
     fn consider(&mut self, name: &str, pass: u8) -> bool {
         let job = self.jobs[name].clone();
-        let models = self.model_order(&job, pass);
+        let (models, left_out) = self.model_order(&job, pass);
         let free = self.free_for(&job);
         // 1. Placed now; 2. waits for stopping jobs. Every model is tried
         // for 1 before any for 2 (today, rule 11: model by model).
@@ -1627,8 +1638,9 @@ impl<'a> Reference<'a> {
             self.out.pending.insert(name.to_string(), Wait::Preemption);
             return true;
         }
-        // 4. Pending (in the guaranteed pass: tried again in the second).
-        if pass == 1 && !self.rules.today(8) {
+        // 4. Pending (in the guaranteed pass, when a model was left out:
+        // tried again in the second with all of them).
+        if pass == 1 && left_out {
             self.out.log.push(format!(
                 "pass 1: {name} does not fit within its guarantee: pass 2"
             ));

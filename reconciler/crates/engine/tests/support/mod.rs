@@ -615,6 +615,8 @@ pub fn build(raw: &CaseRaw) -> Case {
                 placement,
                 preempting_since: None,
                 preempted_for: None,
+                restart: None,
+                spec_digest: None,
             });
             break;
         }
@@ -891,6 +893,8 @@ pub fn feed_back(case: &Case, plan: &Plan) -> Case {
             placement: placement.clone(),
             preempting_since: None,
             preempted_for: None,
+            restart: None,
+            spec_digest: None,
         });
     }
     let running: BTreeSet<&str> = observed.running.iter().map(|r| r.job.as_str()).collect();

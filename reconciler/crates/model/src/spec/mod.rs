@@ -9,6 +9,7 @@ mod node_pool;
 mod policy;
 mod priority_class;
 mod queue;
+mod restart;
 pub mod schema;
 
 use std::fmt;
@@ -24,6 +25,7 @@ pub use node_pool::{DEFAULT_SCALE_DOWN_AFTER, NodePoolSpec, NvLink, PoolGpu, Poo
 pub use policy::{PolicyMatch, PolicyRule, PolicySpec};
 pub use priority_class::PriorityClassSpec;
 pub use queue::{ModelQuota, QueueSpec};
+pub use restart::{RESTART_ANNOTATION, RUNTIME_FIELDS};
 
 use crate::diag::Origin;
 

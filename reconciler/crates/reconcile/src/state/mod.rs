@@ -13,7 +13,9 @@
 
 mod records;
 
-pub use records::{AuditEntry, Intent, JobRecord, Loading, Phase, Revisions, StopKind, Stopping};
+pub use records::{
+    AuditEntry, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StopKind, Stopping,
+};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -358,6 +360,52 @@ impl Store {
             let (key, value) = entry.map_err(|e| self.err(e))?;
             let id = key.value();
             out.push((id, self.decode("audit", &id.to_string(), value.value())?));
+        }
+        Ok(out)
+    }
+
+    /// The audit log of the state in `dir`, read without opening the state
+    /// for writing (nothing is created or changed). A reconciler running on
+    /// `dir` holds the database: [`StateError::Locked`].
+    pub fn read_audit(dir: &Path) -> Result<Vec<(u64, AuditEntry)>, StateError> {
+        let path = dir.join(DB_FILE);
+        let shown = path.display().to_string();
+        let failed = |message: String| StateError::Database {
+            path: shown.clone(),
+            message,
+        };
+        let db = match redb::ReadOnlyDatabase::open(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StateError::Locked { path: shown });
+            }
+            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e)))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(failed(
+                    "no state here (run `gitfleet reconcile` or `gitfleet apply` with this --state first)"
+                        .to_string(),
+                ));
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        let txn = db.begin_read().map_err(|e| failed(e.to_string()))?;
+        let table = match txn.open_table(AUDIT) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        let mut out = Vec::new();
+        for entry in table.range(0..).map_err(|e| failed(e.to_string()))? {
+            let (key, value) = entry.map_err(|e| failed(e.to_string()))?;
+            let id = key.value();
+            let entry = serde_json::from_str(value.value()).map_err(|e| StateError::Corrupt {
+                path: shown.clone(),
+                table: "audit",
+                key: id.to_string(),
+                message: e.to_string(),
+            })?;
+            out.push((id, entry));
         }
         Ok(out)
     }

@@ -88,10 +88,56 @@ pub struct JobRecord {
     /// How many times it was preempted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preemptions: u32,
+    /// Running: the `gitfleet/restart` annotation it started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    /// Running: the runtime digest of the spec it started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_digest: Option<String>,
+    /// The last stop a plan asked for (preempt, terminate, cancel): kept
+    /// after the job is pending again or gone, so `status` and `explain` can
+    /// say by whom, why and at which revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stop: Option<LastStop>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// The story of a job's last stop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastStop {
+    /// `preempt`, `terminate` or `cancel`.
+    pub kind: StopKind,
+    /// When the plan's action was carried out.
+    pub at: Timestamp,
+    /// The revision whose plan asked for it.
+    pub revision: String,
+    /// The job a preemption made room for (the job itself for a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_job: Option<String>,
+    /// The action's reason (`reclaim: queue vision is borrowing 8 H100`).
+    pub reason: String,
+}
+
+impl LastStop {
+    /// `preempted for b-1 at 2026-11-21T10:05:00Z (revision 3f2c1a9b): reclaim: …`.
+    pub fn words(&self) -> String {
+        let what = match (self.kind, &self.for_job) {
+            (StopKind::Preempt, Some(f)) => format!("preempted for {f}"),
+            (StopKind::Preempt, None) => "preempted".to_string(),
+            (StopKind::Terminate, _) => "terminated".to_string(),
+            (StopKind::Cancel, _) => "cancelled".to_string(),
+        };
+        let revision: String = self.revision.chars().take(12).collect();
+        format!(
+            "{what} at {} (revision {revision}): {}",
+            self.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            self.reason
+        )
+    }
 }
 
 /// A stop under way.
@@ -123,6 +169,9 @@ impl JobRecord {
             reason: None,
             revision: None,
             preemptions: 0,
+            restart: None,
+            spec_digest: None,
+            last_stop: None,
         }
     }
 

@@ -1,0 +1,203 @@
+//! Restarting a running job: the fields that take effect only when a job
+//! starts, a digest of them (recorded at placement, so a later plan can tell
+//! that a running job runs an older spec), and the annotation that asks for
+//! a restart (`kubectl rollout restart` sets one the same way).
+
+use serde::Serialize;
+
+use super::{JobSpec, Object};
+use crate::observed::RunningJob;
+
+/// The annotation whose new value restarts a running job: when it differs
+/// from the value the job started with (none counts as a value), the plan
+/// preempts the job for itself and places it again with the current spec.
+pub const RESTART_ANNOTATION: &str = "gitfleet/restart";
+
+/// The Job fields (camelCase, as written in YAML) that a running job reads
+/// only when it starts: a change to them takes effect on the next start.
+pub const RUNTIME_FIELDS: &[&str] = &[
+    "image",
+    "command",
+    "env",
+    "replicas",
+    "gpusPerReplica",
+    "gpu",
+    "topology",
+];
+
+/// The fields of [`RUNTIME_FIELDS`], borrowed for hashing.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RuntimeFields<'a> {
+    image: &'a Option<String>,
+    command: &'a [String],
+    env: std::collections::BTreeMap<&'a str, EnvShown<'a>>,
+    replicas: u32,
+    gpus_per_replica: u32,
+    gpu: &'a Option<super::GpuSelector>,
+    topology: &'a Option<super::Topology>,
+}
+
+/// An env value as the digest sees it: sensitive values masked, so the
+/// digest (kept in the state and shown in observed files) says nothing of
+/// them; changing only a sensitive value is therefore not spec drift.
+struct EnvShown<'a>(&'a super::EnvValue);
+
+impl Serialize for EnvShown<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            super::EnvValue::Inline(v) if v.sensitive => serializer.serialize_str(super::MASK),
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+impl JobSpec {
+    /// A digest of the fields a job reads when it starts ([`RUNTIME_FIELDS`]):
+    /// 16 hex digits of FNV-1a over their canonical JSON. Not a secret and not
+    /// a signature; it only tells "the same spec" from "another spec".
+    pub fn runtime_digest(&self) -> String {
+        let fields = RuntimeFields {
+            image: &self.image,
+            command: &self.command,
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), EnvShown(v)))
+                .collect(),
+            replicas: self.replicas,
+            gpus_per_replica: self.gpus_per_replica,
+            gpu: &self.gpu,
+            topology: &self.topology,
+        };
+        // Serialising plain data into a Vec cannot fail; an empty input would
+        // only make every digest equal, never a wrong restart.
+        let bytes = serde_json::to_vec(&fields).unwrap_or_default();
+        format!("{:016x}", fnv1a(&bytes))
+    }
+}
+
+impl Object<JobSpec> {
+    /// The value of [`RESTART_ANNOTATION`], when set.
+    pub fn restart_token(&self) -> Option<&str> {
+        self.metadata
+            .annotations
+            .get(RESTART_ANNOTATION)
+            .map(String::as_str)
+    }
+
+    /// Why `running` (this job, observed running) must restart, when its
+    /// restart annotation differs from the one it started with.
+    pub fn restart_requested(&self, running: &RunningJob) -> Option<String> {
+        let now = self.restart_token();
+        if now == running.restart.as_deref() {
+            return None;
+        }
+        Some(match (now, running.restart.as_deref()) {
+            (Some(now), Some(was)) => format!(
+                "restart: annotation {RESTART_ANNOTATION} is {now:?} (it started with {was:?})"
+            ),
+            (Some(now), None) => format!(
+                "restart: annotation {RESTART_ANNOTATION} is {now:?} (it started without one)"
+            ),
+            (None, _) => format!("restart: annotation {RESTART_ANNOTATION} was removed"),
+        })
+    }
+
+    /// Whether `running` runs another spec than this one (by the digest
+    /// recorded when it started; unknown digests never count).
+    pub fn runs_older_spec(&self, running: &RunningJob) -> bool {
+        running
+            .spec_digest
+            .as_deref()
+            .is_some_and(|was| was != self.spec.runtime_digest())
+    }
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(yaml_env: &[(&str, &str)], image: Option<&str>) -> JobSpec {
+        JobSpec {
+            queue: "q".into(),
+            priority_class: None,
+            replicas: 1,
+            gpus_per_replica: 2,
+            gpu: None,
+            topology: None,
+            time_limit: None,
+            command: vec!["train".into()],
+            image: image.map(str::to_string),
+            env: yaml_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), super::super::EnvValue::Plain(v.to_string())))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_digest_changes_with_runtime_fields_only() {
+        let a = job(&[("A", "1")], Some("img:1"));
+        assert_eq!(a.runtime_digest(), a.clone().runtime_digest());
+        assert_eq!(a.runtime_digest().len(), 16);
+        let mut queue = a.clone();
+        queue.queue = "other".into();
+        queue.priority_class = Some("high".into());
+        queue.time_limit = Some(super::super::Duration::from_secs(60));
+        assert_eq!(a.runtime_digest(), queue.runtime_digest());
+        for changed in [
+            job(&[("A", "2")], Some("img:1")),
+            job(&[("A", "1")], Some("img:2")),
+            job(&[("A", "1")], None),
+            {
+                let mut j = a.clone();
+                j.replicas = 2;
+                j
+            },
+            {
+                let mut j = a.clone();
+                j.command.push("--resume".into());
+                j
+            },
+        ] {
+            assert_ne!(a.runtime_digest(), changed.runtime_digest(), "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn sensitive_values_do_not_reach_the_digest() {
+        let secret = |value: &str| {
+            let mut j = job(&[], Some("img:1"));
+            j.env.insert(
+                "TOKEN".into(),
+                super::super::EnvValue::Inline(super::super::InlineValue {
+                    value: value.into(),
+                    sensitive: true,
+                }),
+            );
+            j
+        };
+        assert_eq!(secret("a").runtime_digest(), secret("b").runtime_digest());
+        assert_ne!(
+            secret("a").runtime_digest(),
+            job(&[], Some("img:1")).runtime_digest()
+        );
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
