@@ -60,7 +60,12 @@ pub fn place_free(cluster: &mut Cluster, req: &Request, job: JobId) -> Option<Pl
     if let Some(level) = req.required.or(req.preferred) {
         let nodes: Vec<NodeId> = cluster.candidates(req.model, 1).collect();
         let usable = |n: &NodeState, _: usize, g: &Gpu| n.schedulable && g.owner == Owner::Free;
-        let found = in_one_domain(cluster, &nodes, req, level, &usable, &|_| 0);
+        let found = in_one_domain(cluster, &nodes, req, level, &usable, &|_| 0).or_else(|| {
+            req.required
+                .is_none()
+                .then(|| fewest_domains(cluster, &nodes, req, level, &usable, &|_| 0, None))
+                .flatten()
+        });
         match (found, req.required) {
             (Some(p), _) => {
                 apply(cluster, &p, Owner::Placed(job));
@@ -135,6 +140,9 @@ pub fn place_preferring(
         if found.is_some() || req.required.is_some() {
             return found;
         }
+        if let Some(p) = fewest_domains(cluster, nodes, req, level, usable, &|_| 0, Some(prefer)) {
+            return Some(p);
+        }
     }
     greedy_with(cluster, nodes, req, usable, &|_| 0, Some(prefer))
 }
@@ -153,6 +161,9 @@ pub fn place_ranked(
         let found = in_one_domain(cluster, nodes, req, level, usable, rank);
         if found.is_some() || req.required.is_some() {
             return found;
+        }
+        if let Some(p) = fewest_domains(cluster, nodes, req, level, usable, rank, None) {
+            return Some(p);
         }
     }
     greedy(cluster, nodes, req, usable, rank)
@@ -230,6 +241,78 @@ fn domain_search(
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// `preferred` topology when no single domain holds the gang (issue 16
+/// item 7): the fewest domains of `level` that hold it, without trying
+/// every combination. Domains are ranked by how many replicas their usable
+/// GPUs could hold (an upper bound: NVLink may hold fewer); the smallest `k`
+/// whose `k` largest domains could hold the gang is the fewest possible. The
+/// `k − 1` largest are kept and the last is the smallest domain (fewest
+/// usable GPUs, then name) that completes them, so little is left over;
+/// inside the chosen domains, best fit. `None` when no `k` works (the caller
+/// falls back to best fit anywhere).
+fn fewest_domains(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    level: TopologyLevel,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+    prefer: Option<Prefer>,
+) -> Option<Placement> {
+    if req.replicas < 2 || req.per_replica == 0 {
+        return None;
+    }
+    // Per domain: replicas it could hold, usable GPUs, members.
+    let mut by_key: BTreeMap<&str, (u64, u64, Vec<NodeId>)> = BTreeMap::new();
+    for &id in nodes {
+        let node = cluster.node(id);
+        if node.model != Some(req.model) {
+            continue;
+        }
+        let Some(key) = node.domain_key(level) else {
+            continue;
+        };
+        let count = usable_count(node, usable);
+        if count < req.per_replica {
+            continue;
+        }
+        let entry = by_key.entry(key).or_default();
+        entry.0 += u64::from(count / req.per_replica);
+        entry.1 += u64::from(count);
+        entry.2.push(id);
+    }
+    let mut domains: Vec<(u64, u64, &str, Vec<NodeId>)> = by_key
+        .into_iter()
+        .map(|(key, (replicas, gpus, members))| (replicas, gpus, key, members))
+        .collect();
+    // Most replicas first; then fewer GPUs (less left over), then name.
+    domains.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
+    let want = u64::from(req.replicas);
+    let mut held = 0;
+    for k in 1..=domains.len() {
+        held += domains[k - 1].0;
+        if k < 2 || held < want {
+            continue;
+        }
+        let base: u64 = domains[..k - 1].iter().map(|d| d.0).sum();
+        let need = want.saturating_sub(base);
+        let mut lasts: Vec<&(u64, u64, &str, Vec<NodeId>)> =
+            domains[k - 1..].iter().filter(|d| d.0 >= need).collect();
+        lasts.sort_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(b.2)));
+        for last in lasts {
+            let members: Vec<NodeId> = domains[..k - 1]
+                .iter()
+                .flat_map(|d| d.3.iter().copied())
+                .chain(last.3.iter().copied())
+                .collect();
+            if let Some(p) = greedy_with(cluster, &members, req, usable, rank, prefer) {
+                return Some(p);
+            }
+        }
+    }
+    None
 }
 
 fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool) -> u32 {
