@@ -97,6 +97,9 @@ pub struct SlurmArgs {
     /// Where sacctmgr and the other Slurm commands are (default: PATH).
     #[arg(long, value_name = "DIR")]
     pub slurm_bin_dir: Option<PathBuf>,
+    /// The cluster's slurm.conf (default: $SLURM_CONF, else Slurm's own).
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: Option<PathBuf>,
 }
 
 impl SlurmArgs {
@@ -198,6 +201,7 @@ impl ExecutorArgs {
             (ExecutorKind::Slurm, _) => {
                 let runner = ProcessRunner {
                     bin_dir: self.slurm.slurm_bin_dir.clone(),
+                    conf: self.slurm.slurm_conf.clone(),
                 };
                 let slurm = SlurmExecutor::new(
                     runner,

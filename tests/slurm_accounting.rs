@@ -252,3 +252,69 @@ fn accounting_mode_applies_the_queue_tree_reverts_drift_and_is_idempotent() {
     );
     assert!(!tree(&cluster).iter().any(|r| r.starts_with("speech|")));
 }
+
+#[test]
+fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
+    use reconciler::slurm::jobs::{Jobs, Submit};
+    use reconciler::slurm::ProcessRunner;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(cluster) = start(&tmp.path().join("cluster")) else {
+        return;
+    };
+    sacctmgr(&cluster, &["-i", "add", "account", "nlp"]);
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    sacctmgr(&cluster, &["-i", "add", "user", user.trim(), "account=nlp"]);
+
+    let jobs = Jobs::new(ProcessRunner {
+        bin_dir: None,
+        conf: Some(cluster.conf.clone()),
+    });
+    let gang = Submit {
+        job: "llama".into(),
+        attempt: "1".into(),
+        account: "nlp".into(),
+        qos: None,
+        nodes: vec!["gpu-1".into(), "gpu-2".into()],
+        gpus_per_node: 8,
+        gres_type: "h100-sxm-80gb".into(),
+        time_limit: Some("10m".parse().unwrap()),
+        command: vec!["sleep".into(), "300".into()],
+    };
+    let id = jobs.submit(&gang).unwrap();
+    // Submitting the same placement again (a crash before it was recorded)
+    // finds the held job instead of submitting a second one.
+    assert_eq!(jobs.submit(&gang).unwrap(), id);
+    let held = jobs.find(&gang).unwrap().unwrap();
+    assert_eq!((held.state.as_str(), held.reason.as_str()), ("PENDING", "JobHeldUser"));
+    assert_eq!(jobs.list().unwrap().len(), 1);
+
+    jobs.release(id).unwrap();
+    let mut running = None;
+    for _ in 0..100 {
+        let job = jobs.find(&gang).unwrap().unwrap();
+        if job.state == "RUNNING" {
+            running = Some(job);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let running = running.unwrap_or_else(|| panic!("the gang did not start\n{}", logs(&cluster.dir)));
+    assert_eq!(running.nodes, "gpu-[1-2]");
+    assert_eq!(
+        running.gres_detail,
+        ["gpu:h100-sxm-80gb:8(IDX:0-7)", "gpu:h100-sxm-80gb:8(IDX:0-7)"]
+    );
+
+    jobs.cancel(id, None).unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        let left = jobs.find(&gang).unwrap();
+        if left.is_none_or(|j| j.state != "RUNNING" && j.state != "PENDING") {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gone, "the gang was not cancelled");
+}

@@ -8,6 +8,7 @@
 pub mod desired;
 pub mod diff;
 pub mod executor;
+pub mod jobs;
 pub mod parse;
 pub mod sacctmgr;
 pub mod state;

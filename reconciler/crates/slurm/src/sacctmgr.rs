@@ -62,12 +62,14 @@ pub trait Runner: Send + Sync + std::fmt::Debug {
     fn run(&self, program: &str, args: &[String]) -> Result<String, RunError>;
 }
 
-/// Runs the real programs (from `bin_dir` when given, else `PATH`);
-/// `SLURM_CONF` is passed on from the environment.
+/// Runs the real programs (from `bin_dir` when given, else `PATH`).
 #[derive(Debug, Clone, Default)]
 pub struct ProcessRunner {
     /// Where the Slurm commands are.
     pub bin_dir: Option<PathBuf>,
+    /// The cluster's `slurm.conf` (`SLURM_CONF`); default: the
+    /// environment's, else Slurm's own default.
+    pub conf: Option<PathBuf>,
 }
 
 impl Runner for ProcessRunner {
@@ -76,8 +78,12 @@ impl Runner for ProcessRunner {
             Some(dir) => dir.join(program),
             None => PathBuf::from(program),
         };
-        let output = Command::new(&path)
-            .args(args)
+        let mut command = Command::new(&path);
+        command.args(args);
+        if let Some(conf) = &self.conf {
+            command.env("SLURM_CONF", conf);
+        }
+        let output = command
             .output()
             .map_err(|e| RunError::Spawn {
                 program: path.display().to_string(),
