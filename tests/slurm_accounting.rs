@@ -255,8 +255,8 @@ fn accounting_mode_applies_the_queue_tree_reverts_drift_and_is_idempotent() {
 
 #[test]
 fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
-    use reconciler::slurm::jobs::{Jobs, Submit};
     use reconciler::slurm::ProcessRunner;
+    use reconciler::slurm::jobs::{Jobs, Submit};
 
     let tmp = tempfile::tempdir().unwrap();
     let Some(cluster) = start(&tmp.path().join("cluster")) else {
@@ -286,7 +286,10 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
     // finds the held job instead of submitting a second one.
     assert_eq!(jobs.submit(&gang).unwrap(), id);
     let held = jobs.find(&gang).unwrap().unwrap();
-    assert_eq!((held.state.as_str(), held.reason.as_str()), ("PENDING", "JobHeldUser"));
+    assert_eq!(
+        (held.state.as_str(), held.reason.as_str()),
+        ("PENDING", "JobHeldUser")
+    );
     assert_eq!(jobs.list().unwrap().len(), 1);
 
     jobs.release(id).unwrap();
@@ -299,11 +302,15 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let running = running.unwrap_or_else(|| panic!("the gang did not start\n{}", logs(&cluster.dir)));
+    let running =
+        running.unwrap_or_else(|| panic!("the gang did not start\n{}", logs(&cluster.dir)));
     assert_eq!(running.nodes, "gpu-[1-2]");
     assert_eq!(
         running.gres_detail,
-        ["gpu:h100-sxm-80gb:8(IDX:0-7)", "gpu:h100-sxm-80gb:8(IDX:0-7)"]
+        [
+            "gpu:h100-sxm-80gb:8(IDX:0-7)",
+            "gpu:h100-sxm-80gb:8(IDX:0-7)"
+        ]
     );
 
     jobs.cancel(id, None).unwrap();
@@ -317,4 +324,38 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(gone, "the gang was not cancelled");
+}
+
+#[test]
+fn scheduler_mode_and_bad_gres_types_are_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args([
+                "apply",
+                &format!("{ROOT}/examples/fleet"),
+                "--auto-approve",
+                "--state",
+            ])
+            .arg(tmp.path().join("state"))
+            .args(["--executor", "slurm"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--slurm-mode", "scheduler"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("scheduler mode is not available yet"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["--slurm-gres-type", "h100"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--slurm-gres-type h100: expected MODEL=TYPE"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tmp.path().join("state").exists(), "nothing written");
 }

@@ -3,7 +3,9 @@
 //! the diff between `sacctmgr show` and the fleet (cheap: three reads);
 //! `apply_config` runs it, and remembers what it applied through the
 //! [`KeyValue`] handle so the next diff can tell a hand edit (drift) from a
-//! change in Git. Jobs are not run and nodes not reported: Slurm runs jobs.
+//! change in Git. Slurm owns the nodes and runs the jobs: the executor
+//! reports the pools' nodes as declared (so no scaling is planned) and
+//! refuses to run jobs.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use exec::{
     ActionContext, Capabilities, ExecError, Executor, JobView, KeyValue, Observation, Outcome,
 };
-use model::observed::Timestamp;
+use model::observed::{ObservedNode, Timestamp, derive_inventory};
 use model::plan::Action;
 use model::spec::Fleet;
 
@@ -31,6 +33,7 @@ pub struct SlurmExecutor<R> {
     mapping: Mapping,
     store: Arc<dyn KeyValue>,
     pending: Option<(SlurmState, Diff)>,
+    nodes: Vec<ObservedNode>,
 }
 
 impl<R: Runner> SlurmExecutor<R> {
@@ -50,6 +53,7 @@ impl<R: Runner> SlurmExecutor<R> {
             mapping,
             store,
             pending: None,
+            nodes: Vec::new(),
         }
     }
 
@@ -89,6 +93,7 @@ impl<R: Runner> SlurmExecutor<R> {
             subject: "fleet".into(),
             message: e.to_string(),
         })?;
+        self.nodes = derive_inventory(fleet).nodes;
         let last = self.last_applied()?;
         let client = self.client()?;
         let current = client.read().map_err(|e| error("sacctmgr show", e))?;
@@ -163,8 +168,12 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
         _now: Timestamp,
         _running: &[JobView<'_>],
     ) -> impl Future<Output = Result<Observation, ExecError>> + Send {
-        // Accounting mode: Slurm runs the jobs and owns the nodes.
-        std::future::ready(Ok(Observation::default()))
+        // Accounting mode: Slurm runs the jobs and owns the nodes, which
+        // are taken to be as the pools declare them.
+        std::future::ready(Ok(Observation {
+            events: Vec::new(),
+            nodes: self.nodes.clone(),
+        }))
     }
 
     fn already_done(&self, _action: &Action) -> bool {

@@ -125,7 +125,12 @@ pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
                 gres_detail: j
                     .get("gres_detail")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
                     .unwrap_or_default(),
             })
         })
@@ -282,6 +287,9 @@ mod tests {
         // Another attempt is a new submission.
         submit.attempt = "2".into();
         assert_eq!(jobs.submit(&submit).unwrap(), 42);
-        assert_eq!(*jobs.runner.calls.lock().unwrap(), ["squeue", "squeue", "sbatch"]);
+        assert_eq!(
+            *jobs.runner.calls.lock().unwrap(),
+            ["squeue", "squeue", "sbatch"]
+        );
     }
 }

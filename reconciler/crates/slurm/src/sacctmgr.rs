@@ -83,12 +83,10 @@ impl Runner for ProcessRunner {
         if let Some(conf) = &self.conf {
             command.env("SLURM_CONF", conf);
         }
-        let output = command
-            .output()
-            .map_err(|e| RunError::Spawn {
-                program: path.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let output = command.output().map_err(|e| RunError::Spawn {
+            program: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         if output.status.success() {
             return Ok(stdout);
