@@ -57,12 +57,29 @@ munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
   --seed-file="$dir/munge/seed" --force
 
 # MariaDB: a data directory of our own, no grant tables (loopback, tests only).
-mariadb-install-db --no-defaults --datadir="$dir/db" --user=root \
-  --auth-root-authentication-method=normal --skip-test-db >"$dir/log/mariadb-install.log" 2>&1
-mariadbd --no-defaults --user=root --datadir="$dir/db" --socket="$dir/run/mysql.sock" \
-  --port="$db_port" --bind-address=127.0.0.1 --skip-grant-tables \
-  --pid-file="$dir/run/mariadb.pid" --log-error="$dir/log/mariadb.log" \
-  --innodb-buffer-pool-size=32M --innodb-log-file-size=16M >/dev/null 2>&1 &
+# Its own tmpdir: parallel bootstraps in one /tmp collide on temporary tables.
+mkdir -p "$dir/tmp"
+cat > "$dir/my.cnf" <<CONF
+[mysqld]
+user=root
+datadir=$dir/db
+tmpdir=$dir/tmp
+socket=$dir/run/mysql.sock
+port=$db_port
+bind-address=127.0.0.1
+skip-grant-tables
+pid-file=$dir/run/mariadb.pid
+log-error=$dir/log/mariadb.log
+innodb-buffer-pool-size=32M
+innodb-log-file-size=16M
+CONF
+if ! mariadb-install-db --defaults-file="$dir/my.cnf" --auth-root-authentication-method=normal \
+  --skip-test-db >"$dir/log/mariadb-install.log" 2>&1; then
+  echo "start-cluster: mariadb-install-db failed:" >&2
+  head -n 5 "$dir/log/mariadb-install.log" >&2
+  exit 1
+fi
+mariadbd --defaults-file="$dir/my.cnf" >/dev/null 2>&1 &
 
 for i in 0 1 2 3 4 5 6 7; do
   touch "$dir/dev/h100-$i" "$dir/dev/a100-$i"
