@@ -196,3 +196,98 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exec::MemoryKv;
+    use futures_executor::block_on;
+    use std::sync::Mutex;
+
+    /// Answers `sacctmgr show` from recorded outputs (22.05.8) and keeps
+    /// the other commands it is given.
+    #[derive(Debug, Default)]
+    struct Recorded {
+        assoc: Mutex<String>,
+        commands: Mutex<Vec<String>>,
+    }
+
+    impl Runner for Arc<Recorded> {
+        fn run(&self, program: &str, args: &[String]) -> Result<String, RunError> {
+            let line = args.join(" ");
+            Ok(match (program, args.get(3).map(String::as_str)) {
+                ("sacctmgr", Some("cluster")) => "gitfleet\n".into(),
+                ("sacctmgr", Some("assoc")) => self.assoc.lock().unwrap().clone(),
+                ("sacctmgr", Some("account")) => "nlp|gitfleet\nroot|root\n".into(),
+                ("sacctmgr", Some("qos")) => {
+                    "normal|0||cluster|00:00:00|Normal QOS default\n".into()
+                }
+                _ => {
+                    self.commands
+                        .lock()
+                        .unwrap()
+                        .push(format!("{program} {line}"));
+                    String::new()
+                }
+            })
+        }
+    }
+
+    fn fleet() -> Fleet {
+        let yaml = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: nlp}\nspec:\n  weight: 5\n  quota:\n    - {model: H100-SXM-80GB, guaranteed: 8, limit: 16}\n---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  gpu: {model: H100-SXM-80GB, count: 8}\n  size: {min: 2, max: 2}\n";
+        let loaded = load::load_fleet(&[load::SourceFile::new("f.yaml", yaml)]);
+        assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
+        loaded.fleet
+    }
+
+    #[test]
+    fn diffs_on_set_fleet_applies_on_apply_config_and_tells_drift_after() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.assoc.lock().unwrap() = "root|||1||normal|\nnlp||root|1|||\n".into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut ex = SlurmExecutor::new(slurm.clone(), None, Mapping::default(), store.clone());
+        block_on(ex.set_fleet(&fleet())).unwrap();
+        assert_eq!(
+            ex.config_changes(),
+            ["~ modify account nlp: Fairshare 1 → 5, GrpTRES (none) → gres/gpu:h100-sxm-80gb=16"]
+        );
+        assert!(
+            slurm.commands.lock().unwrap().is_empty(),
+            "set_fleet only reads"
+        );
+        let nodes = block_on(ex.observe("2026-11-23T00:00:00Z".parse().unwrap(), &[]))
+            .unwrap()
+            .nodes;
+        assert_eq!(nodes.len(), 2, "the pools' nodes as declared");
+
+        assert_eq!(block_on(ex.apply_config()).unwrap().len(), 1);
+        assert_eq!(
+            *slurm.commands.lock().unwrap(),
+            [
+                "sacctmgr -i modify account where name=nlp cluster=gitfleet set Fairshare=5 GrpTRES=gres/gpu:h100-sxm-80gb=16"
+            ]
+        );
+        assert!(
+            store
+                .entries(LAST_APPLIED)
+                .unwrap()
+                .contains_key(LAST_APPLIED)
+        );
+
+        // Slurm now as applied, but with the share edited by hand.
+        *slurm.assoc.lock().unwrap() = "nlp||root|9|gres/gpu:h100-sxm-80gb=16||\n".into();
+        block_on(ex.set_fleet(&fleet())).unwrap();
+        assert_eq!(
+            ex.config_changes(),
+            ["~ modify account nlp: Fairshare 9 → 5 (drift: changed in Slurm, reverted)"]
+        );
+        let action = Action::Scale {
+            pool: "p".into(),
+            from: 2,
+            to: 3,
+            reason: String::new(),
+            nodes: Vec::new(),
+        };
+        assert!(ex.already_done(&action), "scaling is Slurm's");
+    }
+}
