@@ -22,6 +22,7 @@ use reconciler::exec::{
 };
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
+use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, SlurmExecutor};
 use reconciler::spec::Fleet;
 
 /// Which executor carries out plans.
@@ -33,6 +34,8 @@ pub enum ExecutorKind {
     Local,
     /// Kubernetes through kube-rs (not built yet).
     Kube,
+    /// A Slurm cluster through its own commands (see --slurm-mode).
+    Slurm,
 }
 
 /// `--executor` and what each executor is given.
@@ -48,6 +51,80 @@ pub struct ExecutorArgs {
     /// The sim executor's own arguments.
     #[command(flatten)]
     pub sim: SimArgs,
+    /// The Slurm executor's own arguments.
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// What the Slurm executor does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SlurmMode {
+    /// gitfleet owns accounts, shares, limits and QOS; Slurm schedules.
+    Accounting,
+    /// gitfleet places jobs and Slurm runs them (not built yet).
+    Scheduler,
+}
+
+/// How preempted Slurm jobs end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SlurmPreemptMode {
+    /// Requeued (they become pending again, as in gitfleet).
+    Requeue,
+    /// Cancelled.
+    Cancel,
+}
+
+/// Arguments of the Slurm executor (docs/slurm.md).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Slurm executor")]
+pub struct SlurmArgs {
+    /// What gitfleet owns in the Slurm cluster.
+    #[arg(long, value_enum, default_value = "accounting")]
+    pub slurm_mode: SlurmMode,
+    /// The cluster in Slurm's accounting database (default: its only one).
+    #[arg(long, value_name = "NAME")]
+    pub slurm_cluster: Option<String>,
+    /// The account top-level queues are made under.
+    #[arg(long, value_name = "ACCOUNT", default_value = "root")]
+    pub slurm_root_account: String,
+    /// A GPU model's GRES type when it is not the model's name in lower
+    /// case (repeatable), e.g. H100-SXM-80GB=h100.
+    #[arg(long, value_name = "MODEL=TYPE")]
+    pub slurm_gres_type: Vec<String>,
+    /// How jobs of a preempted QOS end (the QOS's PreemptMode).
+    #[arg(long, value_enum, default_value = "requeue")]
+    pub slurm_preempt_mode: SlurmPreemptMode,
+    /// Where sacctmgr and the other Slurm commands are (default: PATH).
+    #[arg(long, value_name = "DIR")]
+    pub slurm_bin_dir: Option<PathBuf>,
+    /// The cluster's slurm.conf (default: $SLURM_CONF, else Slurm's own).
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: Option<PathBuf>,
+}
+
+impl SlurmArgs {
+    /// The site mapping these arguments describe.
+    fn mapping(&self) -> Result<Mapping> {
+        let mut mapping = Mapping {
+            root: self.slurm_root_account.clone(),
+            preempt_mode: match self.slurm_preempt_mode {
+                SlurmPreemptMode::Requeue => PreemptMode::Requeue,
+                SlurmPreemptMode::Cancel => PreemptMode::Cancel,
+            },
+            ..Mapping::default()
+        };
+        for pair in &self.slurm_gres_type {
+            let Some((model, gres)) = pair.split_once('=') else {
+                return Err(miette!(
+                    "--slurm-gres-type {pair}: expected MODEL=TYPE, e.g. H100-SXM-80GB=h100"
+                ));
+            };
+            mapping
+                .gres_types
+                .insert(model.to_string(), gres.to_string());
+        }
+        Ok(mapping)
+    }
 }
 
 /// Arguments of the sim executor (the embedded virtual fleet).
@@ -84,6 +161,15 @@ impl ExecutorArgs {
             ExecutorKind::Local if self.observed.is_none() => Err(miette!(
                 "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
             )),
+            ExecutorKind::Slurm if self.slurm.slurm_mode == SlurmMode::Scheduler => Err(miette!(
+                "the slurm executor's scheduler mode is not available yet; use --slurm-mode accounting (docs/slurm.md)"
+            )),
+            ExecutorKind::Slurm if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
+                Err(miette!(
+                    "--now and --sim-step apply to the sim executor; the slurm executor runs on the wall clock"
+                ))
+            }
+            ExecutorKind::Slurm => self.slurm.mapping().map(|_| ()),
             ExecutorKind::Sim | ExecutorKind::Local => Ok(()),
         }
     }
@@ -111,6 +197,19 @@ impl ExecutorArgs {
                 let local =
                     LocalExecutor::new(state.join("local"), observed.nodes).into_diagnostic()?;
                 Ok((AnyExecutor::Local(local), Box::new(WallClock)))
+            }
+            (ExecutorKind::Slurm, _) => {
+                let runner = ProcessRunner {
+                    bin_dir: self.slurm.slurm_bin_dir.clone(),
+                    conf: self.slurm.slurm_conf.clone(),
+                };
+                let slurm = SlurmExecutor::new(
+                    runner,
+                    self.slurm.slurm_cluster.clone(),
+                    self.slurm.mapping()?,
+                    store.clone(),
+                );
+                Ok((AnyExecutor::Slurm(slurm), Box::new(WallClock)))
             }
             (ExecutorKind::Local | ExecutorKind::Kube, _) => {
                 Err(miette!("no executor for these arguments"))
@@ -140,6 +239,8 @@ pub enum AnyExecutor {
     Sim(SimExecutor),
     /// This host's GPUs, replicas as child processes.
     Local(LocalExecutor),
+    /// A Slurm cluster (accounting mode).
+    Slurm(SlurmExecutor<ProcessRunner>),
 }
 
 impl Executor for AnyExecutor {
@@ -147,6 +248,7 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.name(),
             AnyExecutor::Local(e) => e.name(),
+            AnyExecutor::Slurm(e) => e.name(),
         }
     }
 
@@ -154,6 +256,7 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.capabilities(),
             AnyExecutor::Local(e) => e.capabilities(),
+            AnyExecutor::Slurm(e) => e.capabilities(),
         }
     }
 
@@ -161,6 +264,7 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.set_fleet(fleet).await,
             AnyExecutor::Local(e) => e.set_fleet(fleet).await,
+            AnyExecutor::Slurm(e) => e.set_fleet(fleet).await,
         }
     }
 
@@ -172,6 +276,21 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.observe(now, running).await,
             AnyExecutor::Local(e) => e.observe(now, running).await,
+            AnyExecutor::Slurm(e) => e.observe(now, running).await,
+        }
+    }
+
+    fn config_changes(&self) -> Vec<String> {
+        match self {
+            AnyExecutor::Slurm(e) => e.config_changes(),
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Vec::new(),
+        }
+    }
+
+    async fn apply_config(&mut self) -> Result<Vec<String>, ExecError> {
+        match self {
+            AnyExecutor::Slurm(e) => e.apply_config().await,
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Ok(Vec::new()),
         }
     }
 
@@ -179,6 +298,7 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.already_done(action),
             AnyExecutor::Local(e) => e.already_done(action),
+            AnyExecutor::Slurm(e) => e.already_done(action),
         }
     }
 
@@ -191,6 +311,7 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Sim(e) => e.execute(action, ctx, now).await,
             AnyExecutor::Local(e) => e.execute(action, ctx, now).await,
+            AnyExecutor::Slurm(e) => e.execute(action, ctx, now).await,
         }
     }
 }

@@ -9,7 +9,7 @@ pub use reconcile::state;
 pub use sim::generate;
 pub use {
     diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim, simulate,
-    trace,
+    slurm, trace,
 };
 
 pub use load::validate;

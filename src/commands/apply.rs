@@ -70,7 +70,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         },
         args.output.output,
     )?;
-    let nothing_to_do = plan.actions.is_empty();
+    let config = reconciler.config_changes();
+    print_config(reconciler.executor_name(), &config);
+    let nothing_to_do = plan.actions.is_empty() && config.is_empty();
     if !nothing_to_do && !args.auto_approve && !confirm()? {
         println!("Apply cancelled.");
         return Ok(ExitCode::FAILURE);
@@ -146,7 +148,8 @@ pub(super) fn carry_out(
         .iteration
         .plan
         .as_ref()
-        .is_none_or(|p| p.actions.is_empty());
+        .is_none_or(|p| p.actions.is_empty())
+        && reconciler.config_changes().is_empty();
     // Even with nothing to do, the iteration is recorded (revision, status).
     let applied = runtime
         .block_on(reconciler.apply(prepared))
@@ -166,6 +169,14 @@ pub(super) fn carry_out(
             eprintln!("error: {} failed: {e}", done.action.kind());
         }
     }
+    if !applied.config.is_empty() {
+        println!(
+            "{} configuration: {} change{} made.",
+            reconciler.executor_name(),
+            applied.config.len(),
+            if applied.config.len() == 1 { "" } else { "s" }
+        );
+    }
     println!(
         "Apply complete! {} action{} carried out, {failed} failed.",
         applied.executed.len() - failed,
@@ -180,6 +191,18 @@ pub(super) fn carry_out(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Shows the executor's configuration changes (the Slurm executor's
+/// accounts and QOS) after the plan.
+pub(super) fn print_config(executor: &str, changes: &[String]) {
+    if changes.is_empty() {
+        return;
+    }
+    println!("\n{executor} configuration changes ({}):", changes.len());
+    for line in changes {
+        println!("  {}", reconciler::text::escape_controls(line));
+    }
 }
 
 /// Asks on the terminal, as `terraform apply` does.

@@ -215,6 +215,19 @@ pub trait Executor: Send {
     /// executor scales pools and seeds its nodes from it).
     fn set_fleet(&mut self, fleet: &Fleet) -> impl Future<Output = Result<(), ExecError>> + Send;
 
+    /// Changes to the fleet's own configuration that the fleet given to
+    /// `set_fleet` asks for (the Slurm executor's accounts and QOS), one
+    /// line each, to show before they are made. None by default.
+    fn config_changes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Makes the configuration changes `config_changes` showed; returns
+    /// them. Called once per applied iteration, before its actions.
+    fn apply_config(&mut self) -> impl Future<Output = Result<Vec<String>, ExecError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
+
     /// What the fleet did since the last observation and its nodes at `now`.
     /// `running` are the jobs the reconciler believes run; nodes holding
     /// none of them that are still running are idle.

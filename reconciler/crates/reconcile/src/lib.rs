@@ -169,6 +169,9 @@ pub struct Iteration {
     pub recovered: usize,
     /// The nodes observed (ready ones).
     pub nodes: Vec<ObservedNode>,
+    /// Configuration changes the executor made (Slurm accounts and QOS),
+    /// one line each.
+    pub config: Vec<String>,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -263,6 +266,12 @@ impl<E: Executor> Reconciler<E> {
         self.executor.name()
     }
 
+    /// The configuration changes the executor would make for the prepared
+    /// fleet ([`Executor::config_changes`]).
+    pub fn config_changes(&self) -> Vec<String> {
+        self.executor.config_changes()
+    }
+
     /// The desired fleet in force, if any.
     pub fn fleet(&self) -> Option<&Fleet> {
         self.good.as_ref().map(|(_, f)| f.as_ref())
@@ -293,6 +302,7 @@ impl<E: Executor> Reconciler<E> {
                     executed: Vec::new(),
                     recovered,
                     nodes: Vec::new(),
+                    config: Vec::new(),
                 },
             });
         };
@@ -329,6 +339,7 @@ impl<E: Executor> Reconciler<E> {
                 executed: Vec::new(),
                 recovered,
                 nodes,
+                config: Vec::new(),
             },
         })
     }
@@ -344,6 +355,10 @@ impl<E: Executor> Reconciler<E> {
         if let (Some(plan), Some(revision), Some((_, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
+            iteration.config = self.executor.apply_config().await?;
+            for change in &iteration.config {
+                tracing::info!(executor = self.executor.name(), %change, "configuration changed");
+            }
             let specs = specs_of(&fleet);
             let nominations = nominations_of(&records);
             for action in &plan.actions {

@@ -1,0 +1,295 @@
+//! Scheduler mode's first pieces (not yet an executor): a gang submitted
+//! with `sbatch` pinned to the nodes gitfleet planned and held until
+//! released, found again by a deterministic name and comment (so a crash
+//! between `sbatch` and recording it never submits twice), observed with
+//! `squeue --json`, cancelled with `scancel`.
+
+use model::spec::Duration;
+use serde_json::Value;
+
+use crate::sacctmgr::{RunError, Runner};
+
+/// A gang to submit: one task per planned node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submit {
+    /// The gitfleet job's name.
+    pub job: String,
+    /// Which placement of the job this is (a new one after a preemption).
+    pub attempt: String,
+    /// The Slurm account (the job's queue).
+    pub account: String,
+    /// The QOS (the job's priority class), if any.
+    pub qos: Option<String>,
+    /// The planned nodes, one replica each.
+    pub nodes: Vec<String>,
+    /// GPUs per replica.
+    pub gpus_per_node: u32,
+    /// The GPUs' GRES type.
+    pub gres_type: String,
+    /// The job's time limit (rounded up to whole minutes).
+    pub time_limit: Option<Duration>,
+    /// What each replica runs.
+    pub command: Vec<String>,
+}
+
+impl Submit {
+    /// The Slurm job name: `gitfleet-<job>`.
+    pub fn name(&self) -> String {
+        format!("gitfleet-{}", self.job)
+    }
+
+    /// The comment that identifies this placement: `gitfleet:<job>:<attempt>`.
+    pub fn comment(&self) -> String {
+        format!("gitfleet:{}:{}", self.job, self.attempt)
+    }
+
+    /// `sbatch` arguments: held, pinned, one task per node.
+    pub fn sbatch_args(&self) -> Vec<String> {
+        let n = self.nodes.len();
+        let mut args = vec![
+            "--parsable".to_string(),
+            "--hold".to_string(),
+            format!("--job-name={}", self.name()),
+            format!("--comment={}", self.comment()),
+            format!("--account={}", self.account),
+            format!("--nodes={n}"),
+            format!("--ntasks={n}"),
+            "--ntasks-per-node=1".to_string(),
+            format!("--nodelist={}", self.nodes.join(",")),
+            format!("--gres=gpu:{}:{}", self.gres_type, self.gpus_per_node),
+            "--output=/dev/null".to_string(),
+        ];
+        if let Some(qos) = &self.qos {
+            args.push(format!("--qos={qos}"));
+        }
+        if let Some(limit) = self.time_limit {
+            args.push(format!("--time={}", limit.as_secs().div_ceil(60).max(1)));
+        }
+        let command: Vec<String> = self.command.iter().map(|a| shell_quote(a)).collect();
+        args.push(format!("--wrap=srun {}", command.join(" ")));
+        args
+    }
+}
+
+/// `'…'` quoting for `sbatch --wrap` (a shell line).
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// A Slurm job as `squeue --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmJob {
+    /// Slurm's job id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its comment.
+    pub comment: String,
+    /// `PENDING`, `RUNNING`, …
+    pub state: String,
+    /// Why it waits (`JobHeldUser`, …).
+    pub reason: String,
+    /// Its nodes (Slurm's host list, e.g. `gpu-[1-2]`).
+    pub nodes: String,
+    /// Its GPUs per node (`gpu:h100:8(IDX:0-7)`).
+    pub gres_detail: Vec<String>,
+}
+
+/// Reads `squeue --json` output (Slurm 22.05, data parser 0.0.38).
+pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("squeue --json: {e}"))?;
+    let jobs = value
+        .get("jobs")
+        .and_then(Value::as_array)
+        .ok_or("squeue --json: no `jobs` array")?;
+    let text = |j: &Value, k: &str| j.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    jobs.iter()
+        .map(|j| {
+            Ok(SlurmJob {
+                id: j
+                    .get("job_id")
+                    .and_then(Value::as_u64)
+                    .ok_or("squeue --json: a job without `job_id`")?,
+                name: text(j, "name"),
+                comment: text(j, "comment"),
+                state: text(j, "job_state"),
+                reason: text(j, "state_reason"),
+                nodes: text(j, "nodes"),
+                gres_detail: j
+                    .get("gres_detail")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Submits, finds, releases and cancels gangs.
+#[derive(Debug)]
+pub struct Jobs<R> {
+    runner: R,
+}
+
+impl<R: Runner> Jobs<R> {
+    /// Over `runner`.
+    pub fn new(runner: R) -> Self {
+        Jobs { runner }
+    }
+
+    /// Every job in the queue.
+    pub fn list(&self) -> Result<Vec<SlurmJob>, RunError> {
+        let out = self.runner.run("squeue", &["--json".to_string()])?;
+        parse_squeue(&out).map_err(|message| RunError::Failed {
+            command: "squeue --json".into(),
+            status: "unreadable output".into(),
+            stderr: message,
+        })
+    }
+
+    /// The queued or running job of this placement, if any.
+    pub fn find(&self, submit: &Submit) -> Result<Option<SlurmJob>, RunError> {
+        let comment = submit.comment();
+        Ok(self.list()?.into_iter().find(|j| j.comment == comment))
+    }
+
+    /// Submits the gang held, unless this placement was submitted already
+    /// (then its id is returned): idempotent across crashes.
+    pub fn submit(&self, submit: &Submit) -> Result<u64, RunError> {
+        if let Some(job) = self.find(submit)? {
+            return Ok(job.id);
+        }
+        let out = self.runner.run("sbatch", &submit.sbatch_args())?;
+        let id = out.trim().split(';').next().unwrap_or("");
+        id.parse().map_err(|_| RunError::Failed {
+            command: "sbatch --parsable".into(),
+            status: "unreadable output".into(),
+            stderr: out.trim().to_string(),
+        })
+    }
+
+    /// Lets a held gang start.
+    pub fn release(&self, id: u64) -> Result<(), RunError> {
+        self.runner
+            .run("scontrol", &["release".to_string(), id.to_string()])
+            .map(|_| ())
+    }
+
+    /// Cancels a job (with `signal`, only signals it: a preemption's first
+    /// step before its grace period ends).
+    pub fn cancel(&self, id: u64, signal: Option<&str>) -> Result<(), RunError> {
+        let mut args = Vec::new();
+        if let Some(signal) = signal {
+            args.push(format!("--signal={signal}"));
+        }
+        args.push(id.to_string());
+        self.runner.run("scancel", &args).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gang() -> Submit {
+        Submit {
+            job: "llama".into(),
+            attempt: "3".into(),
+            account: "nlp".into(),
+            qos: Some("high".into()),
+            nodes: vec!["gpu-1".into(), "gpu-2".into()],
+            gpus_per_node: 8,
+            gres_type: "h100".into(),
+            time_limit: Some("90s".parse().unwrap()),
+            command: vec!["python".into(), "train.py".into(), "--name=it's".into()],
+        }
+    }
+
+    #[test]
+    fn sbatch_pins_the_gang_and_holds_it() {
+        assert_eq!(
+            gang().sbatch_args(),
+            [
+                "--parsable",
+                "--hold",
+                "--job-name=gitfleet-llama",
+                "--comment=gitfleet:llama:3",
+                "--account=nlp",
+                "--nodes=2",
+                "--ntasks=2",
+                "--ntasks-per-node=1",
+                "--nodelist=gpu-1,gpu-2",
+                "--gres=gpu:h100:8",
+                "--output=/dev/null",
+                "--qos=high",
+                "--time=2",
+                r"--wrap=srun python train.py '--name=it'\''s'",
+            ]
+        );
+    }
+
+    // Trimmed from squeue --json of Slurm 22.05.8 (tests/slurm/start-cluster.sh).
+    const SQUEUE: &str = r#"{"meta":{},"errors":[],"jobs":[{"job_id":1,"name":"gitfleet-j1","comment":"gitfleet:j1:1","job_state":"RUNNING","state_reason":"None","nodes":"gpu-[1-2]","gres_detail":["gpu:h100-sxm-80gb:8(IDX:0-7)","gpu:h100-sxm-80gb:8(IDX:0-7)"]}]}"#;
+
+    #[test]
+    fn reads_squeue_json() {
+        let jobs = parse_squeue(SQUEUE).unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].id, 1);
+        assert_eq!(jobs[0].state, "RUNNING");
+        assert_eq!(jobs[0].nodes, "gpu-[1-2]");
+        assert_eq!(jobs[0].gres_detail[1], "gpu:h100-sxm-80gb:8(IDX:0-7)");
+        assert!(parse_squeue("{}").is_err());
+        assert!(parse_squeue(r#"{"jobs":[{"name":"x"}]}"#).is_err());
+    }
+
+    /// Answers squeue from a recorded output and counts sbatch calls.
+    #[derive(Debug, Default)]
+    struct Recorded {
+        squeue: String,
+        calls: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Runner for Recorded {
+        fn run(&self, program: &str, _args: &[String]) -> Result<String, RunError> {
+            self.calls.lock().unwrap().push(program.to_string());
+            Ok(match program {
+                "squeue" => self.squeue.clone(),
+                "sbatch" => "42\n".into(),
+                _ => String::new(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_placement_submitted_before_a_crash_is_not_submitted_again() {
+        let mut submit = gang();
+        submit.job = "j1".into();
+        submit.attempt = "1".into();
+        let jobs = Jobs::new(Recorded {
+            squeue: SQUEUE.into(),
+            ..Recorded::default()
+        });
+        assert_eq!(jobs.submit(&submit).unwrap(), 1);
+        assert_eq!(*jobs.runner.calls.lock().unwrap(), ["squeue"]);
+        // Another attempt is a new submission.
+        submit.attempt = "2".into();
+        assert_eq!(jobs.submit(&submit).unwrap(), 42);
+        assert_eq!(
+            *jobs.runner.calls.lock().unwrap(),
+            ["squeue", "squeue", "sbatch"]
+        );
+    }
+}

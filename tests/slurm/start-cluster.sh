@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Starts a throw-away Slurm cluster on loopback for gitfleet's tests, as
+# root: its own munged, MariaDB, slurmdbd, slurmctld and slurmd, all under
+# DIR with their own sockets and ports, so two test runs never meet.
+#
+#   tests/slurm/start-cluster.sh DIR      # prints `export SLURM_CONF=…` lines
+#   tests/slurm/stop-cluster.sh DIR
+#
+# Nodes: gpu-1 and gpu-2 with 8 H100 (gres type h100-sxm-80gb), gpu-3 with 8
+# A100 (a100-sxm4-80gb), their GPUs files under DIR/dev (Slurm only needs
+# them to exist). One slurmd per node (`slurmd -N gpu-N`), each on a port of
+# its own.
+# Installs the Debian packages when they are missing (apt-get, root only).
+set -euo pipefail
+
+dir=${1:?usage: start-cluster.sh DIR}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+need=(slurmctld slurmd slurmdbd sacctmgr munged mariadbd)
+missing=0
+for tool in "${need[@]}"; do
+  PATH=$PATH:/usr/sbin command -v "$tool" >/dev/null 2>&1 || missing=1
+done
+if [ "$missing" = 1 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "start-cluster: Slurm is not installed and apt-get cannot run here" >&2
+    exit 3
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  pkgs=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+  apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null \
+    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; }
+fi
+export PATH=$PATH:/usr/sbin
+
+# Six free ports in a row: slurmctld, slurmdbd, MariaDB, one per slurmd.
+in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+base=0
+for _ in $(seq 1 50); do
+  candidate=$((20000 + (RANDOM % 2000) * 10))
+  ok=1
+  for p in 0 1 2 3 4 5; do in_use $((candidate + p)) && ok=0; done
+  if [ "$ok" = 1 ]; then base=$candidate; break; fi
+done
+[ "$base" != 0 ] || { echo "start-cluster: no free ports" >&2; exit 1; }
+ctld_port=$base; dbd_port=$((base + 1)); db_port=$((base + 2))
+
+mkdir -p "$dir"/{munge,db,log,spool/ctld,spool/d,run,dev}
+echo "$base" > "$dir/ports"
+
+# munge: a key of our own, a socket of our own.
+dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$dir/munge/munge.key"
+munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
+  --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
+  --seed-file="$dir/munge/seed" --force
+
+# MariaDB: a data directory of our own, no grant tables (loopback, tests only).
+# Its own tmpdir: parallel bootstraps in one /tmp collide on temporary tables.
+mkdir -p "$dir/tmp"
+cat > "$dir/my.cnf" <<CONF
+[mysqld]
+user=root
+datadir=$dir/db
+tmpdir=$dir/tmp
+socket=$dir/run/mysql.sock
+port=$db_port
+bind-address=127.0.0.1
+skip-grant-tables
+pid-file=$dir/run/mariadb.pid
+log-error=$dir/log/mariadb.log
+innodb-buffer-pool-size=32M
+innodb-log-file-size=16M
+CONF
+if ! mariadb-install-db --defaults-file="$dir/my.cnf" --auth-root-authentication-method=normal \
+  --skip-test-db >"$dir/log/mariadb-install.log" 2>&1; then
+  echo "start-cluster: mariadb-install-db failed:" >&2
+  head -n 5 "$dir/log/mariadb-install.log" >&2
+  exit 1
+fi
+mariadbd --defaults-file="$dir/my.cnf" >/dev/null 2>&1 &
+
+for i in 0 1 2 3 4 5 6 7; do
+  touch "$dir/dev/h100-$i" "$dir/dev/a100-$i"
+done
+
+cat > "$dir/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.socket
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$dbd_port
+SlurmUser=root
+LogFile=$dir/log/slurmdbd.log
+PidFile=$dir/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$db_port
+StorageUser=root
+StorageLoc=slurm_acct
+CONF
+chmod 600 "$dir/slurmdbd.conf"
+
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=gitfleet
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.socket
+StateSaveLocation=$dir/spool/ctld
+SlurmdSpoolDir=$dir/spool/d/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+SlurmdParameters=config_overrides
+ReturnToService=2
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$dbd_port
+AccountingStoragePass=$dir/munge/munge.socket
+AccountingStorageTRES=gres/gpu,gres/gpu:h100-sxm-80gb,gres/gpu:a100-sxm4-80gb
+AccountingStorageEnforce=associations,limits,qos
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000
+PriorityWeightQOS=10000
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+NodeName=gpu-1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN
+NodeName=gpu-2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 4)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN
+NodeName=gpu-3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 5)) CPUs=8 RealMemory=8000 Gres=gpu:a100-sxm4-80gb:8 State=UNKNOWN
+PartitionName=gpu Nodes=gpu-[1-3] Default=YES MaxTime=INFINITE State=UP
+CONF
+
+cat > "$dir/gres.conf" <<CONF
+AutoDetect=off
+NodeName=gpu-[1-2] Name=gpu Type=h100-sxm-80gb File=$dir/dev/h100-[0-7]
+NodeName=gpu-3 Name=gpu Type=a100-sxm4-80gb File=$dir/dev/a100-[0-7]
+CONF
+
+export SLURM_CONF=$dir/slurm.conf
+
+# Wait for MariaDB, then slurmdbd.
+for _ in $(seq 1 100); do in_use "$db_port" && break; sleep 0.1; done
+in_use "$db_port" || { echo "start-cluster: MariaDB did not start (see $dir/log/mariadb.log)" >&2; exit 1; }
+slurmdbd
+for _ in $(seq 1 100); do in_use "$dbd_port" && break; sleep 0.1; done
+in_use "$dbd_port" || { echo "start-cluster: slurmdbd did not start (see $dir/log/slurmdbd.log)" >&2; exit 1; }
+
+# The cluster must exist in the database before slurmctld registers.
+sacctmgr -i add cluster gitfleet >/dev/null
+
+slurmctld -f "$dir/slurm.conf"
+for _ in $(seq 1 100); do in_use "$ctld_port" && break; sleep 0.1; done
+for node in gpu-1 gpu-2 gpu-3; do slurmd -N "$node"; done
+
+for _ in $(seq 1 300); do
+  idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 == "idle"' | sort -u | wc -l)
+  [ "$idle" -ge 3 ] && break
+  sleep 0.1
+done
+if [ "$idle" -lt 3 ]; then
+  echo "start-cluster: nodes not idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';') (see $dir/log)" >&2
+  exit 1
+fi
+echo "export SLURM_CONF=$dir/slurm.conf"

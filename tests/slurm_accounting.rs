@@ -1,0 +1,361 @@
+//! The Slurm executor's accounting mode against real Slurm daemons
+//! (slurmdbd on MariaDB, slurmctld, three slurmd), started for this test by
+//! tests/slurm/start-cluster.sh under a temporary directory and stopped at
+//! the end. Skipped when Slurm cannot be installed here (not root, no
+//! apt-get) unless GITFLEET_REQUIRE_SLURM is set (scripts/test sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The cluster; stopped when dropped (also when the test fails).
+struct Cluster {
+    dir: PathBuf,
+    conf: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(format!("{ROOT}/tests/slurm/stop-cluster.sh"))
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+fn start(dir: &Path) -> Option<Cluster> {
+    let required = std::env::var_os("GITFLEET_REQUIRE_SLURM").is_some();
+    let started = std::time::Instant::now();
+    let out = Command::new("bash")
+        .arg(format!("{ROOT}/tests/slurm/start-cluster.sh"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    let cluster = Cluster {
+        dir: dir.to_path_buf(),
+        conf: dir.join("slurm.conf"),
+    };
+    match out.status.code() {
+        Some(0) => {
+            eprintln!("slurm cluster up in {:.1?}", started.elapsed());
+            Some(cluster)
+        }
+        Some(3) if !required => {
+            eprintln!(
+                "skipping: Slurm is not installed and cannot be here ({})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            None
+        }
+        _ => panic!(
+            "start-cluster.sh failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs(dir)
+        ),
+    }
+}
+
+fn logs(dir: &Path) -> String {
+    let mut text = String::new();
+    for name in ["slurmdbd.log", "slurmctld.log", "mariadb.log"] {
+        if let Ok(log) = std::fs::read_to_string(dir.join("log").join(name)) {
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            text += &format!(
+                "--- {name}\n{}\n",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
+    text
+}
+
+fn sacctmgr(c: &Cluster, args: &[&str]) -> String {
+    let out = Command::new("sacctmgr")
+        .env("SLURM_CONF", &c.conf)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sacctmgr {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn gitfleet(c: &Cluster, fleet: &Path, state: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+        .env("SLURM_CONF", &c.conf)
+        .arg("apply")
+        .arg(fleet)
+        .arg("--state")
+        .arg(state)
+        .args(["--executor", "slurm", "--slurm-mode", "accounting"])
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `Account|Parent|Fairshare|GrpTRES` of the account associations.
+fn tree(c: &Cluster) -> Vec<String> {
+    let mut rows: Vec<String> = sacctmgr(
+        c,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "assoc",
+            "format=Account,User,ParentName,Fairshare,GrpTRES",
+        ],
+    )
+    .lines()
+    .filter(|l| l.split('|').nth(1) == Some("") && !l.starts_with("root|"))
+    .map(|l| {
+        let f: Vec<&str> = l.split('|').collect();
+        format!("{}|{}|{}|{}", f[0], f[2], f[3], f[4])
+    })
+    .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn accounting_mode_applies_the_queue_tree_reverts_drift_and_is_idempotent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(cluster) = start(&tmp.path().join("cluster")) else {
+        return;
+    };
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    for f in ["queues.yaml", "priority-classes.yaml", "pools.yaml"] {
+        std::fs::copy(format!("{ROOT}/examples/fleet/{f}"), fleet.join(f)).unwrap();
+    }
+    let state = tmp.path().join("state");
+
+    // First apply: every queue and class appears.
+    let out = gitfleet(&cluster, &fleet, &state, &["--auto-approve"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out),
+        logs(&cluster.dir)
+    );
+    assert!(text(&out).contains("+ add account nlp"), "{}", text(&out));
+    let accounts = tree(&cluster);
+    assert_eq!(accounts.len(), 9, "{accounts:?}");
+    assert!(
+        accounts.contains(
+            &"org|root|1|gres/gpu:a100-sxm4-80gb=232,gres/gpu:h100-sxm-80gb=832".to_string()
+        ),
+        "{accounts:?}"
+    );
+    assert!(
+        accounts.contains(&"nlp|research|50|gres/gpu:h100-sxm-80gb=320".to_string()),
+        "{accounts:?}"
+    );
+    assert!(
+        accounts.contains(
+            &"exploration|org|20|gres/gpu:a100-sxm4-80gb=32,gres/gpu:h100-sxm-80gb=256".to_string()
+        ),
+        "{accounts:?}"
+    );
+    let qos = sacctmgr(
+        &cluster,
+        &[
+            "-P",
+            "-n",
+            "show",
+            "qos",
+            "format=Name,Priority,Preempt,PreemptMode,GraceTime",
+        ],
+    );
+    for row in [
+        "critical|1000|high,low,normal|requeue|00:00:00",
+        "high|500|low,normal|requeue|00:05:00",
+        "normal|100|low|requeue|00:05:00",
+        "low|10||requeue|00:05:00",
+    ] {
+        assert!(qos.lines().any(|l| l == row), "{row} not in\n{qos}");
+    }
+
+    // Applying again is a no-op.
+    let out = gitfleet(&cluster, &fleet, &state, &["--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Nothing to do."), "{}", text(&out));
+
+    // A hand edit shows up as drift (apply without approval only shows it)…
+    sacctmgr(
+        &cluster,
+        &[
+            "-i",
+            "modify",
+            "account",
+            "where",
+            "name=vision",
+            "set",
+            "Fairshare=99",
+        ],
+    );
+    let out = gitfleet(&cluster, &fleet, &state, &[]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(
+            "~ modify account vision: Fairshare 99 → 30 (drift: changed in Slurm, reverted)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(tree(&cluster).contains(&"vision|research|99|gres/gpu:h100-sxm-80gb=200".to_string()));
+    // …and the next apply reverts it.
+    let out = gitfleet(&cluster, &fleet, &state, &["--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(tree(&cluster).contains(&"vision|research|30|gres/gpu:h100-sxm-80gb=200".to_string()));
+
+    // A quota change in the fleet is exactly one sacctmgr modify.
+    let queues = std::fs::read_to_string(fleet.join("queues.yaml")).unwrap();
+    let changed = queues.replace("guaranteed: 200, limit: 320", "guaranteed: 200, limit: 300");
+    assert_ne!(queues, changed);
+    std::fs::write(fleet.join("queues.yaml"), changed).unwrap();
+    let out = gitfleet(&cluster, &fleet, &state, &["--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("slurm configuration changes (1):"), "{t}");
+    assert!(
+        t.contains("~ modify account nlp: GrpTRES gres/gpu:h100-sxm-80gb=320 → gres/gpu:h100-sxm-80gb=300\n"),
+        "{t}"
+    );
+    assert!(tree(&cluster).contains(&"nlp|research|50|gres/gpu:h100-sxm-80gb=300".to_string()));
+
+    // A queue removed from the fleet is deleted in Slurm.
+    let queues = std::fs::read_to_string(fleet.join("queues.yaml")).unwrap();
+    let speech = queues.find("---\n# yaml-language-server: $schema=../../schemas/fleet.schema.json\napiVersion: gitfleet/v1\nkind: Queue\nmetadata:\n  name: speech").unwrap();
+    let next = queues[speech + 4..].find("---\n").unwrap() + speech + 4;
+    let without = format!("{}{}", &queues[..speech], &queues[next..]);
+    std::fs::write(fleet.join("queues.yaml"), without).unwrap();
+    let out = gitfleet(&cluster, &fleet, &state, &["--auto-approve"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("- delete account speech"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tree(&cluster).iter().any(|r| r.starts_with("speech|")));
+}
+
+#[test]
+fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
+    use reconciler::slurm::ProcessRunner;
+    use reconciler::slurm::jobs::{Jobs, Submit};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(cluster) = start(&tmp.path().join("cluster")) else {
+        return;
+    };
+    sacctmgr(&cluster, &["-i", "add", "account", "nlp"]);
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    sacctmgr(&cluster, &["-i", "add", "user", user.trim(), "account=nlp"]);
+
+    let jobs = Jobs::new(ProcessRunner {
+        bin_dir: None,
+        conf: Some(cluster.conf.clone()),
+    });
+    let gang = Submit {
+        job: "llama".into(),
+        attempt: "1".into(),
+        account: "nlp".into(),
+        qos: None,
+        nodes: vec!["gpu-1".into(), "gpu-2".into()],
+        gpus_per_node: 8,
+        gres_type: "h100-sxm-80gb".into(),
+        time_limit: Some("10m".parse().unwrap()),
+        command: vec!["sleep".into(), "300".into()],
+    };
+    let id = jobs.submit(&gang).unwrap();
+    // Submitting the same placement again (a crash before it was recorded)
+    // finds the held job instead of submitting a second one.
+    assert_eq!(jobs.submit(&gang).unwrap(), id);
+    let held = jobs.find(&gang).unwrap().unwrap();
+    assert_eq!(
+        (held.state.as_str(), held.reason.as_str()),
+        ("PENDING", "JobHeldUser")
+    );
+    assert_eq!(jobs.list().unwrap().len(), 1);
+
+    jobs.release(id).unwrap();
+    let mut running = None;
+    for _ in 0..100 {
+        let job = jobs.find(&gang).unwrap().unwrap();
+        if job.state == "RUNNING" {
+            running = Some(job);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let running =
+        running.unwrap_or_else(|| panic!("the gang did not start\n{}", logs(&cluster.dir)));
+    assert_eq!(running.nodes, "gpu-[1-2]");
+    assert_eq!(
+        running.gres_detail,
+        [
+            "gpu:h100-sxm-80gb:8(IDX:0-7)",
+            "gpu:h100-sxm-80gb:8(IDX:0-7)"
+        ]
+    );
+
+    jobs.cancel(id, None).unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        let left = jobs.find(&gang).unwrap();
+        if left.is_none_or(|j| j.state != "RUNNING" && j.state != "PENDING") {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gone, "the gang was not cancelled");
+}
+
+#[test]
+fn scheduler_mode_and_bad_gres_types_are_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args([
+                "apply",
+                &format!("{ROOT}/examples/fleet"),
+                "--auto-approve",
+                "--state",
+            ])
+            .arg(tmp.path().join("state"))
+            .args(["--executor", "slurm"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--slurm-mode", "scheduler"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("scheduler mode is not available yet"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["--slurm-gres-type", "h100"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--slurm-gres-type h100: expected MODEL=TYPE"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tmp.path().join("state").exists(), "nothing written");
+}
