@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Client;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use exec::{
     ActionContext, Capabilities, Event, ExecError, Executor, JobView, Observation, Outcome,
@@ -354,11 +354,17 @@ impl KubeExecutor {
             let api: Api<Pod> = Api::namespaced(client.clone(), ns);
             let done = match kind {
                 StopKind::Preempt => {
-                    let ep = EvictParams {
-                        delete_options: Some(delete_params(ctx.grace)),
-                        post_options: post_params(),
-                    };
-                    api.evict(name, &ep).await.map(|_| ())
+                    // kube-rs's own `evict` writes `delete_options`, which
+                    // the API server does not read: the body is made here.
+                    let eviction = pods::eviction(ns, name, grace_secs(ctx.grace));
+                    api.create_subresource::<_, serde_json::Value>(
+                        "eviction",
+                        name,
+                        &post_params(),
+                        &eviction,
+                    )
+                    .await
+                    .map(|_| ())
                 }
                 StopKind::Terminate | StopKind::Cancel => api
                     .delete(name, &delete_params(ctx.grace))

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::{
     Binding, Container, EnvVar, ObjectReference, Pod, PodSpec, ResourceRequirements, Service,
     ServiceSpec,
 };
+use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, OwnerReference};
 
 use model::observed::NodeGpus;
 use model::spec::{Duration, EnvValue, JobSpec, Object};
@@ -255,6 +256,21 @@ pub fn binding(namespace: &str, pod: &str, node: &str) -> Binding {
     }
 }
 
+/// The policy/v1 Eviction of Pod `pod`, with `grace` seconds to stop.
+pub fn eviction(namespace: &str, pod: &str, grace: u32) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta {
+            name: Some(pod.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..ObjectMeta::default()
+        },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: Some(i64::from(grace)),
+            ..DeleteOptions::default()
+        }),
+    }
+}
+
 /// An owner reference to the Service `name` with `uid`: deleting the
 /// Service deletes its Pods.
 pub fn service_owner(name: &str, uid: &str) -> OwnerReference {
@@ -281,7 +297,10 @@ mod tests {
                 annotations: BTreeMap::new(),
             },
             spec: serde_json::from_value(spec).unwrap(),
-            origin: model::diag::Origin::default(),
+            origin: model::diag::Origin::new(
+                "test.yaml".into(),
+                model::diag::Pos { line: 1, column: 1 },
+            ),
         }
     }
 
@@ -465,7 +484,8 @@ mod tests {
         let v = serde_json::to_value(binding("ml", "p-0", "n1")).unwrap();
         assert_eq!(
             v,
-            json!({"metadata": {"name": "p-0", "namespace": "ml"},
+            json!({"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": "p-0", "namespace": "ml"},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})
         );
     }

@@ -46,11 +46,10 @@ impl Step {
     }
 }
 
-/// A request as the server saw it.
+/// A request's body as the server saw it (method and path are asserted
+/// as they come).
 #[derive(Debug)]
 struct Seen {
-    method: String,
-    path: String,
     body: Value,
 }
 
@@ -129,7 +128,7 @@ fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Seen>>
                 .body(Body::from(serde_json::to_vec(&s.answer).unwrap()))
                 .unwrap();
             send.send_response(response);
-            seen.push(Seen { method, path, body });
+            seen.push(Seen { body });
         }
         if let Some((request, _)) = handle.next_request().await {
             panic!("unexpected request {} {}", request.method(), request.uri());
@@ -166,7 +165,10 @@ fn job(name: &str, replicas: u32) -> Object<JobSpec> {
             "command": ["torchrun", "train.py"], "env": {"EPOCHS": "3"}
         }))
         .unwrap(),
-        origin: model::diag::Origin::default(),
+        origin: model::diag::Origin::new(
+            "test.yaml".into(),
+            model::diag::Pos { line: 1, column: 1 },
+        ),
     }
 }
 
@@ -545,6 +547,8 @@ async fn preempt_evicts_with_the_grace_period() {
         assert_eq!(eviction.body["deleteOptions"]["gracePeriodSeconds"], 45);
     }
     assert_eq!(seen[1].body["metadata"]["name"], "llama-p0");
+    assert_eq!(seen[1].body["metadata"]["namespace"], "ml");
+    assert_eq!(seen[2].body["metadata"]["name"], "llama-p1");
 }
 
 #[tokio::test]
@@ -839,7 +843,10 @@ async fn per_queue_namespaces_follow_the_top_level_queue() {
             annotations: BTreeMap::new(),
         },
         spec: serde_json::from_value(json!({"parent": parent})).unwrap(),
-        origin: model::diag::Origin::default(),
+        origin: model::diag::Origin::new(
+            "test.yaml".into(),
+            model::diag::Pos { line: 1, column: 1 },
+        ),
     };
     let fleet = model::spec::Fleet {
         queues: vec![
