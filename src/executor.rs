@@ -97,8 +97,7 @@ impl KubeArgs {
             .map_err(|e| miette!("cannot start the async runtime: {e}"))?;
         runtime.block_on(infer_config()).map_err(|e| {
             miette!(
-                help = "set KUBECONFIG to a kubeconfig file, or run gitfleet in a Pod with a service account (deploy/kubernetes/)",
-                "--executor kube: {e}"
+                "--executor kube: {e}; set KUBECONFIG to a kubeconfig file, or run gitfleet in a Pod with a service account (deploy/kubernetes/)"
             )
         })
     }

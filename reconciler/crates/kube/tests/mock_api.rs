@@ -4,14 +4,13 @@
 //! and answered from a script; a request the script does not expect, or
 //! one it expects and does not get, fails the test.
 
-use std::collections::BTreeMap;
-use std::pin::pin;
+mod api_server;
 
-use http::{Request, Response, StatusCode};
+use std::collections::BTreeMap;
+
+use api_server::{list, mock_client, ok_status, status, step};
 use kube::Client;
-use kube::client::Body;
 use serde_json::{Value, json};
-use tower_test::mock;
 
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Outcome, StopKind, StopView};
 use gitfleet_kube::nodes::NodeLabels;
@@ -19,124 +18,6 @@ use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::{NodeGpus, Timestamp};
 use model::plan::Action;
 use model::spec::{Duration, JobSpec, Object};
-
-/// One expected request and the answer to it.
-struct Step {
-    method: &'static str,
-    path: String,
-    query: Vec<(&'static str, String)>,
-    status: u16,
-    answer: Value,
-}
-
-fn step(method: &'static str, path: impl Into<String>, status: u16, answer: Value) -> Step {
-    Step {
-        method,
-        path: path.into(),
-        query: Vec::new(),
-        status,
-        answer,
-    }
-}
-
-impl Step {
-    fn query(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.query.push((key, value.into()));
-        self
-    }
-}
-
-/// A request's body as the server saw it (method and path are asserted
-/// as they come).
-#[derive(Debug)]
-struct Seen {
-    body: Value,
-}
-
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
-                out.push(u8::from_str_radix(hex, 16).unwrap());
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap()
-}
-
-fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
-    query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|kv| !kv.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-/// A client whose requests are checked against `script`; the handle
-/// returns what was seen once the client is dropped (and fails if the
-/// executor asked for more).
-fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let server = tokio::spawn(async move {
-        let mut handle = pin!(handle);
-        let mut seen = Vec::new();
-        for (i, s) in script.into_iter().enumerate() {
-            let (request, send) = handle
-                .next_request()
-                .await
-                .unwrap_or_else(|| panic!("request {i} ({} {}) never came", s.method, s.path));
-            let method = request.method().to_string();
-            let path = request.uri().path().to_string();
-            let query = query_map(request.uri().query());
-            assert_eq!(
-                (method.as_str(), path.as_str()),
-                (s.method, s.path.as_str()),
-                "request {i}"
-            );
-            for (key, value) in &s.query {
-                assert_eq!(
-                    query.get(*key),
-                    Some(value),
-                    "request {i} {path}: query {key}"
-                );
-            }
-            let bytes = request.into_body().collect_bytes().await.unwrap();
-            let body = if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).unwrap()
-            };
-            let response = Response::builder()
-                .status(StatusCode::from_u16(s.status).unwrap())
-                .body(Body::from(serde_json::to_vec(&s.answer).unwrap()))
-                .unwrap();
-            send.send_response(response);
-            seen.push(Seen { body });
-        }
-        if let Some((request, _)) = handle.next_request().await {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
-        seen
-    });
-    (Client::new(service, "default"), server)
-}
 
 fn executor(client: Client) -> KubeExecutor {
     KubeExecutor::new(
@@ -191,15 +72,6 @@ fn base() -> String {
     gitfleet_kube::names::base_name("llama", Some(ATTEMPT))
 }
 
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-           "message": format!("{reason} (mocked)"), "reason": reason, "code": code})
-}
-
-fn ok_status() -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
-}
-
 fn service_answer() -> Value {
     json!({"apiVersion": "v1", "kind": "Service",
            "metadata": {"name": base(), "namespace": "ml", "uid": "svc-uid-1"}})
@@ -225,10 +97,6 @@ fn pod_in_phase(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>
             "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
     }
     pod
-}
-
-fn list(kind: &str, items: Vec<Value>) -> Value {
-    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
 }
 
 fn gpu_node(name: &str, cordoned: bool) -> Value {
