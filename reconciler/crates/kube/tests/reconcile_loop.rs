@@ -11,9 +11,9 @@ use std::sync::Arc;
 use api_server::{list, mock_client, ok_status, step};
 use gitfleet_kube::nodes::NodeLabels;
 use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
-use gitfleet_reconcile::state::{Phase, Store};
-use gitfleet_reconcile::{ActionResult, FleetSource, Reconciler};
 use model::observed::Timestamp;
+use reconcile::state::{Phase, Store};
+use reconcile::{ActionResult, FleetSource, Reconciler};
 use serde_json::{Value, json};
 
 const FLEET: &str = r#"apiVersion: gitfleet/v1
