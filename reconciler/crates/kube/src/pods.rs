@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, OwnerReference};
 
 use model::observed::NodeGpus;
-use model::spec::{Duration, EnvValue, JobSpec, Object};
+use model::spec::{Duration, JobSpec, Object};
 
 use crate::names::{
     ATTEMPT_ANNOTATION, ATTEMPT_LABEL, GPUS_ANNOTATION, JOB_LABEL, MANAGED_BY, MANAGER,
@@ -227,12 +227,7 @@ impl Gang<'_> {
             .env
             .iter()
             .filter(|(name, _)| !own.iter().any(|(o, _)| o == name))
-            .filter_map(|(name, value)| match value {
-                EnvValue::Plain(_) | EnvValue::Inline(_) => {
-                    value.inline().map(|v| var(name, v.to_string()))
-                }
-                EnvValue::From(_) => None,
-            })
+            .filter_map(|(name, value)| value.inline().map(|v| var(name, v.to_string())))
             .collect();
         env.extend(own.into_iter().map(|(name, value)| var(name, value)));
         env

@@ -4,6 +4,8 @@
 //! and answered from a script; a request the script does not expect, or
 //! one it expects and does not get, fails the test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
 mod api_server;
 
 use std::collections::BTreeMap;

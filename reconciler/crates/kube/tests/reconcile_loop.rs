@@ -4,6 +4,8 @@
 //! Bindings); the next one reads the Pods' ends and records the job as
 //! succeeded; a third does nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
 mod api_server;
 
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! ClusterRole of `deploy/kubernetes/rbac.yaml` does not allow.
 
 #![allow(dead_code)] // each test file uses its part
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers stop at the first surprise
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
