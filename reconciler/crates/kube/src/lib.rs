@@ -146,6 +146,16 @@ fn delete_params(grace: Duration) -> DeleteParams {
     }
 }
 
+/// A Pod of a start that failed part-way (created, never bound): it holds
+/// nothing, and the job is planned again under other names. Place and
+/// observe never overlap, and an intent left by a crash is carried out
+/// before the next observation, so no start in progress has such Pods.
+fn unbound(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_none_or(|s| s.node_name.is_none())
+        && is_live(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
 fn is_live(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed"))
@@ -408,6 +418,20 @@ impl KubeExecutor {
         Ok(())
     }
 
+    /// Deletes a leftover Pod that was never bound ([`unbound`]); a
+    /// failure is logged and the next observation tries again.
+    async fn remove_unbound(&self, client: &Client, pod: &Pod) {
+        let (Some(name), Some(ns)) = (&pod.metadata.name, &pod.metadata.namespace) else {
+            return;
+        };
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        match api.delete(name, &delete_params(Duration::ZERO)).await {
+            Ok(_) => tracing::info!(pod = %name, "deleted a Pod of a start that did not finish"),
+            Err(e) if not_found(&e) => {}
+            Err(e) => tracing::warn!(pod = %name, error = %e, "cannot delete an unbound Pod"),
+        }
+    }
+
     /// Deletes the live Pods of a gang that has failed.
     async fn stop_failed(
         &self,
@@ -532,6 +556,10 @@ impl Executor for KubeExecutor {
             .collect();
         let mut by_job: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
         for pod in &pod_list.items {
+            if unbound(pod) {
+                self.remove_unbound(client, pod).await;
+                continue;
+            }
             if let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get(JOB_LABEL)) {
                 by_job.entry(job.as_str()).or_default().push(pod);
             }

@@ -45,6 +45,19 @@ fn fnv32(parts: &[&str]) -> u32 {
     hash
 }
 
+/// What identifies one start of a job: the reconciler's attempt and the
+/// placement. A start given up transiently and planned again elsewhere
+/// gets other names, so it never meets the Pods of the first plan (whose
+/// env names other GPUs); the same action carried out again meets its own.
+pub fn start_key(attempt: Option<&str>, placement: &[model::observed::NodeGpus]) -> String {
+    let mut key = attempt.unwrap_or("0").to_string();
+    for part in placement {
+        let gpus: Vec<String> = part.gpus.iter().map(u32::to_string).collect();
+        key.push_str(&format!("|{}:{}", part.node, gpus.join(",")));
+    }
+    key
+}
+
 /// The attempt as 8 hex digits, a valid label value (`None`: a job the
 /// reconciler has no record of, attempt `0`).
 pub fn attempt_id(attempt: Option<&str>) -> String {
@@ -111,6 +124,22 @@ mod tests {
         assert_ne!(n1, n2);
         // A name starting with a digit still makes a DNS-1035 label.
         assert!(base_name("7b-sft", None).starts_with("gf-7b-sft-"));
+    }
+
+    #[test]
+    fn another_placement_is_another_start() {
+        let at = |node: &str, gpus: Vec<u32>| model::observed::NodeGpus {
+            node: node.to_string(),
+            gpus,
+        };
+        let a = start_key(Some("t#0"), &[at("n1", vec![0, 1])]);
+        assert_eq!(a, start_key(Some("t#0"), &[at("n1", vec![0, 1])]));
+        assert_ne!(a, start_key(Some("t#0"), &[at("n2", vec![0, 1])]));
+        assert_ne!(a, start_key(Some("t#0"), &[at("n1", vec![2, 3])]));
+        assert_ne!(
+            base_name("j", Some(&a)),
+            base_name("j", Some(&start_key(Some("t#0"), &[at("n2", vec![0, 1])])))
+        );
     }
 
     #[test]

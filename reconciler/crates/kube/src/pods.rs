@@ -18,6 +18,7 @@ use model::spec::{Duration, JobSpec, Object};
 use crate::names::{
     ATTEMPT_ANNOTATION, ATTEMPT_LABEL, GPUS_ANNOTATION, JOB_LABEL, MANAGED_BY, MANAGER,
     REPLICA_LABEL, REVISION_ANNOTATION, SCHEDULER_NAME, attempt_id, base_name, hostname, pod_name,
+    start_key,
 };
 
 /// The extended resource the NVIDIA device plugin advertises.
@@ -69,7 +70,12 @@ pub struct Gang<'a> {
 impl Gang<'_> {
     /// The name shared by this attempt's objects (the Service's).
     pub fn base(&self) -> String {
-        base_name(self.job.name(), self.attempt)
+        base_name(self.job.name(), Some(&self.key()))
+    }
+
+    /// This start's key ([`start_key`]): the attempt and the placement.
+    fn key(&self) -> String {
+        start_key(self.attempt, self.placement)
     }
 
     /// Whether the gang has a headless Service (more than one replica).
@@ -82,7 +88,7 @@ impl Gang<'_> {
         BTreeMap::from([
             (MANAGED_BY.to_string(), MANAGER.to_string()),
             (JOB_LABEL.to_string(), self.job.name().to_string()),
-            (ATTEMPT_LABEL.to_string(), attempt_id(self.attempt)),
+            (ATTEMPT_LABEL.to_string(), attempt_id(Some(&self.key()))),
         ])
     }
 
@@ -407,7 +413,7 @@ mod tests {
         assert_eq!(v["spec"]["selector"]["gitfleet.io/job"], "llama");
         assert_eq!(
             v["spec"]["selector"]["gitfleet.io/attempt"],
-            attempt_id(None)
+            attempt_id(Some(&start_key(None, &placement)))
         );
     }
 

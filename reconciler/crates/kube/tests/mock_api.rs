@@ -71,7 +71,8 @@ fn placement() -> Vec<NodeGpus> {
 const ATTEMPT: &str = "2026-11-21T11:00:00+00:00#0";
 
 fn base() -> String {
-    gitfleet_kube::names::base_name("llama", Some(ATTEMPT))
+    let key = gitfleet_kube::names::start_key(Some(ATTEMPT), &placement());
+    gitfleet_kube::names::base_name("llama", Some(&key))
 }
 
 fn service_answer() -> Value {
@@ -98,6 +99,12 @@ fn pod_in_phase(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>
             "imageID": "", "ready": false, "restartCount": 0,
             "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
     }
+    pod
+}
+
+fn unbound_pod() -> Value {
+    let mut pod = pod_in_phase("stale", 0, "none", "Pending", None);
+    pod["spec"].as_object_mut().unwrap().remove("nodeName");
     pod
 }
 
@@ -550,10 +557,18 @@ async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
                     pod_in_phase("broke", 1, "gpu-2", "Running", None),
                     pod_in_phase("runs", 0, "gpu-1", "Running", None),
                     pod_in_phase("lost", 0, "gpu-9", "Running", None),
+                    unbound_pod(),
                 ],
             ),
         )
         .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+        // A Pod of a start that failed part-way (never bound) goes.
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/pods/stale-p0",
+            200,
+            pod_answer(0),
+        ),
         // The failed gang's other replica is stopped; it is reported once gone.
         step(
             "DELETE",
@@ -649,7 +664,8 @@ async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
     assert!(!kube.already_done(&drain("gpu-1")));
     drop(kube);
     let seen = server.await.unwrap();
-    assert_eq!(seen[2].body["gracePeriodSeconds"], 10);
+    assert_eq!(seen[2].body["gracePeriodSeconds"], 0);
+    assert_eq!(seen[3].body["gracePeriodSeconds"], 10);
 }
 
 #[tokio::test]
