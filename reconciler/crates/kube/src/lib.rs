@@ -5,8 +5,8 @@
 //! - Place: a headless Service per multi-replica job, one Pod per replica
 //!   with `schedulerName: gitfleet` ([`pods::Gang`]), all created before
 //!   any is bound, then each bound to its planned node through the Binding
-//!   subresource. Names derive from the job and its attempt
-//!   ([`names::base_name`]), so an action carried out again after a crash
+//!   subresource. Names derive from the job, its attempt and its placement
+//!   ([`names::start_key`]), so an action carried out again after a crash
 //!   meets 409 AlreadyExists and goes on: no duplicate Pods.
 //! - Preempt: the Eviction API with the class's grace period; terminate
 //!   and cancel: delete with the grace period. Once a stopped job's Pods
@@ -387,11 +387,12 @@ impl KubeExecutor {
                 Err(e) => return Err(action_error(action, job, &e)),
             }
         }
-        Ok(if underway {
-            Outcome::Underway
-        } else {
-            Outcome::Done
-        })
+        if underway {
+            return Ok(Outcome::Underway);
+        }
+        // Nothing lives: stopped now, and no `Stopped` event will come.
+        self.clean_up(client, job).await?;
+        Ok(Outcome::Done)
     }
 
     /// Deletes the Services of a job that has stopped (and with them, by

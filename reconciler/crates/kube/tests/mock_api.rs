@@ -498,12 +498,34 @@ async fn cancel_deletes_live_pods_with_the_grace_period_and_leaves_ended_ones() 
 
 #[tokio::test]
 async fn cancel_of_a_job_with_no_pods_is_done() {
-    let (client, server) = mock_client(vec![step(
-        "GET",
-        "/api/v1/namespaces/ml/pods",
-        200,
-        list("PodList", vec![]),
-    )]);
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list("PodList", vec![]),
+        ),
+        // Stopped at once: its Service goes now.
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/services",
+            200,
+            list(
+                "ServiceList",
+                vec![json!({"metadata": {"name": "gf-llama-1", "namespace": "ml"}})],
+            ),
+        )
+        .query(
+            "labelSelector",
+            "app.kubernetes.io/managed-by=gitfleet,gitfleet.io/job=llama",
+        ),
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/services/gf-llama-1",
+            200,
+            service_answer(),
+        ),
+    ]);
     let mut kube = executor(client);
     let action = Action::Cancel {
         job: "llama".to_string(),
