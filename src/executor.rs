@@ -20,6 +20,8 @@ use reconciler::exec::sim::SimExecutor;
 use reconciler::exec::{
     ActionContext, Capabilities, ExecError, Executor, JobView, Observation, Outcome,
 };
+use reconciler::kube::nodes::{DEFAULT_POOL_LABEL, DEFAULT_RACK_LABEL, NodeLabels};
+use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
 use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, SlurmExecutor};
@@ -32,7 +34,7 @@ pub enum ExecutorKind {
     Sim,
     /// This host: replicas as child processes pinned to GPUs.
     Local,
-    /// Kubernetes through kube-rs (not built yet).
+    /// A Kubernetes cluster: replicas as Pods (kubeconfig or in-cluster).
     Kube,
     /// A Slurm cluster through its own commands (see --slurm-mode).
     Slurm,
@@ -54,6 +56,9 @@ pub struct ExecutorArgs {
     /// The Slurm executor's own arguments.
     #[command(flatten)]
     pub slurm: SlurmArgs,
+    /// The kube executor's own arguments.
+    #[command(flatten)]
+    pub kube: KubeArgs,
 }
 
 /// What the Slurm executor does.
@@ -127,6 +132,76 @@ impl SlurmArgs {
     }
 }
 
+/// Arguments of the kube executor (a Kubernetes cluster, reached through
+/// `$KUBECONFIG`, `~/.kube/config` or the in-cluster service account).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Kube executor")]
+pub struct KubeArgs {
+    /// The namespace of the jobs' Pods and Services. Default: the
+    /// kubeconfig context's namespace, or the service account's in a
+    /// cluster.
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        conflicts_with = "kube_namespace_per_queue"
+    )]
+    pub kube_namespace: Option<String>,
+    /// Put each job in the namespace named like its top-level queue.
+    #[arg(long)]
+    pub kube_namespace_per_queue: bool,
+    /// The Node label naming a node's NodePool.
+    #[arg(long, value_name = "LABEL", default_value = DEFAULT_POOL_LABEL)]
+    pub kube_pool_label: String,
+    /// The Node label naming a node's rack.
+    #[arg(long, value_name = "LABEL", default_value = DEFAULT_RACK_LABEL)]
+    pub kube_rack_label: String,
+}
+
+impl KubeArgs {
+    /// Whether any kube argument was given.
+    fn given(&self) -> bool {
+        self.kube_namespace.is_some()
+            || self.kube_namespace_per_queue
+            || self.kube_pool_label != DEFAULT_POOL_LABEL
+            || self.kube_rack_label != DEFAULT_RACK_LABEL
+    }
+
+    /// The cluster's configuration, or why there is none.
+    fn cluster(&self) -> Result<reconciler::kube::ClusterConfig> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| miette!("cannot start the async runtime: {e}"))?;
+        runtime.block_on(infer_config()).map_err(|e| {
+            miette!(
+                "--executor kube: {e}; set KUBECONFIG to a kubeconfig file, or run gitfleet in a Pod with a service account (deploy/kubernetes/)"
+            )
+        })
+    }
+
+    /// The executor, connecting at its first call.
+    fn open(&self) -> Result<KubeExecutor> {
+        let cluster = self.cluster()?;
+        let namespaces = if self.kube_namespace_per_queue {
+            Namespaces::PerQueue
+        } else {
+            Namespaces::Fixed(
+                self.kube_namespace
+                    .clone()
+                    .unwrap_or_else(|| cluster.default_namespace.clone()),
+            )
+        };
+        let config = KubeConfig {
+            namespaces,
+            labels: NodeLabels {
+                pool: self.kube_pool_label.clone(),
+                rack: self.kube_rack_label.clone(),
+            },
+        };
+        Ok(KubeExecutor::from_config(cluster, config))
+    }
+}
+
 /// Arguments of the sim executor (the embedded virtual fleet).
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Sim executor")]
@@ -149,10 +224,20 @@ pub struct SimArgs {
 impl ExecutorArgs {
     /// Refuses what cannot run, before anything is written.
     pub fn check(&self) -> Result<()> {
+        if self.executor != ExecutorKind::Kube && self.kube.given() {
+            return Err(miette!("--kube-* options apply to --executor kube"));
+        }
         match self.executor {
-            ExecutorKind::Kube => Err(miette!(
-                "the kube executor is not available yet; use --executor sim (the embedded virtual fleet) or --executor local (this host)"
+            ExecutorKind::Kube if self.observed.is_some() => Err(miette!(
+                "--observed does not apply to the kube executor: it reads the cluster's Nodes"
             )),
+            ExecutorKind::Kube if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
+                Err(miette!(
+                    "--now and --sim-step apply to the sim executor; the kube executor runs on the wall clock"
+                ))
+            }
+            // No cluster configuration: refused before the state is opened.
+            ExecutorKind::Kube => self.kube.cluster().map(|_| ()),
             ExecutorKind::Local if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
                     "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
@@ -211,9 +296,10 @@ impl ExecutorArgs {
                 );
                 Ok((AnyExecutor::Slurm(slurm), Box::new(WallClock)))
             }
-            (ExecutorKind::Local | ExecutorKind::Kube, _) => {
-                Err(miette!("no executor for these arguments"))
+            (ExecutorKind::Kube, _) => {
+                Ok((AnyExecutor::Kube(self.kube.open()?), Box::new(WallClock)))
             }
+            (ExecutorKind::Local, _) => Err(miette!("no executor for these arguments")),
         }
     }
 }
@@ -241,6 +327,8 @@ pub enum AnyExecutor {
     Local(LocalExecutor),
     /// A Slurm cluster (accounting mode).
     Slurm(SlurmExecutor<ProcessRunner>),
+    /// A Kubernetes cluster, replicas as Pods.
+    Kube(KubeExecutor),
 }
 
 impl Executor for AnyExecutor {
@@ -249,6 +337,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.name(),
             AnyExecutor::Local(e) => e.name(),
             AnyExecutor::Slurm(e) => e.name(),
+            AnyExecutor::Kube(e) => e.name(),
         }
     }
 
@@ -257,6 +346,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.capabilities(),
             AnyExecutor::Local(e) => e.capabilities(),
             AnyExecutor::Slurm(e) => e.capabilities(),
+            AnyExecutor::Kube(e) => e.capabilities(),
         }
     }
 
@@ -265,6 +355,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.set_fleet(fleet).await,
             AnyExecutor::Local(e) => e.set_fleet(fleet).await,
             AnyExecutor::Slurm(e) => e.set_fleet(fleet).await,
+            AnyExecutor::Kube(e) => e.set_fleet(fleet).await,
         }
     }
 
@@ -277,20 +368,21 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.observe(now, running).await,
             AnyExecutor::Local(e) => e.observe(now, running).await,
             AnyExecutor::Slurm(e) => e.observe(now, running).await,
+            AnyExecutor::Kube(e) => e.observe(now, running).await,
         }
     }
 
     fn config_changes(&self) -> Vec<String> {
         match self {
             AnyExecutor::Slurm(e) => e.config_changes(),
-            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Vec::new(),
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) | AnyExecutor::Kube(_) => Vec::new(),
         }
     }
 
     async fn apply_config(&mut self) -> Result<Vec<String>, ExecError> {
         match self {
             AnyExecutor::Slurm(e) => e.apply_config().await,
-            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Ok(Vec::new()),
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) | AnyExecutor::Kube(_) => Ok(Vec::new()),
         }
     }
 
@@ -299,6 +391,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.already_done(action),
             AnyExecutor::Local(e) => e.already_done(action),
             AnyExecutor::Slurm(e) => e.already_done(action),
+            AnyExecutor::Kube(e) => e.already_done(action),
         }
     }
 
@@ -312,6 +405,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.execute(action, ctx, now).await,
             AnyExecutor::Local(e) => e.execute(action, ctx, now).await,
             AnyExecutor::Slurm(e) => e.execute(action, ctx, now).await,
+            AnyExecutor::Kube(e) => e.execute(action, ctx, now).await,
         }
     }
 }

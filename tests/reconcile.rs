@@ -930,20 +930,6 @@ fn apply_asks_unless_approved_and_status_needs_a_state() {
 }
 
 #[test]
-fn the_kube_executor_is_refused_cleanly_before_any_state_is_written() {
-    let fleet = Fleet::new();
-    fleet.commit(&[("fleet.yaml", BASE)], "pools only");
-    let out = fleet.run(&["reconcile", "--once", "--executor", "kube"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("kube executor is not available"),
-        "{}",
-        text(&out)
-    );
-    assert!(!fleet.state().exists());
-}
-
-#[test]
 fn a_restart_annotation_restarts_a_running_job_once_with_its_new_spec() {
     let fleet = Fleet::new();
     let train = |image: &str, annotations: &str| {

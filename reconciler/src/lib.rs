@@ -4,6 +4,7 @@
 
 pub use diff::{plan_diff, specdiff};
 pub use engine::drift;
+pub use exec_kube as kube;
 pub use model::{diag, nvlink, observed, plan, spec, text, time};
 pub use reconcile::state;
 pub use sim::generate;

@@ -1,0 +1,640 @@
+//! The `kube` executor: gitfleet as the GPU scheduler of a Kubernetes
+//! cluster, through kube-rs (docs/kubernetes.md).
+//!
+//! - Inventory: the cluster's Nodes ([`nodes::observed_node`]).
+//! - Place: a headless Service per multi-replica job, one Pod per replica
+//!   with `schedulerName: gitfleet` ([`pods::Gang`]), all created before
+//!   any is bound, then each bound to its planned node through the Binding
+//!   subresource. Names derive from the job, its attempt and its placement
+//!   ([`names::start_key`]), so an action carried out again after a crash
+//!   meets 409 AlreadyExists and goes on: no duplicate Pods.
+//! - Preempt: the Eviction API with the class's grace period; terminate
+//!   and cancel: delete with the grace period. Once a stopped job's Pods
+//!   are gone its Service goes too.
+//! - Observe: Pod phases and exit codes ([`status::job_state`]) become the
+//!   loop's events; a gang with a failed replica has its other Pods
+//!   deleted and is reported when all have ended; a Pod on a Node that is
+//!   gone has ended with no code.
+//! - Drain: cordon (`spec.unschedulable`).
+//!
+//! Objects without gitfleet's managed-by label are never listed, changed
+//! or deleted: every list carries [`names::MANAGED_SELECTOR`] and every
+//! write names an object gitfleet created.
+
+pub mod errors;
+pub mod names;
+pub mod nodes;
+pub mod pods;
+pub mod status;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+use exec::{
+    ActionContext, Capabilities, Event, ExecError, Executor, JobView, Observation, Outcome,
+    StopKind, busy_nodes,
+};
+use model::observed::{NodeGpus, Timestamp};
+use model::plan::Action;
+use model::spec::{Duration, Fleet};
+
+use errors::{action_error, already_exists, conflict, not_found, observe_error};
+use names::{JOB_LABEL, MANAGED_SELECTOR, job_selector};
+use nodes::NodeLabels;
+use pods::Gang;
+use status::JobState;
+
+/// A cluster's configuration (kubeconfig or in-cluster), as kube-rs reads it.
+pub use kube::Config as ClusterConfig;
+
+/// The field manager of gitfleet's writes.
+pub const FIELD_MANAGER: &str = "gitfleet";
+
+/// Where a job's objects go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Namespaces {
+    /// Every job in this namespace.
+    Fixed(String),
+    /// Each job in the namespace named like its top-level queue (which
+    /// must exist); gitfleet then lists its Pods in all namespaces.
+    PerQueue,
+}
+
+/// How the executor reads and writes the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeConfig {
+    /// Where jobs' objects go.
+    pub namespaces: Namespaces,
+    /// Which Node labels name the pool and the rack.
+    pub labels: NodeLabels,
+}
+
+/// Why the executor could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// No kubeconfig and no in-cluster service account.
+    #[error("no Kubernetes cluster configuration: {0}")]
+    Config(String),
+}
+
+/// The cluster configuration the usual way: `$KUBECONFIG` (or
+/// `~/.kube/config`), else the in-cluster service account.
+pub async fn infer_config() -> Result<ClusterConfig, KubeError> {
+    kube::Config::infer()
+        .await
+        .map_err(|e| KubeError::Config(e.to_string()))
+}
+
+/// The client, or what makes one: a kube-rs client spawns its worker on
+/// the async runtime it is made in, so one made from a configuration is
+/// made on the loop's runtime, at the first call.
+#[derive(Clone)]
+enum Connection {
+    Ready(Client),
+    Pending(Box<kube::Config>),
+}
+
+/// Runs jobs as Pods of a Kubernetes cluster.
+#[derive(Clone)]
+pub struct KubeExecutor {
+    connection: Connection,
+    config: KubeConfig,
+    /// Nodes cordoned at the last observation.
+    cordoned: BTreeSet<String>,
+    /// Since when each node has had no job (kept in memory).
+    idle: BTreeMap<String, Timestamp>,
+    /// Queue → its top-level queue (from the fleet).
+    top_queue: BTreeMap<String, String>,
+    /// Pool → the GPU model it declares (from the fleet).
+    pool_models: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for KubeExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeExecutor")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn grace_secs(grace: Duration) -> u32 {
+    u32::try_from(grace.as_secs()).unwrap_or(u32::MAX)
+}
+
+fn job_error(action: &'static str, job: &str, message: impl Into<String>) -> ExecError {
+    ExecError::Action {
+        action,
+        subject: job.to_string(),
+        message: message.into(),
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_string()),
+    }
+}
+
+fn delete_params(grace: Duration) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(grace_secs(grace)),
+        ..DeleteParams::default()
+    }
+}
+
+/// A Pod of a start that failed part-way (created, never bound): it holds
+/// nothing, and the job is planned again under other names. Place and
+/// observe never overlap, and an intent left by a crash is carried out
+/// before the next observation, so no start in progress has such Pods.
+fn unbound(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_none_or(|s| s.node_name.is_none())
+        && is_live(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
+fn is_live(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+impl KubeExecutor {
+    /// An executor over `client` (its default namespace is not used:
+    /// [`KubeConfig::namespaces`] says where jobs go).
+    pub fn new(client: Client, config: KubeConfig) -> Self {
+        Self::with(Connection::Ready(client), config)
+    }
+
+    /// An executor that connects with `cluster` at its first call (on the
+    /// runtime it is called on).
+    pub fn from_config(cluster: ClusterConfig, config: KubeConfig) -> Self {
+        Self::with(Connection::Pending(Box::new(cluster)), config)
+    }
+
+    fn with(connection: Connection, config: KubeConfig) -> Self {
+        KubeExecutor {
+            connection,
+            config,
+            cordoned: BTreeSet::new(),
+            idle: BTreeMap::new(),
+            top_queue: BTreeMap::new(),
+            pool_models: BTreeMap::new(),
+        }
+    }
+
+    /// The client, made now if it is not yet.
+    fn connect(&mut self) -> Result<Client, ExecError> {
+        match &self.connection {
+            Connection::Ready(client) => Ok(client.clone()),
+            Connection::Pending(cluster) => {
+                let client = Client::try_from((**cluster).clone()).map_err(|e| {
+                    ExecError::Inventory(format!("cannot make a Kubernetes client: {e}"))
+                })?;
+                self.connection = Connection::Ready(client.clone());
+                Ok(client)
+            }
+        }
+    }
+
+    /// The namespace of a job charged to `queue`.
+    pub fn namespace_of(&self, queue: &str) -> String {
+        match &self.config.namespaces {
+            Namespaces::Fixed(ns) => ns.clone(),
+            Namespaces::PerQueue => self
+                .top_queue
+                .get(queue)
+                .cloned()
+                .unwrap_or_else(|| queue.to_string()),
+        }
+    }
+
+    /// Where gitfleet's Pods are listed.
+    fn pod_scope(&self, client: &Client) -> Api<Pod> {
+        match &self.config.namespaces {
+            Namespaces::Fixed(ns) => Api::namespaced(client.clone(), ns),
+            Namespaces::PerQueue => Api::all(client.clone()),
+        }
+    }
+
+    fn service_scope(&self, client: &Client) -> Api<Service> {
+        match &self.config.namespaces {
+            Namespaces::Fixed(ns) => Api::namespaced(client.clone(), ns),
+            Namespaces::PerQueue => Api::all(client.clone()),
+        }
+    }
+
+    /// The Pods of `job` (every attempt).
+    async fn job_pods(
+        &self,
+        client: &Client,
+        action: &'static str,
+        job: &str,
+    ) -> Result<Vec<Pod>, ExecError> {
+        let lp = ListParams::default().labels(&job_selector(job));
+        self.pod_scope(client)
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .map_err(|e| action_error(action, job, &e))
+    }
+
+    async fn place(
+        &self,
+        client: &Client,
+        job: &str,
+        placement: &[NodeGpus],
+        ctx: &ActionContext<'_>,
+    ) -> Result<Outcome, ExecError> {
+        let spec = ctx
+            .spec
+            .ok_or_else(|| job_error("place", job, "the job is not in Git"))?;
+        let namespace = self.namespace_of(&spec.spec.queue);
+        let gang = Gang {
+            job: spec,
+            placement,
+            attempt: ctx.attempt.as_deref(),
+            revision: ctx.revision,
+            grace: ctx.grace,
+            namespace: &namespace,
+        };
+        gang.check()
+            .map_err(|e| job_error("place", job, e.to_string()))?;
+        let pp = post_params();
+        let base = gang.base();
+        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+        let owner = if gang.has_service() {
+            let created = match services.create(&pp, &gang.service()).await {
+                Ok(service) => service,
+                Err(e) if already_exists(&e) => services
+                    .get(&base)
+                    .await
+                    .map_err(|e| action_error("place", job, &e))?,
+                Err(e) => return Err(action_error("place", job, &e)),
+            };
+            let uid = created
+                .metadata
+                .uid
+                .ok_or_else(|| job_error("place", job, format!("service {base} has no uid")))?;
+            Some(pods::service_owner(&base, &uid))
+        } else {
+            None
+        };
+        let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        // Every Pod exists before any is bound: the gang starts whole.
+        for rank in (0u32..).take(placement.len()) {
+            let pod = gang
+                .pod(rank, owner.clone())
+                .map_err(|e| job_error("place", job, e.to_string()))?;
+            match api.create(&pp, &pod).await {
+                Ok(_) => {}
+                Err(e) if already_exists(&e) => {}
+                Err(e) => return Err(self.give_up(client, &gang, e).await),
+            }
+        }
+        for (rank, part) in (0u32..).zip(placement) {
+            let name = names::pod_name(&base, rank);
+            let binding = pods::binding(&namespace, &name, &part.node);
+            let bound: Result<serde_json::Value, _> = api
+                .create_subresource("binding", &name, &pp, &binding)
+                .await;
+            match bound {
+                Ok(_) => {}
+                // Bound already (by the first try of this action).
+                Err(e) if conflict(&e) => {}
+                Err(e) => return Err(self.give_up(client, &gang, e).await),
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// A start that failed: when trying again cannot help, what it created
+    /// is deleted (no half-started gang holds GPUs); the error to return.
+    async fn give_up(&self, client: &Client, gang: &Gang<'_>, e: kube::Error) -> ExecError {
+        let job = gang.job.name();
+        let error = action_error("place", job, &e);
+        if error.is_transient() {
+            return error;
+        }
+        let base = gang.base();
+        let api: Api<Pod> = Api::namespaced(client.clone(), gang.namespace);
+        for rank in (0u32..).take(gang.placement.len()) {
+            let name = names::pod_name(&base, rank);
+            if let Err(e) = api.delete(&name, &DeleteParams::default()).await
+                && !not_found(&e)
+            {
+                tracing::warn!(job, pod = %name, error = %e, "cannot delete the Pod of a failed start");
+            }
+        }
+        if gang.has_service() {
+            let services: Api<Service> = Api::namespaced(client.clone(), gang.namespace);
+            if let Err(e) = services.delete(&base, &DeleteParams::background()).await
+                && !not_found(&e)
+            {
+                tracing::warn!(job, service = %base, error = %e, "cannot delete the Service of a failed start");
+            }
+        }
+        error
+    }
+
+    /// Evicts (preempt) or deletes (terminate, cancel) the job's live Pods
+    /// with the grace period.
+    async fn stop(
+        &self,
+        client: &Client,
+        kind: StopKind,
+        job: &str,
+        ctx: &ActionContext<'_>,
+    ) -> Result<Outcome, ExecError> {
+        let action = kind.as_str();
+        let mut underway = false;
+        for pod in self.job_pods(client, action, job).await? {
+            if !is_live(&pod) {
+                continue;
+            }
+            underway = true;
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue; // stopping already
+            }
+            let (Some(name), Some(ns)) = (&pod.metadata.name, &pod.metadata.namespace) else {
+                continue;
+            };
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            let done = match kind {
+                StopKind::Preempt => {
+                    // kube-rs's own `evict` writes `delete_options`, which
+                    // the API server does not read: the body is made here.
+                    let eviction = pods::eviction(ns, name, grace_secs(ctx.grace));
+                    api.create_subresource::<_, serde_json::Value>(
+                        "eviction",
+                        name,
+                        &post_params(),
+                        &eviction,
+                    )
+                    .await
+                    .map(|_| ())
+                }
+                StopKind::Terminate | StopKind::Cancel => api
+                    .delete(name, &delete_params(ctx.grace))
+                    .await
+                    .map(|_| ()),
+            };
+            match done {
+                Ok(()) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(action_error(action, job, &e)),
+            }
+        }
+        if underway {
+            return Ok(Outcome::Underway);
+        }
+        // Nothing lives: stopped now, and no `Stopped` event will come.
+        self.clean_up(client, job).await?;
+        Ok(Outcome::Done)
+    }
+
+    /// Deletes the Services of a job that has stopped (and with them, by
+    /// their owner references, its ended Pods).
+    async fn clean_up(&self, client: &Client, job: &str) -> Result<(), ExecError> {
+        let lp = ListParams::default().labels(&job_selector(job));
+        let services = self
+            .service_scope(client)
+            .list(&lp)
+            .await
+            .map_err(|e| action_error("clean up", job, &e))?;
+        for service in services.items {
+            let (Some(name), Some(ns)) = (&service.metadata.name, &service.metadata.namespace)
+            else {
+                continue;
+            };
+            let api: Api<Service> = Api::namespaced(client.clone(), ns);
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(action_error("clean up", job, &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a leftover Pod that was never bound ([`unbound`]); a
+    /// failure is logged and the next observation tries again.
+    async fn remove_unbound(&self, client: &Client, pod: &Pod) {
+        let (Some(name), Some(ns)) = (&pod.metadata.name, &pod.metadata.namespace) else {
+            return;
+        };
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        match api.delete(name, &delete_params(Duration::ZERO)).await {
+            Ok(_) => tracing::info!(pod = %name, "deleted a Pod of a start that did not finish"),
+            Err(e) if not_found(&e) => {}
+            Err(e) => tracing::warn!(pod = %name, error = %e, "cannot delete an unbound Pod"),
+        }
+    }
+
+    /// Deletes the live Pods of a gang that has failed.
+    async fn stop_failed(
+        &self,
+        client: &Client,
+        pods: &[&Pod],
+        live: &[String],
+        grace: Duration,
+    ) -> Result<(), ExecError> {
+        for pod in pods {
+            let (Some(name), Some(ns)) = (&pod.metadata.name, &pod.metadata.namespace) else {
+                continue;
+            };
+            if !live.contains(name) || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            match api.delete(name, &delete_params(grace)).await {
+                Ok(_) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(action_error("stop", name, &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The event of one job the reconciler thinks runs, if it ended.
+    async fn poll_job(
+        &self,
+        client: &Client,
+        view: &JobView<'_>,
+        pods: &[&Pod],
+        nodes: &BTreeSet<&str>,
+        now: Timestamp,
+    ) -> Result<Option<Event>, ExecError> {
+        let job = view.job.to_string();
+        let pods = status::newest_attempt(pods);
+        let state = status::job_state(&pods, nodes);
+        let (at, exit_code) = match state {
+            Some(JobState::Running) => return Ok(None),
+            Some(JobState::Failing(live)) => {
+                if view.stop.is_none() {
+                    self.stop_failed(client, &pods, &live, view.grace).await?;
+                }
+                return Ok(None);
+            }
+            Some(JobState::Ended { at, code }) => (at.unwrap_or(now), code),
+            None => {
+                tracing::warn!(job, "no Pods of the job: reported gone");
+                (now, None)
+            }
+        };
+        Ok(Some(match view.stop {
+            Some(_) => {
+                self.clean_up(client, &job).await?;
+                Event::Stopped { job, at }
+            }
+            None => Event::Exited { job, at, exit_code },
+        }))
+    }
+}
+
+impl Executor for KubeExecutor {
+    fn name(&self) -> &'static str {
+        "kube"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scales_pools: false,
+            grace_periods: true,
+            exit_codes: true,
+        }
+    }
+
+    async fn set_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
+        let parents: BTreeMap<&str, Option<&str>> = fleet
+            .queues
+            .iter()
+            .map(|q| (q.name(), q.spec.parent.as_deref()))
+            .collect();
+        self.top_queue = parents
+            .keys()
+            .map(|&queue| {
+                let mut top = queue;
+                // Bounded: a cycle (refused by validation) cannot loop.
+                for _ in 0..parents.len() {
+                    match parents.get(top).copied().flatten() {
+                        Some(parent) => top = parent,
+                        None => break,
+                    }
+                }
+                (queue.to_string(), top.to_string())
+            })
+            .collect();
+        self.pool_models = fleet
+            .pools
+            .iter()
+            .map(|p| (p.name().to_string(), p.spec.gpu.model.clone()))
+            .collect();
+        Ok(())
+    }
+
+    async fn observe(
+        &mut self,
+        now: Timestamp,
+        running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
+        let client = &self.connect()?;
+        let node_list = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| observe_error("nodes", &e))?;
+        let pod_list = self
+            .pod_scope(client)
+            .list(&ListParams::default().labels(MANAGED_SELECTOR))
+            .await
+            .map_err(|e| observe_error("pods", &e))?;
+        let present: BTreeSet<&str> = node_list
+            .items
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let mut by_job: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        for pod in &pod_list.items {
+            if unbound(pod) {
+                self.remove_unbound(client, pod).await;
+                continue;
+            }
+            if let Some(job) = pod.metadata.labels.as_ref().and_then(|l| l.get(JOB_LABEL)) {
+                by_job.entry(job.as_str()).or_default().push(pod);
+            }
+        }
+        let mut events = Vec::new();
+        for view in running {
+            let pods = by_job.get(view.job).map(Vec::as_slice).unwrap_or_default();
+            events.extend(self.poll_job(client, view, pods, &present, now).await?);
+        }
+        let busy = busy_nodes(running, &events);
+        let pool_models = &self.pool_models;
+        let mut observed = Vec::new();
+        self.cordoned.clear();
+        for node in &node_list.items {
+            let Some(mut o) = nodes::observed_node(node, &self.config.labels, |pool| {
+                pool_models.get(pool).cloned()
+            }) else {
+                continue;
+            };
+            if nodes::cordoned(node) {
+                self.cordoned.insert(o.name.clone());
+            }
+            o.idle_since = if busy.contains(&o.name.as_str()) {
+                self.idle.remove(&o.name);
+                None
+            } else {
+                Some(*self.idle.entry(o.name.clone()).or_insert(now))
+            };
+            observed.push(o);
+        }
+        self.idle.retain(|name, _| present.contains(name.as_str()));
+        Ok(Observation {
+            events,
+            nodes: observed,
+        })
+    }
+
+    fn already_done(&self, action: &Action) -> bool {
+        match action {
+            Action::Drain { node, .. } => self.cordoned.contains(node),
+            _ => false,
+        }
+    }
+
+    async fn execute(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+        _now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        let client = &self.connect()?;
+        match action {
+            Action::Place { job, placement, .. } => self.place(client, job, placement, ctx).await,
+            Action::Preempt { job, .. } => self.stop(client, StopKind::Preempt, job, ctx).await,
+            Action::Terminate { job, .. } => self.stop(client, StopKind::Terminate, job, ctx).await,
+            Action::Cancel { job, .. } => self.stop(client, StopKind::Cancel, job, ctx).await,
+            Action::Scale { pool, .. } => Err(job_error(
+                "scale",
+                pool,
+                "the kube executor does not scale pools yet",
+            )),
+            Action::Drain { node, .. } => {
+                let api: Api<Node> = Api::all(client.clone());
+                let patch = Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}}));
+                let pp = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.to_string()),
+                    ..PatchParams::default()
+                };
+                api.patch(node, &pp, &patch)
+                    .await
+                    .map_err(|e| action_error("drain", node, &e))?;
+                self.cordoned.insert(node.clone());
+                Ok(Outcome::Done)
+            }
+        }
+    }
+}

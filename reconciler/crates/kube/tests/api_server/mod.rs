@@ -1,0 +1,216 @@
+//! A mocked API server for the kube executor's tests: tower-test's
+//! `mock::pair` behind a kube-rs `Client`, answering a script of expected
+//! requests in order and failing on any other, and on any request that the
+//! ClusterRole of `deploy/kubernetes/rbac.yaml` does not allow.
+
+#![allow(dead_code)] // each test file uses its part
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers stop at the first surprise
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::pin;
+
+use http::{Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock;
+
+/// One expected request and the answer to it.
+pub struct Step {
+    method: &'static str,
+    path: String,
+    query: Vec<(&'static str, String)>,
+    status: u16,
+    answer: Value,
+}
+
+pub fn step(method: &'static str, path: impl Into<String>, status: u16, answer: Value) -> Step {
+    Step {
+        method,
+        path: path.into(),
+        query: Vec::new(),
+        status,
+        answer,
+    }
+}
+
+impl Step {
+    pub fn query(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.query.push((key, value.into()));
+        self
+    }
+}
+
+/// A request's body as the server saw it (method and path are asserted
+/// as they come).
+#[derive(Debug)]
+pub struct Seen {
+    pub body: Value,
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// A client whose requests are checked against `script`; the handle
+/// returns what was seen once the client is dropped (and fails if the
+/// executor asked for more).
+pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let granted = granted();
+    let server = tokio::spawn(async move {
+        let mut handle = pin!(handle);
+        let mut seen = Vec::new();
+        for (i, s) in script.into_iter().enumerate() {
+            let (request, send) = handle
+                .next_request()
+                .await
+                .unwrap_or_else(|| panic!("request {i} ({} {}) never came", s.method, s.path));
+            let method = request.method().to_string();
+            let path = request.uri().path().to_string();
+            let query = query_map(request.uri().query());
+            assert!(
+                method == s.method && matches(&s.path, &path),
+                "request {i}: {method} {path}, expected {} {}",
+                s.method,
+                s.path
+            );
+            let need = needs(&method, &path);
+            assert!(
+                granted.contains(&need),
+                "request {i}: {method} {path} needs {need:?}, which deploy/kubernetes/rbac.yaml does not grant"
+            );
+            for (key, value) in &s.query {
+                assert_eq!(
+                    query.get(*key),
+                    Some(value),
+                    "request {i} {path}: query {key}"
+                );
+            }
+            let bytes = request.into_body().collect_bytes().await.unwrap();
+            let body = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).unwrap()
+            };
+            let response = Response::builder()
+                .status(StatusCode::from_u16(s.status).unwrap())
+                .body(Body::from(serde_json::to_vec(&s.answer).unwrap()))
+                .unwrap();
+            send.send_response(response);
+            seen.push(Seen { body });
+        }
+        if let Some((request, _)) = handle.next_request().await {
+            panic!("unexpected request {} {}", request.method(), request.uri());
+        }
+        seen
+    });
+    (Client::new(service, "default"), server)
+}
+
+/// Whether `path` matches `pattern`, in which one `*` stands for any text.
+fn matches(pattern: &str, path: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((head, tail)) => {
+            path.len() >= head.len() + tail.len() && path.starts_with(head) && path.ends_with(tail)
+        }
+        None => pattern == path,
+    }
+}
+
+/// A Status answer (an error).
+pub fn status(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+           "message": format!("{reason} (mocked)"), "reason": reason, "code": code})
+}
+
+/// A Status answer (success).
+pub fn ok_status() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+}
+
+/// A list answer.
+pub fn list(kind: &str, items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
+}
+
+/// What the ClusterRole in `deploy/kubernetes/rbac.yaml` grants, as
+/// (resource, verb) pairs of the core API group.
+fn granted() -> BTreeSet<(String, String)> {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../deploy/kubernetes/rbac.yaml"
+    );
+    let text = std::fs::read_to_string(file).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!(rule["apiGroups"], json!([""]), "core group only: {rule}");
+        for resource in rule["resources"].as_array().unwrap() {
+            for verb in rule["verbs"].as_array().unwrap() {
+                granted.insert((
+                    resource.as_str().unwrap().to_string(),
+                    verb.as_str().unwrap().to_string(),
+                ));
+            }
+        }
+    }
+    granted
+}
+
+/// The (resource, verb) a core-API request needs in RBAC terms.
+fn needs(method: &str, path: &str) -> (String, String) {
+    let parts: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
+    let rest = match parts.as_slice() {
+        ["namespaces", _, rest @ ..] if !rest.is_empty() => rest,
+        all => all,
+    };
+    let resource = match rest {
+        [resource, _, sub] => format!("{resource}/{sub}"),
+        [resource, ..] => (*resource).to_string(),
+        [] => panic!("no resource in {path}"),
+    };
+    let verb = match (method, rest.len()) {
+        ("GET", 1) => "list",
+        ("GET", _) => "get",
+        ("POST", _) => "create",
+        ("DELETE", _) => "delete",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        _ => panic!("unexpected method {method}"),
+    };
+    (resource, verb.to_string())
+}

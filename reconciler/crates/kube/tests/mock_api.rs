@@ -1,0 +1,784 @@
+//! The kube executor against a mocked API server (tower-test's
+//! `mock::pair`, as kube-rs controllers are tested): every request the
+//! executor makes is asserted in order (method, path, query, body fields)
+//! and answered from a script; a request the script does not expect, or
+//! one it expects and does not get, fails the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
+mod api_server;
+
+use std::collections::BTreeMap;
+
+use api_server::{list, mock_client, ok_status, status, step};
+use kube::Client;
+use serde_json::{Value, json};
+
+use exec::{ActionContext, Event, ExecError, Executor, JobView, Outcome, StopKind, StopView};
+use gitfleet_kube::nodes::NodeLabels;
+use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
+use model::observed::{NodeGpus, Timestamp};
+use model::plan::Action;
+use model::spec::{Duration, JobSpec, Object};
+
+fn executor(client: Client) -> KubeExecutor {
+    KubeExecutor::new(
+        client,
+        KubeConfig {
+            namespaces: Namespaces::Fixed("ml".to_string()),
+            labels: NodeLabels::default(),
+        },
+    )
+}
+
+fn now() -> Timestamp {
+    "2026-11-21T12:00:00Z".parse().unwrap()
+}
+
+fn job(name: &str, replicas: u32) -> Object<JobSpec> {
+    Object {
+        metadata: model::spec::Metadata {
+            name: name.to_string(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        },
+        spec: serde_json::from_value(json!({
+            "queue": "research", "replicas": replicas, "gpusPerReplica": 4,
+            "image": "nvcr.io/nvidia/pytorch:24.03-py3",
+            "command": ["torchrun", "train.py"], "env": {"EPOCHS": "3"}
+        }))
+        .unwrap(),
+        origin: model::diag::Origin::new(
+            "test.yaml".into(),
+            model::diag::Pos { line: 1, column: 1 },
+        ),
+    }
+}
+
+fn placement() -> Vec<NodeGpus> {
+    vec![
+        NodeGpus {
+            node: "gpu-1".to_string(),
+            gpus: vec![0, 1, 2, 3],
+        },
+        NodeGpus {
+            node: "gpu-2".to_string(),
+            gpus: vec![4, 5, 6, 7],
+        },
+    ]
+}
+
+const ATTEMPT: &str = "2026-11-21T11:00:00+00:00#0";
+
+fn base() -> String {
+    let key = gitfleet_kube::names::start_key(Some(ATTEMPT), &placement());
+    gitfleet_kube::names::base_name("llama", Some(&key))
+}
+
+fn service_answer() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": base(), "namespace": "ml", "uid": "svc-uid-1"}})
+}
+
+fn pod_answer(rank: u32) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": format!("{}-{rank}", base()), "namespace": "ml"}})
+}
+
+fn pod_in_phase(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>) -> Value {
+    let mut pod = json!({
+        "metadata": {"name": format!("{job}-p{rank}"), "namespace": "ml",
+            "creationTimestamp": "2026-11-21T11:00:00Z",
+            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": job,
+                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
+        "spec": {"nodeName": node, "containers": [{"name": "main"}]},
+        "status": {"phase": phase}
+    });
+    if let Some(code) = code {
+        pod["status"]["containerStatuses"] = json!([{"name": "main", "image": "x",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
+    }
+    pod
+}
+
+fn unbound_pod() -> Value {
+    let mut pod = pod_in_phase("stale", 0, "none", "Pending", None);
+    pod["spec"].as_object_mut().unwrap().remove("nodeName");
+    pod
+}
+
+fn gpu_node(name: &str, cordoned: bool) -> Value {
+    json!({"metadata": {"name": name, "labels": {
+              "gitfleet.io/pool": "h100", "topology.kubernetes.io/zone": "z1",
+              "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+           "spec": {"unschedulable": cordoned},
+           "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
+                      "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn ctx<'a>(spec: Option<&'a Object<JobSpec>>, grace: u64) -> ActionContext<'a> {
+    ActionContext {
+        spec,
+        attempt: Some(ATTEMPT.to_string()),
+        grace: Duration::from_secs(grace),
+        revision: "abc123",
+    }
+}
+
+fn place_action() -> Action {
+    Action::Place {
+        job: "llama".to_string(),
+        placement: placement(),
+        reason: "test".to_string(),
+    }
+}
+
+fn env_of(body: &Value) -> BTreeMap<String, String> {
+    body["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn place_creates_the_service_then_every_pod_then_binds_each() {
+    let b = base();
+    let (client, server) = mock_client(vec![
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/services",
+            201,
+            service_answer(),
+        )
+        .query("fieldManager", "gitfleet"),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(0)),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(1)),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-0/binding"),
+            201,
+            ok_status(),
+        ),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-1/binding"),
+            201,
+            ok_status(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let spec = job("llama", 2);
+    let outcome = kube
+        .execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Done);
+    drop(kube);
+    let seen = server.await.unwrap();
+    let service = &seen[0].body;
+    assert_eq!(service["metadata"]["name"], b);
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(service["spec"]["selector"]["gitfleet.io/job"], "llama");
+    for rank in 0..2u32 {
+        let pod = &seen[1 + rank as usize].body;
+        assert_eq!(pod["metadata"]["name"], format!("{b}-{rank}"));
+        assert_eq!(pod["metadata"]["labels"]["gitfleet.io/job"], "llama");
+        assert_eq!(
+            pod["metadata"]["labels"]["gitfleet.io/replica"],
+            rank.to_string()
+        );
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "svc-uid-1");
+        assert_eq!(pod["spec"]["schedulerName"], "gitfleet");
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+        assert!(pod["spec"].get("nodeName").is_none());
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
+            "4"
+        );
+        let env = env_of(pod);
+        let gpus = if rank == 0 { "0,1,2,3" } else { "4,5,6,7" };
+        assert_eq!(env["NVIDIA_VISIBLE_DEVICES"], gpus);
+        assert_eq!(env["RANK"], rank.to_string());
+        assert_eq!(env["WORLD_SIZE"], "2");
+        assert_eq!(env["MASTER_ADDR"], format!("replica-0.{b}.ml.svc"));
+        assert_eq!(env["EPOCHS"], "3");
+        let binding = &seen[3 + rank as usize].body;
+        assert_eq!(binding["kind"], "Binding");
+        assert_eq!(binding["metadata"]["name"], format!("{b}-{rank}"));
+        assert_eq!(binding["target"]["kind"], "Node");
+        assert_eq!(binding["target"]["name"], format!("gpu-{}", rank + 1));
+    }
+}
+
+#[tokio::test]
+async fn place_again_after_a_crash_creates_nothing_twice() {
+    let b = base();
+    let (client, server) = mock_client(vec![
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/services",
+            409,
+            status(409, "AlreadyExists"),
+        ),
+        step(
+            "GET",
+            format!("/api/v1/namespaces/ml/services/{b}"),
+            200,
+            service_answer(),
+        ),
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/pods",
+            409,
+            status(409, "AlreadyExists"),
+        ),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(1)),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-0/binding"),
+            409,
+            status(409, "Conflict"),
+        ),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-1/binding"),
+            201,
+            ok_status(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let spec = job("llama", 2);
+    let outcome = kube
+        .execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Done);
+    drop(kube);
+    let seen = server.await.unwrap();
+    // The same names as the first try: the Pods it made are found, not doubled.
+    assert_eq!(seen[2].body["metadata"]["name"], format!("{b}-0"));
+    assert_eq!(seen[3].body["metadata"]["name"], format!("{b}-1"));
+    assert_eq!(
+        seen[3].body["metadata"]["ownerReferences"][0]["uid"],
+        "svc-uid-1"
+    );
+}
+
+#[tokio::test]
+async fn a_server_error_is_transient_and_leaves_the_start_to_be_retried() {
+    let (client, server) = mock_client(vec![
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/services",
+            201,
+            service_answer(),
+        ),
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/pods",
+            500,
+            status(500, "InternalError"),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let spec = job("llama", 2);
+    let err = kube
+        .execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("500"), "{err}");
+    drop(kube);
+    // Nothing deleted: the retry goes on with the same names.
+    assert_eq!(server.await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_refused_binding_is_permanent_and_undoes_the_start() {
+    let b = base();
+    let (client, server) = mock_client(vec![
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/services",
+            201,
+            service_answer(),
+        ),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(0)),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(1)),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-0/binding"),
+            403,
+            status(403, "Forbidden"),
+        ),
+        step(
+            "DELETE",
+            format!("/api/v1/namespaces/ml/pods/{b}-0"),
+            200,
+            pod_answer(0),
+        ),
+        step(
+            "DELETE",
+            format!("/api/v1/namespaces/ml/pods/{b}-1"),
+            404,
+            status(404, "NotFound"),
+        ),
+        step(
+            "DELETE",
+            format!("/api/v1/namespaces/ml/services/{b}"),
+            200,
+            service_answer(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let spec = job("llama", 2);
+    let err = kube
+        .execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExecError::Action {
+                action: "place",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("403 (Forbidden)"), "{err}");
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[6].body["propagationPolicy"], "Background");
+}
+
+#[tokio::test]
+async fn a_job_without_an_image_is_refused_before_any_request() {
+    let (client, server) = mock_client(vec![]);
+    let mut kube = executor(client);
+    let mut spec = job("llama", 2);
+    spec.spec.image = None;
+    let err = kube
+        .execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("image"), "{err}");
+    drop(kube);
+    assert!(server.await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn preempt_evicts_with_the_grace_period() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list(
+                "PodList",
+                vec![
+                    pod_in_phase("llama", 0, "gpu-1", "Running", None),
+                    pod_in_phase("llama", 1, "gpu-2", "Running", None),
+                ],
+            ),
+        )
+        .query(
+            "labelSelector",
+            "app.kubernetes.io/managed-by=gitfleet,gitfleet.io/job=llama",
+        ),
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/pods/llama-p0/eviction",
+            201,
+            ok_status(),
+        ),
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/pods/llama-p1/eviction",
+            201,
+            ok_status(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let action = Action::Preempt {
+        job: "llama".to_string(),
+        for_job: "urgent".to_string(),
+        reason: "test".to_string(),
+    };
+    let outcome = kube.execute(&action, &ctx(None, 45), now()).await.unwrap();
+    assert_eq!(outcome, Outcome::Underway);
+    drop(kube);
+    let seen = server.await.unwrap();
+    for eviction in &seen[1..] {
+        assert_eq!(eviction.body["kind"], "Eviction");
+        assert_eq!(eviction.body["apiVersion"], "policy/v1");
+        assert_eq!(eviction.body["deleteOptions"]["gracePeriodSeconds"], 45);
+    }
+    assert_eq!(seen[1].body["metadata"]["name"], "llama-p0");
+    assert_eq!(seen[1].body["metadata"]["namespace"], "ml");
+    assert_eq!(seen[2].body["metadata"]["name"], "llama-p1");
+}
+
+#[tokio::test]
+async fn an_eviction_a_budget_blocks_is_retried_later() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list(
+                "PodList",
+                vec![pod_in_phase("llama", 0, "gpu-1", "Running", None)],
+            ),
+        ),
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/pods/llama-p0/eviction",
+            429,
+            status(429, "TooManyRequests"),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let action = Action::Preempt {
+        job: "llama".to_string(),
+        for_job: "urgent".to_string(),
+        reason: "test".to_string(),
+    };
+    let err = kube
+        .execute(&action, &ctx(None, 45), now())
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    drop(kube);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn cancel_deletes_live_pods_with_the_grace_period_and_leaves_ended_ones() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list(
+                "PodList",
+                vec![
+                    pod_in_phase("llama", 0, "gpu-1", "Running", None),
+                    pod_in_phase("llama", 1, "gpu-2", "Succeeded", Some(0)),
+                ],
+            ),
+        ),
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/pods/llama-p0",
+            200,
+            pod_answer(0),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let action = Action::Cancel {
+        job: "llama".to_string(),
+        reason: "removed from Git".to_string(),
+    };
+    let outcome = kube.execute(&action, &ctx(None, 20), now()).await.unwrap();
+    assert_eq!(outcome, Outcome::Underway);
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[1].body["gracePeriodSeconds"], 20);
+}
+
+#[tokio::test]
+async fn cancel_of_a_job_with_no_pods_is_done() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list("PodList", vec![]),
+        ),
+        // Stopped at once: its Service goes now.
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/services",
+            200,
+            list(
+                "ServiceList",
+                vec![json!({"metadata": {"name": "gf-llama-1", "namespace": "ml"}})],
+            ),
+        )
+        .query(
+            "labelSelector",
+            "app.kubernetes.io/managed-by=gitfleet,gitfleet.io/job=llama",
+        ),
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/services/gf-llama-1",
+            200,
+            service_answer(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let action = Action::Cancel {
+        job: "llama".to_string(),
+        reason: "removed from Git".to_string(),
+    };
+    assert_eq!(
+        kube.execute(&action, &ctx(None, 20), now()).await.unwrap(),
+        Outcome::Done
+    );
+    drop(kube);
+    server.await.unwrap();
+}
+
+fn view<'a>(job: &'a str, placement: &'a [NodeGpus], stop: Option<StopKind>) -> JobView<'a> {
+    JobView {
+        job,
+        placement,
+        started: None,
+        stop: stop.map(|kind| StopView { kind, since: now() }),
+        spec: None,
+        grace: Duration::from_secs(10),
+    }
+}
+
+#[tokio::test]
+async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/nodes",
+            200,
+            list(
+                "NodeList",
+                vec![
+                    gpu_node("gpu-1", false),
+                    gpu_node("gpu-2", true),
+                    json!({"metadata": {"name": "cpu-1"}, "status": {"capacity": {"cpu": "8"}}}),
+                ],
+            ),
+        ),
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list(
+                "PodList",
+                vec![
+                    pod_in_phase("done", 0, "gpu-1", "Succeeded", Some(0)),
+                    pod_in_phase("done", 1, "gpu-2", "Succeeded", Some(0)),
+                    pod_in_phase("broke", 0, "gpu-1", "Failed", Some(2)),
+                    pod_in_phase("broke", 1, "gpu-2", "Running", None),
+                    pod_in_phase("runs", 0, "gpu-1", "Running", None),
+                    pod_in_phase("lost", 0, "gpu-9", "Running", None),
+                    unbound_pod(),
+                ],
+            ),
+        )
+        .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+        // A Pod of a start that failed part-way (never bound) goes.
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/pods/stale-p0",
+            200,
+            pod_answer(0),
+        ),
+        // The failed gang's other replica is stopped; it is reported once gone.
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/pods/broke-p1",
+            200,
+            pod_answer(1),
+        ),
+        // A stopped job whose Pods are gone: its Service goes too.
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/services",
+            200,
+            list(
+                "ServiceList",
+                vec![json!({"metadata": {"name": "gf-evicted-1", "namespace": "ml"}})],
+            ),
+        )
+        .query(
+            "labelSelector",
+            "app.kubernetes.io/managed-by=gitfleet,gitfleet.io/job=evicted",
+        ),
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/services/gf-evicted-1",
+            200,
+            json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "gf-evicted-1"}}),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let p1 = [NodeGpus {
+        node: "gpu-1".to_string(),
+        gpus: vec![0],
+    }];
+    let p2 = [NodeGpus {
+        node: "gpu-2".to_string(),
+        gpus: vec![0],
+    }];
+    let running = [
+        view("done", &p1, None),
+        view("broke", &p2, None),
+        view("runs", &p1, None),
+        view("lost", &p1, None),
+        view("vanished", &p1, None),
+        view("evicted", &p2, Some(StopKind::Preempt)),
+    ];
+    let observation = kube.observe(now(), &running).await.unwrap();
+    let finished: Timestamp = "2026-11-21T11:30:00Z".parse().unwrap();
+    assert_eq!(
+        observation.events,
+        vec![
+            Event::Exited {
+                job: "done".to_string(),
+                at: finished,
+                exit_code: Some(0)
+            },
+            Event::Exited {
+                job: "lost".to_string(),
+                at: now(),
+                exit_code: None
+            },
+            Event::Exited {
+                job: "vanished".to_string(),
+                at: now(),
+                exit_code: None
+            },
+            Event::Stopped {
+                job: "evicted".to_string(),
+                at: now()
+            },
+        ]
+    );
+    let names: Vec<&str> = observation.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["gpu-1", "gpu-2"]);
+    let gpu1 = &observation.nodes[0];
+    assert_eq!(gpu1.pool.as_deref(), Some("h100"));
+    assert_eq!(gpu1.gpus.len(), 8);
+    assert!(
+        gpu1.gpus
+            .iter()
+            .all(|g| g.healthy && g.model == "H100-SXM-80GB")
+    );
+    assert_eq!(gpu1.idle_since, None, "`runs` holds it");
+    let gpu2 = &observation.nodes[1];
+    assert!(gpu2.gpus.iter().all(|g| !g.healthy));
+    assert_eq!(gpu2.idle_since, None, "`broke` still holds it");
+    // A drain of the cordoned node is done already; of the other, not.
+    let drain = |node: &str| Action::Drain {
+        node: node.to_string(),
+        reason: "x".to_string(),
+    };
+    assert!(kube.already_done(&drain("gpu-2")));
+    assert!(!kube.already_done(&drain("gpu-1")));
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[2].body["gracePeriodSeconds"], 0);
+    assert_eq!(seen[3].body["gracePeriodSeconds"], 10);
+}
+
+#[tokio::test]
+async fn an_unreachable_api_server_is_transient_and_forbidden_is_not() {
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/nodes",
+            503,
+            status(503, "ServiceUnavailable"),
+        ),
+        step("GET", "/api/v1/nodes", 403, status(403, "Forbidden")),
+    ]);
+    let mut kube = executor(client);
+    let err = kube.observe(now(), &[]).await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    let err = kube.observe(now(), &[]).await.unwrap_err();
+    assert!(matches!(err, ExecError::Inventory(_)), "{err}");
+    assert!(err.to_string().contains("403"), "{err}");
+    drop(kube);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn drain_cordons_the_node() {
+    let (client, server) = mock_client(vec![step(
+        "PATCH",
+        "/api/v1/nodes/gpu-3",
+        200,
+        gpu_node("gpu-3", true),
+    )]);
+    let mut kube = executor(client);
+    let action = Action::Drain {
+        node: "gpu-3".to_string(),
+        reason: "GPU 2 unhealthy".to_string(),
+    };
+    assert_eq!(
+        kube.execute(&action, &ctx(None, 0), now()).await.unwrap(),
+        Outcome::Done
+    );
+    assert!(kube.already_done(&action));
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].body, json!({"spec": {"unschedulable": true}}));
+}
+
+#[tokio::test]
+async fn per_queue_namespaces_follow_the_top_level_queue() {
+    let (client, server) = mock_client(vec![]);
+    let mut kube = KubeExecutor::new(
+        client,
+        KubeConfig {
+            namespaces: Namespaces::PerQueue,
+            labels: NodeLabels::default(),
+        },
+    );
+    let queue = |name: &str, parent: Option<&str>| Object {
+        metadata: model::spec::Metadata {
+            name: name.to_string(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        },
+        spec: serde_json::from_value(json!({"parent": parent})).unwrap(),
+        origin: model::diag::Origin::new(
+            "test.yaml".into(),
+            model::diag::Pos { line: 1, column: 1 },
+        ),
+    };
+    let fleet = model::spec::Fleet {
+        queues: vec![
+            queue("org", None),
+            queue("research", Some("org")),
+            queue("nlp", Some("research")),
+        ],
+        ..model::spec::Fleet::default()
+    };
+    kube.set_fleet(&fleet).await.unwrap();
+    assert_eq!(kube.namespace_of("nlp"), "org");
+    assert_eq!(kube.namespace_of("org"), "org");
+    let scale = Action::Scale {
+        pool: "h100".to_string(),
+        from: 1,
+        to: 2,
+        reason: "x".to_string(),
+        nodes: vec![],
+    };
+    let err = kube
+        .execute(&scale, &ctx(None, 0), now())
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient());
+    drop(kube);
+    server.await.unwrap();
+}

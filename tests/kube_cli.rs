@@ -1,0 +1,101 @@
+//! `--executor kube` on the command line, where no cluster exists: refused
+//! with a clear message before the state directory is touched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
+
+/// `gitfleet ARGS` with no cluster configuration anywhere: `KUBECONFIG`
+/// names a missing file, `HOME` has no `.kube/`, and no in-cluster
+/// variables.
+fn without_cluster(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KUBECONFIG", home.join("missing-kubeconfig"))
+        .env("HOME", home)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn reconcile_without_a_cluster_fails_clearly_and_writes_no_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let state_arg = state.to_str().unwrap();
+    for command in [
+        vec![
+            "reconcile",
+            "examples/fleet",
+            "--executor",
+            "kube",
+            "--once",
+        ],
+        vec!["apply", "examples/fleet", "--executor", "kube"],
+    ] {
+        let mut args = command.clone();
+        args.extend(["--state", state_arg]);
+        let out = without_cluster(tmp.path(), &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("--executor kube: no Kubernetes cluster configuration"),
+            "{command:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("KUBECONFIG"),
+            "the help says what to do: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!state.exists(), "{command:?} created the state directory");
+    }
+}
+
+#[test]
+fn kube_options_belong_to_the_kube_executor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let out = without_cluster(
+        tmp.path(),
+        &[
+            "reconcile",
+            "examples/fleet",
+            "--once",
+            "--kube-namespace",
+            "ml",
+            "--state",
+            state.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--kube-* options apply to --executor kube"),
+        "{stderr}"
+    );
+    assert!(!state.exists());
+    let out = without_cluster(
+        tmp.path(),
+        &[
+            "reconcile",
+            "examples/fleet",
+            "--executor",
+            "kube",
+            "--observed",
+            "x.yaml",
+            "--state",
+            state.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--observed does not apply to the kube executor"),
+        "{stderr}"
+    );
+}
