@@ -39,6 +39,11 @@ enum Command {
     Apply(commands::apply::Args),
     /// The reconciler's status: revisions, jobs, utilization, pending reasons.
     Status(commands::status::Args),
+    /// Serve the dashboard of a stopped loop's state directory, read only.
+    ///
+    /// The page the loop serves at `/`: revisions, queues against quota,
+    /// pending jobs and their reasons, the fleet map and the action log.
+    Serve(commands::serve::Args),
     /// Check a fleet repository: schema, references, quota arithmetic, policies.
     ///
     /// Prints one `FILE:LINE:COL: message` line per problem and a summary.
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         Command::Reconcile(args) => commands::reconcile::run(args),
         Command::Apply(args) => commands::apply::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Plan(args) => commands::plan::run(args),
         Command::History(args) => commands::history::run(args),
