@@ -89,12 +89,38 @@ fn browse(chromium: &Path, profile: &Path, url: &str, extra: &[&str]) -> String 
     reader.join().unwrap()
 }
 
+/// A copy of examples/fleet in `dir` with tests/fixtures/waiting-jobs.yaml
+/// added, so that jobs wait (the example alone fits).
+fn example_fleet_with_waiting_jobs(dir: &Path) -> std::path::PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fleet = dir.join("fleet");
+    copy(&root.join("examples/fleet"), &fleet);
+    std::fs::copy(
+        root.join("tests/fixtures/waiting-jobs.yaml"),
+        fleet.join("jobs/waiting.yaml"),
+    )
+    .unwrap();
+    fleet
+}
+
 #[test]
 fn the_dashboard_renders_in_a_real_browser() {
     let Some(chromium) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet");
+    let fleet = example_fleet_with_waiting_jobs(dir.path());
     let out = Command::new(BIN)
         .arg("reconcile")
         .arg(&fleet)
@@ -135,7 +161,12 @@ fn the_dashboard_renders_in_a_real_browser() {
         .unwrap_or_else(|| panic!("{line}"))
         .to_string();
 
-    let dom = browse(&chromium, &dir.path().join("profile"), &url, &["--dump-dom"]);
+    let dom = browse(
+        &chromium,
+        &dir.path().join("profile"),
+        &url,
+        &["--dump-dom"],
+    );
     // Every section, reachable from the skip link and the contents.
     assert!(
         dom.contains("<a class=\"skip\" href=\"#main\">Skip to content</a>"),
@@ -162,14 +193,23 @@ fn the_dashboard_renders_in_a_real_browser() {
     for pool in ["h100-zone-a", "h100-zone-b", "a100-infer", "h100-cloud"] {
         assert!(dom.contains(&format!("<h3>Pool {pool}</h3>")), "{pool}");
     }
-    let node = view["pools"][1]["racks"][0]["nodes"][0]["name"]
-        .as_str()
+    let pool = view["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "h100-zone-a")
         .unwrap();
-    assert!(dom.contains(&format!("<span class=\"name\">{node}</span>")), "{node}");
+    let node = pool["racks"][0]["nodes"][0]["name"].as_str().unwrap();
+    assert!(
+        dom.contains(&format!("<span class=\"name\">{node}</span>")),
+        "{node}"
+    );
     assert!(dom.contains("class=\"gpu\" style=\"background:"));
     // A pending job with its reason, as the view has it (HTML-escaped).
     let pending = &view["pending"][0];
-    let reason = pending["reason"].as_str().expect("the example has pending jobs");
+    let reason = pending["reason"]
+        .as_str()
+        .expect("the example has pending jobs");
     let escaped = reason
         .replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -197,6 +237,10 @@ fn the_dashboard_renders_in_a_real_browser() {
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
     assert_eq!((width, height), (1280, 800));
-    assert!(png.len() > 20_000, "a blank screenshot? {} bytes", png.len());
+    assert!(
+        png.len() > 20_000,
+        "a blank screenshot? {} bytes",
+        png.len()
+    );
     eprintln!("screenshot: {}", shot.display());
 }

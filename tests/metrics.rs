@@ -374,13 +374,40 @@ fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
     assert!(!shown.contains("0.0.0.0"), "{shown}");
 }
 
-/// One run of the loop on the example fleet (sim executor, one iteration
-/// served), shared by the tests below: its `/metrics` and its `/` page.
+/// A copy of examples/fleet in `dir` with tests/fixtures/waiting-jobs.yaml
+/// added, so that jobs wait (the example alone fits).
+fn example_fleet_with_waiting_jobs(dir: &Path) -> std::path::PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fleet = dir.join("fleet");
+    copy(&root.join("examples/fleet"), &fleet);
+    std::fs::copy(
+        root.join("tests/fixtures/waiting-jobs.yaml"),
+        fleet.join("jobs/waiting.yaml"),
+    )
+    .unwrap();
+    fleet
+}
+
+/// One run of the loop on the example fleet with waiting jobs (sim
+/// executor, one iteration served), shared by the tests below: its
+/// `/metrics` and its `/` page.
 fn example_scrape() -> &'static (String, String) {
     static SCRAPE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
     SCRAPE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let fleet = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet");
+        let fleet = example_fleet_with_waiting_jobs(dir.path());
         let running = start_with(
             &fleet,
             &dir.path().join("state"),
@@ -416,15 +443,24 @@ fn the_example_fleet_has_per_queue_and_per_pool_series() {
     // Quotas as examples/fleet/queues.yaml declares them.
     let h100 = "model=\"H100-SXM-80GB\"";
     assert_eq!(
-        sample(metrics, &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"org\"}}")),
+        sample(
+            metrics,
+            &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"org\"}}")
+        ),
         768.0
     );
     assert_eq!(
-        sample(metrics, &format!("gitfleet_queue_limit_gpus{{{h100},queue=\"org\"}}")),
+        sample(
+            metrics,
+            &format!("gitfleet_queue_limit_gpus{{{h100},queue=\"org\"}}")
+        ),
         832.0
     );
     assert_eq!(
-        sample(metrics, &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"nlp\"}}")),
+        sample(
+            metrics,
+            &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"nlp\"}}")
+        ),
         200.0
     );
     // A parent's use is its children's; borrowed is use above guaranteed.
@@ -466,8 +502,14 @@ fn the_example_fleet_has_per_queue_and_per_pool_series() {
     assert_eq!(total_of("gitfleet_queue_pending_jobs"), by_reason);
     assert!(total_of("gitfleet_queue_pending_gpus") >= by_reason);
     // Pools: nodes and GPUs, the cloud pool present at zero.
-    assert_eq!(sample(metrics, "gitfleet_pool_nodes{pool=\"h100-zone-a\"}"), 48.0);
-    assert_eq!(sample(metrics, "gitfleet_pool_nodes{pool=\"h100-cloud\"}"), 0.0);
+    assert_eq!(
+        sample(metrics, "gitfleet_pool_nodes{pool=\"h100-zone-a\"}"),
+        48.0
+    );
+    assert_eq!(
+        sample(metrics, "gitfleet_pool_nodes{pool=\"h100-cloud\"}"),
+        0.0
+    );
     assert_eq!(
         sample(metrics, "gitfleet_pool_nodes_healthy{pool=\"a100-infer\"}")
             + sample(metrics, "gitfleet_pool_nodes_drained{pool=\"a100-infer\"}"),
@@ -486,7 +528,10 @@ fn the_example_fleet_has_per_queue_and_per_pool_series() {
     // The engine's time, every action type from zero, every refusal reason.
     assert_eq!(sample(metrics, "gitfleet_plan_duration_seconds_count"), 1.0);
     assert!(sample(metrics, "gitfleet_actions_total{type=\"place\"}") > 0.0);
-    assert_eq!(sample(metrics, "gitfleet_actions_total{type=\"cancel\"}"), 0.0);
+    assert_eq!(
+        sample(metrics, "gitfleet_actions_total{type=\"cancel\"}"),
+        0.0
+    );
     for reason in ["invalid", "prune", "crashed", "signature"] {
         let series = format!("gitfleet_refused_revisions_total{{reason=\"{reason}\"}}");
         assert_eq!(sample(metrics, &series), 0.0);
@@ -521,7 +566,12 @@ fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<String> {
     fn panels(list: &serde_json::Value, out: &mut Vec<String>) {
         for panel in list.as_array().into_iter().flatten() {
             for target in panel["targets"].as_array().into_iter().flatten() {
-                out.push(target["expr"].as_str().expect("a target has expr").to_string());
+                out.push(
+                    target["expr"]
+                        .as_str()
+                        .expect("a target has expr")
+                        .to_string(),
+                );
             }
             panels(&panel["panels"], out);
         }

@@ -8,8 +8,8 @@ pub use model::{diag, nvlink, observed, plan, spec, text, time};
 pub use reconcile::state;
 pub use sim::generate;
 pub use {
-    dashboard, diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim, simulate,
-    trace,
+    dashboard, diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim,
+    simulate, trace,
 };
 
 pub use load::validate;

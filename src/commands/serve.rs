@@ -33,10 +33,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             args.state.display()
         ));
     }
-    let addr: SocketAddr = args
-        .listen
-        .parse()
-        .map_err(|e| miette!("--listen {:?}: not an address like 127.0.0.1:9465 ({e})", args.listen))?;
+    let addr: SocketAddr = args.listen.parse().map_err(|e| {
+        miette!(
+            "--listen {:?}: not an address like 127.0.0.1:9465 ({e})",
+            args.listen
+        )
+    })?;
     let runtime = runtime()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)

@@ -87,14 +87,20 @@ mod tests {
     #[test]
     fn controls_and_bidi_overrides_are_shown_not_obeyed() {
         let shown = escape("a\u{1b}[31mb\u{202e}c");
-        assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'), "{shown}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+            "{shown}"
+        );
         assert!(shown.contains("\\u{1b}"), "{shown}");
     }
 
     #[test]
     fn elements_and_attributes_escape_their_data() {
         let mut h = Html::new();
-        h.raw("<td").attr("title", "\"><b>").raw(">").element("code", "<i>");
+        h.raw("<td")
+            .attr("title", "\"><b>")
+            .raw(">")
+            .element("code", "<i>");
         assert_eq!(
             h.finish(),
             "<td title=\"&quot;&gt;&lt;b&gt;\"><code>&lt;i&gt;</code>"

@@ -3,8 +3,10 @@
 //! fleet map, the action log; a skip link and a table of contents make it
 //! keyboard-navigable.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::html::Html;
-use crate::view::{FleetView, NodeView, PoolView, QueueModel, QueueView};
+use crate::view::{FleetView, NodeView, PoolView, QueueModel};
 
 /// Pending jobs and action-log entries shown at most (the rest are counted).
 pub const MAX_ROWS: usize = 200;
@@ -52,10 +54,11 @@ pub fn render(view: &FleetView, source: Source) -> String {
         h.raw(" · <strong>read-only view of a stopped loop's state</strong>");
     }
     h.raw("</p></header><main id=\"main\" tabindex=\"-1\">");
+    let tree = Queues::new(view);
     revisions(&mut h, view);
-    queues(&mut h, view);
+    queues(&mut h, view, &tree);
     pending(&mut h, view);
-    fleet(&mut h, view);
+    fleet(&mut h, view, &tree);
     actions(&mut h, view);
     h.raw("</main></body></html>\n");
     h.finish()
@@ -80,24 +83,40 @@ fn revisions(h: &mut Html, view: &FleetView) {
     h.raw("</dd></dl></section>");
 }
 
-fn queue_colour(view: &FleetView, queue: &str) -> &'static str {
-    let index = view
-        .queues
-        .iter()
-        .filter(|q| is_leaf(view, q))
-        .position(|q| q.name == queue)
-        .unwrap_or(0);
-    PALETTE[index % PALETTE.len()]
+/// Leaf queues and their colours, looked up once per page.
+struct Queues<'a> {
+    parents: HashSet<&'a str>,
+    colours: HashMap<&'a str, &'static str>,
 }
 
-fn is_leaf(view: &FleetView, queue: &QueueView) -> bool {
-    !view
-        .queues
-        .iter()
-        .any(|q| q.parent.as_deref() == Some(queue.name.as_str()))
+impl<'a> Queues<'a> {
+    fn new(view: &'a FleetView) -> Self {
+        let parents: HashSet<&str> = view
+            .queues
+            .iter()
+            .filter_map(|q| q.parent.as_deref())
+            .collect();
+        let colours = view
+            .queues
+            .iter()
+            .filter(|q| !parents.contains(q.name.as_str()))
+            .enumerate()
+            .map(|(i, q)| (q.name.as_str(), PALETTE[i % PALETTE.len()]))
+            .collect();
+        Queues { parents, colours }
+    }
+
+    fn is_leaf(&self, queue: &str) -> bool {
+        !self.parents.contains(queue)
+    }
+
+    /// A leaf queue's colour (a job's queue is always a leaf).
+    fn colour(&self, queue: &str) -> &'static str {
+        self.colours.get(queue).copied().unwrap_or(PALETTE[0])
+    }
 }
 
-fn queues(h: &mut Html, view: &FleetView) {
+fn queues(h: &mut Html, view: &FleetView, tree: &Queues<'_>) {
     h.raw("<section id=\"queues\" aria-labelledby=\"queues-h\"><h2 id=\"queues-h\">Queues</h2>")
         .raw("<p class=\"note\">GPUs in use against guaranteed and limit, per model; a parent counts its subtree. The bar's tick marks the guarantee; use above it is borrowed.</p>")
         .raw("<table class=\"queues\"><thead><tr><th scope=\"col\">Queue</th><th scope=\"col\">Model</th><th scope=\"col\">Used</th><th scope=\"col\">Guaranteed</th><th scope=\"col\">Limit</th><th scope=\"col\">Borrowed</th><th scope=\"col\">Usage</th><th scope=\"col\">Pending jobs (GPUs)</th></tr></thead><tbody>");
@@ -117,9 +136,9 @@ fn queues(h: &mut Html, view: &FleetView) {
         h.raw("><span class=\"indent\" style=\"padding-left:")
             .int(u64::from(queue.depth) * 16)
             .raw("px\">");
-        if is_leaf(view, queue) {
+        if tree.is_leaf(&queue.name) {
             h.raw("<span class=\"swatch\" style=\"background:")
-                .raw(queue_colour(view, &queue.name))
+                .raw(tree.colour(&queue.name))
                 .raw("\"></span>");
         }
         h.text(&queue.name).raw("</span></th>");
@@ -130,8 +149,13 @@ fn queues(h: &mut Html, view: &FleetView) {
             if i > 0 {
                 h.raw("<tr>");
             }
-            h.raw("<td>").text(&m.model).raw("</td><td class=\"n\">").int(m.used);
-            h.raw("</td><td class=\"n\">").int(m.guaranteed).raw("</td><td class=\"n\">");
+            h.raw("<td>")
+                .text(&m.model)
+                .raw("</td><td class=\"n\">")
+                .int(m.used);
+            h.raw("</td><td class=\"n\">")
+                .int(m.guaranteed)
+                .raw("</td><td class=\"n\">");
             match m.limit {
                 Some(limit) => h.int(limit),
                 None => h.raw("none"),
@@ -187,9 +211,11 @@ fn bar(h: &mut Html, m: &QueueModel) {
 }
 
 fn pending(h: &mut Html, view: &FleetView) {
-    h.raw("<section id=\"pending\" aria-labelledby=\"pending-h\"><h2 id=\"pending-h\">Pending jobs (")
-        .int(view.pending.len() as u64)
-        .raw(")</h2>");
+    h.raw(
+        "<section id=\"pending\" aria-labelledby=\"pending-h\"><h2 id=\"pending-h\">Pending jobs (",
+    )
+    .int(view.pending.len() as u64)
+    .raw(")</h2>");
     if view.pending.is_empty() {
         h.raw("<p>No job is pending.</p></section>");
         return;
@@ -225,25 +251,25 @@ fn more(h: &mut Html, count: usize, what: &'static str) {
     }
 }
 
-fn fleet(h: &mut Html, view: &FleetView) {
+fn fleet(h: &mut Html, view: &FleetView, tree: &Queues<'_>) {
     h.raw("<section id=\"fleet\" aria-labelledby=\"fleet-h\"><h2 id=\"fleet-h\">Fleet map</h2>")
         .raw("<p class=\"note\">Pools, racks, nodes; each square is a GPU, coloured by the queue of the job holding it. Free GPUs are white, unhealthy ones crossed; drained nodes are hatched.</p>")
         .raw("<ul class=\"legend\" aria-label=\"Queue colours\">");
-    for queue in view.queues.iter().filter(|q| is_leaf(view, q)) {
+    for queue in view.queues.iter().filter(|q| tree.is_leaf(&q.name)) {
         h.raw("<li><span class=\"swatch\" style=\"background:")
-            .raw(queue_colour(view, &queue.name))
+            .raw(tree.colour(&queue.name))
             .raw("\"></span>")
             .text(&queue.name)
             .raw("</li>");
     }
     h.raw("<li><span class=\"swatch free\"></span>free</li><li><span class=\"swatch bad\"></span>unhealthy</li></ul>");
     for pool in &view.pools {
-        pool_map(h, view, pool);
+        pool_map(h, tree, pool);
     }
     h.raw("</section>");
 }
 
-fn pool_map(h: &mut Html, view: &FleetView, pool: &PoolView) {
+fn pool_map(h: &mut Html, tree: &Queues<'_>, pool: &PoolView) {
     let (total, allocated, healthy): (u64, u64, u64) = pool.gpus.iter().fold((0, 0, 0), |a, g| {
         (a.0 + g.total, a.1 + g.allocated, a.2 + g.healthy)
     });
@@ -273,14 +299,14 @@ fn pool_map(h: &mut Html, view: &FleetView, pool: &PoolView) {
         }
         h.raw("</h4><ul class=\"nodes\">");
         for node in &rack.nodes {
-            node_map(h, view, node);
+            node_map(h, tree, node);
         }
         h.raw("</ul></div>");
     }
     h.raw("</section>");
 }
 
-fn node_map(h: &mut Html, view: &FleetView, node: &NodeView) {
+fn node_map(h: &mut Html, tree: &Queues<'_>, node: &NodeView) {
     h.raw("<li class=\"node");
     if node.drained {
         h.raw(" drained");
@@ -298,7 +324,7 @@ fn node_map(h: &mut Html, view: &FleetView, node: &NodeView) {
         h.raw("\"");
         if let Some(queue) = &gpu.queue {
             h.raw(" style=\"background:")
-                .raw(queue_colour(view, queue))
+                .raw(tree.colour(queue))
                 .raw("\"");
         }
         let mut label = format!("GPU {}", gpu.index);

@@ -14,8 +14,8 @@ use prometheus::{
 };
 
 use super::{ActionResult, Iteration};
-use dashboard::FleetView;
 use crate::state::{JobRecord, Phase};
+use dashboard::FleetView;
 use model::observed::ObservedNode;
 
 /// Every action type, so `gitfleet_actions_total` has all of them from 0.
@@ -411,7 +411,9 @@ impl Metrics {
         }
         for pool in &view.pools {
             let name = [pool.name.as_str()];
-            self.pool_nodes.with_label_values(&name).set(int(pool.nodes));
+            self.pool_nodes
+                .with_label_values(&name)
+                .set(int(pool.nodes));
             self.pool_nodes_healthy
                 .with_label_values(&name)
                 .set(int(pool.healthy_nodes));

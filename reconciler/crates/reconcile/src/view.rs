@@ -196,7 +196,8 @@ fn queues(
     // Direct use and pending, by queue then model.
     let mut used: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
     for (gpu, job) in held {
-        let (Some(queue), Some(model)) = (specs.get(job).map(|s| s.queue.as_str()), gpu_model.get(gpu))
+        let (Some(queue), Some(model)) =
+            (specs.get(job).map(|s| s.queue.as_str()), gpu_model.get(gpu))
         else {
             continue;
         };
@@ -601,11 +602,17 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
             .collect();
         assert_eq!(order, [("org", 0), ("a", 1), ("b", 1)]);
         let b = usage(&view, "b", "H100");
-        assert_eq!((b.used, b.guaranteed, b.limit, b.borrowed), (4, 2, Some(8), 2));
+        assert_eq!(
+            (b.used, b.guaranteed, b.limit, b.borrowed),
+            (4, 2, Some(8), 2)
+        );
         let a = usage(&view, "a", "H100");
         assert_eq!((a.used, a.guaranteed, a.limit, a.borrowed), (2, 6, None, 0));
         let org = usage(&view, "org", "H100");
-        assert_eq!((org.used, org.guaranteed, org.limit, org.borrowed), (6, 8, Some(8), 0));
+        assert_eq!(
+            (org.used, org.guaranteed, org.limit, org.borrowed),
+            (6, 8, Some(8), 0)
+        );
         let a100 = usage(&view, "b", "A100");
         assert_eq!((a100.used, a100.guaranteed, a100.limit), (0, 0, None));
     }
@@ -624,7 +631,14 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
             let q = view.queues.iter().find(|q| q.name == queue).unwrap();
             assert_eq!(q.pending, [tally.clone()], "{queue}");
         }
-        assert!(view.queues.iter().find(|q| q.name == "a").unwrap().pending.is_empty());
+        assert!(
+            view.queues
+                .iter()
+                .find(|q| q.name == "a")
+                .unwrap()
+                .pending
+                .is_empty()
+        );
         assert_eq!(view.pending[0].model, "A100|H100");
         assert_eq!(view.pending[0].gpus, 8);
         assert_eq!(view.pending[0].waiting_for, "quota");
