@@ -175,6 +175,26 @@ fn models(input: &ViewInput<'_>) -> BTreeSet<String> {
 /// Pending jobs' key: (model label, priority class).
 type Key = (String, String);
 
+/// GPUs used by model, and pending (jobs, GPUs) by [`Key`], of one queue.
+#[derive(Debug, Default)]
+struct Tally<'a> {
+    used: BTreeMap<&'a str, u64>,
+    pending: BTreeMap<Key, (u64, u64)>,
+}
+
+impl<'a> Tally<'a> {
+    fn add(&mut self, other: &Tally<'a>) {
+        for (model, n) in &other.used {
+            *self.used.entry(model).or_default() += n;
+        }
+        for (key, (jobs, gpus)) in &other.pending {
+            let e = self.pending.entry(key.clone()).or_default();
+            e.0 += jobs;
+            e.1 += gpus;
+        }
+    }
+}
+
 fn queues(
     input: &ViewInput<'_>,
     specs: &BTreeMap<&str, &JobSpec>,
@@ -193,17 +213,21 @@ fn queues(
                 .map(|g| ((n.name.as_str(), g.index), g.model.as_str()))
         })
         .collect();
-    // Direct use and pending, by queue then model.
-    let mut used: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+    // Each queue's own jobs: GPUs held by model, pending by model and class.
+    let mut direct: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
     for (gpu, job) in held {
         let (Some(queue), Some(model)) =
             (specs.get(job).map(|s| s.queue.as_str()), gpu_model.get(gpu))
         else {
             continue;
         };
-        *used.entry(queue).or_default().entry(model).or_default() += 1;
+        *direct
+            .entry(queue)
+            .or_default()
+            .used
+            .entry(model)
+            .or_default() += 1;
     }
-    let mut pending: BTreeMap<&str, BTreeMap<Key, (u64, u64)>> = BTreeMap::new();
     for p in input.plan.map(|p| p.pending.as_slice()).unwrap_or_default() {
         let Some(spec) = specs.get(p.job.as_str()) else {
             continue;
@@ -212,9 +236,10 @@ fn queues(
             .priority_class_of(spec)
             .map(|c| c.name().to_string())
             .unwrap_or_default();
-        let entry = pending
+        let entry = direct
             .entry(spec.queue.as_str())
             .or_default()
+            .pending
             .entry((model_label(spec), class))
             .or_default();
         entry.0 += 1;
@@ -223,36 +248,22 @@ fn queues(
     let order = tree_order(fleet);
     let quota: BTreeMap<&str, &model::spec::QueueSpec> =
         fleet.queues.iter().map(|q| (q.name(), &q.spec)).collect();
-    // Children before parents: each queue's totals are added to its parent.
-    let mut totals: BTreeMap<&str, (BTreeMap<&str, u64>, BTreeMap<Key, (u64, u64)>)> =
-        BTreeMap::new();
+    // Children before parents: each queue's subtree total goes to its parent.
+    let mut totals: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
     for (name, parent, _) in order.iter().rev() {
         let mut mine = totals.remove(name).unwrap_or_default();
-        for (model, n) in used.get(name).into_iter().flatten() {
-            *mine.0.entry(model).or_default() += n;
-        }
-        for (model, (jobs, gpus)) in pending.get(name).into_iter().flatten() {
-            let e = mine.1.entry(model.clone()).or_default();
-            e.0 += jobs;
-            e.1 += gpus;
+        if let Some(own) = direct.get(name) {
+            mine.add(own);
         }
         if let Some(parent) = parent {
-            let theirs = totals.entry(parent).or_default();
-            for (model, n) in &mine.0 {
-                *theirs.0.entry(model).or_default() += n;
-            }
-            for (model, (jobs, gpus)) in &mine.1 {
-                let e = theirs.1.entry(model.clone()).or_default();
-                e.0 += jobs;
-                e.1 += gpus;
-            }
+            totals.entry(parent).or_default().add(&mine);
         }
         totals.insert(name, mine);
     }
     order
         .iter()
         .map(|(name, parent, depth)| {
-            let (used, pending) = totals.remove(name).unwrap_or_default();
+            let Tally { used, pending } = totals.remove(name).unwrap_or_default();
             let spec = quota.get(name);
             QueueView {
                 name: name.to_string(),
@@ -629,7 +640,7 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
         };
         for queue in ["b", "org"] {
             let q = view.queues.iter().find(|q| q.name == queue).unwrap();
-            assert_eq!(q.pending, [tally.clone()], "{queue}");
+            assert_eq!(q.pending, std::slice::from_ref(&tally), "{queue}");
         }
         assert!(
             view.queues
