@@ -244,3 +244,17 @@ fn the_dashboard_renders_in_a_real_browser() {
     );
     eprintln!("screenshot: {}", shot.display());
 }
+
+#[test]
+fn serve_needs_a_state_with_a_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--state"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("dashboard.json is missing"), "{stderr}");
+    assert!(stderr.contains("gitfleet reconcile"), "{stderr}");
+}

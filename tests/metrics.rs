@@ -538,6 +538,23 @@ fn the_example_fleet_has_per_queue_and_per_pool_series() {
     }
 }
 
+#[test]
+fn the_loop_serves_the_dashboard_at_the_root() {
+    let (_, page) = example_scrape();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    // Live: it refreshes itself; the two waiting jobs with their reasons.
+    assert!(page.contains("<meta http-equiv=\"refresh\" content=\"15\">"));
+    assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (2)</h2>"));
+    for job in ["speech-sweep-b", "speech-sweep-c"] {
+        assert!(
+            page.contains(&format!("<td><code>{job}</code></td>")),
+            "{job}"
+        );
+    }
+    assert!(page.contains("left under limit 128"));
+    assert!(page.contains("<td>A100-SXM4-80GB|H100-SXM-80GB</td>"));
+}
+
 /// Metric names the exposition holds, with a histogram's `_bucket`,
 /// `_sum` and `_count` series.
 fn exposed_names(metrics: &str) -> std::collections::BTreeSet<String> {

@@ -211,10 +211,11 @@ fn bar(h: &mut Html, m: &QueueModel) {
 }
 
 fn pending(h: &mut Html, view: &FleetView) {
+    let total = view.pending_total.max(view.pending.len() as u64);
     h.raw(
         "<section id=\"pending\" aria-labelledby=\"pending-h\"><h2 id=\"pending-h\">Pending jobs (",
     )
-    .int(view.pending.len() as u64)
+    .int(total)
     .raw(")</h2>");
     if view.pending.is_empty() {
         h.raw("<p>No job is pending.</p></section>");
@@ -237,14 +238,20 @@ fn pending(h: &mut Html, view: &FleetView) {
             .raw("</td></tr>");
     }
     h.raw("</tbody></table>");
-    more(h, view.pending.len(), "pending jobs");
+    more(
+        h,
+        total as usize,
+        view.pending.len().min(MAX_ROWS),
+        "pending jobs",
+    );
     h.raw("</section>");
 }
 
-fn more(h: &mut Html, count: usize, what: &'static str) {
-    if count > MAX_ROWS {
+/// "and N more": `total` things of which `shown` are listed.
+fn more(h: &mut Html, total: usize, shown: usize, what: &'static str) {
+    if total > shown {
         h.raw("<p class=\"note\">and ")
-            .int((count - MAX_ROWS) as u64)
+            .int((total - shown) as u64)
             .raw(" more ")
             .raw(what)
             .raw(" (see <code>gitfleet status</code>).</p>");
@@ -368,7 +375,12 @@ fn actions(h: &mut Html, view: &FleetView) {
             .raw("</td></tr>");
     }
     h.raw("</tbody></table>");
-    more(h, view.actions.len(), "entries");
+    more(
+        h,
+        view.actions.len(),
+        view.actions.len().min(MAX_ROWS),
+        "entries",
+    );
     h.raw("</section>");
 }
 
@@ -470,6 +482,7 @@ mod tests {
                     ],
                 }],
             }],
+            pending_total: 1,
             pending: vec![PendingView {
                 job: "<img src=x onerror=alert(1)>".into(),
                 queue: "<team>".into(),
@@ -519,6 +532,20 @@ mod tests {
         // The guarantee's tick at 8 of a limit of 16; 8 own, 4 borrowed.
         assert!(page.contains("style=\"left:50%\""));
         assert!(page.contains("class=\"borrowed\" style=\"width:25%\""));
+    }
+
+    #[test]
+    fn long_lists_are_cut_and_say_how_many_more() {
+        let mut v = view();
+        v.pending_total = 1000;
+        v.pending = vec![v.pending[0].clone(); 300];
+        let page = render(&v, Source::Live);
+        assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (1000)</h2>"));
+        assert_eq!(
+            page.matches("onerror=alert(1)&gt;</code>").count(),
+            MAX_ROWS
+        );
+        assert!(page.contains("and 800 more pending jobs"));
     }
 
     #[test]

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// The version of `dashboard.json`'s layout.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// Pending jobs listed in the view (all are counted in `pending_total` and
+/// in the queues' tallies).
+pub const MAX_PENDING: usize = 500;
+
 /// Everything the dashboard shows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -24,8 +28,12 @@ pub struct FleetView {
     pub queues: Vec<QueueView>,
     /// Pools by name, then nodes of no declared pool under `""`.
     pub pools: Vec<PoolView>,
-    /// Pending jobs in the plan's fair-share order.
+    /// The first pending jobs in the plan's fair-share order (at most
+    /// [`MAX_PENDING`]).
     pub pending: Vec<PendingView>,
+    /// How many jobs are pending in all.
+    #[serde(default)]
+    pub pending_total: u64,
     /// The newest entries of the action log, newest first.
     pub actions: Vec<ActionView>,
 }

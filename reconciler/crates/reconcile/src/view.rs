@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use dashboard::view::{
-    ActionView, FORMAT_VERSION, FleetView, GpuTally, GpuView, NodeView, PendingTally, PendingView,
-    PoolView, QueueModel, QueueView, RackView, RevisionsView,
+    ActionView, FORMAT_VERSION, FleetView, GpuTally, GpuView, MAX_PENDING, NodeView, PendingTally,
+    PendingView, PoolView, QueueModel, QueueView, RackView, RevisionsView,
 };
 use model::observed::{ObservedNode, Timestamp};
 use model::plan::{Action, Plan};
@@ -96,6 +96,7 @@ pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
             .map(|plan| {
                 plan.pending
                     .iter()
+                    .take(MAX_PENDING)
                     .map(|p| {
                         let spec = specs.get(p.job.as_str());
                         PendingView {
@@ -110,6 +111,7 @@ pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
                     .collect()
             })
             .unwrap_or_default(),
+        pending_total: input.plan.map_or(0, |p| p.pending.len() as u64),
         actions: input
             .audit
             .iter()
