@@ -46,6 +46,11 @@ enum Command {
     /// `stopped`, …), the job, node or pool, and the reason. Filter with
     /// --job, --what, --revision, --last.
     Audit(commands::audit::Args),
+    /// Serve the dashboard of a stopped loop's state directory, read only.
+    ///
+    /// The page the loop serves at `/`: revisions, queues against quota,
+    /// pending jobs and their reasons, the fleet map and the action log.
+    Serve(commands::serve::Args),
     /// Check a fleet repository: schema, references, quota arithmetic, policies.
     ///
     /// Prints one `FILE:LINE:COL: message` line per problem and a summary.
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
         Command::Apply(args) => commands::apply::run(args),
         Command::Status(args) => commands::status::run(args),
         Command::Audit(args) => commands::audit::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Plan(args) => commands::plan::run(args),
         Command::History(args) => commands::history::run(args),

@@ -169,7 +169,12 @@ fn metrics_health_status_and_webhook() {
         "gitfleet_gpus{model=\"H100\",pool=\"p\"} 16",
         "gitfleet_gpus_allocated{model=\"H100\",pool=\"p\"} 6",
         "gitfleet_gpus_idle{model=\"H100\",pool=\"p\"} 10",
-        "gitfleet_queue_pending_jobs{priority_class=\"normal\",queue=\"a\"} 1",
+        "gitfleet_queue_pending_jobs{model=\"any\",priority_class=\"normal\",queue=\"a\"} 1",
+        "gitfleet_queue_pending_gpus{model=\"any\",priority_class=\"normal\",queue=\"a\"} 6",
+        "gitfleet_queue_used_gpus{model=\"H100\",queue=\"a\"} 6",
+        "gitfleet_queue_limit_gpus{model=\"H100\",queue=\"a\"} 8",
+        "gitfleet_pool_nodes{pool=\"p\"} 2",
+        "gitfleet_plan_duration_seconds_count 1",
         "gitfleet_pending_jobs{reason=\"quota\"} 1",
         "gitfleet_jobs{phase=\"running\"} 1",
         "gitfleet_actions_total{type=\"place\"} 1",
@@ -367,4 +372,341 @@ fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
         "{shown}"
     );
     assert!(!shown.contains("0.0.0.0"), "{shown}");
+}
+
+/// A copy of examples/fleet in `dir` with tests/fixtures/waiting-jobs.yaml
+/// added, so that jobs wait (the example alone fits).
+fn example_fleet_with_waiting_jobs(dir: &Path) -> std::path::PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fleet = dir.join("fleet");
+    copy(&root.join("examples/fleet"), &fleet);
+    std::fs::copy(
+        root.join("tests/fixtures/waiting-jobs.yaml"),
+        fleet.join("jobs/waiting.yaml"),
+    )
+    .unwrap();
+    fleet
+}
+
+/// One run of the loop on the example fleet with waiting jobs (sim
+/// executor, one iteration served), shared by the tests below: its
+/// `/metrics` and its `/` page.
+fn example_scrape() -> &'static (String, String) {
+    static SCRAPE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    SCRAPE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = example_fleet_with_waiting_jobs(dir.path());
+        let running = start_with(
+            &fleet,
+            &dir.path().join("state"),
+            &["--interval", "1h", "--no-git"],
+        );
+        let addr = running.addr.clone();
+        wait_for("the first iteration", || {
+            http(&addr, "GET", "/status").0 == 200
+        });
+        let (code, metrics) = http(&addr, "GET", "/metrics");
+        assert_eq!(code, 200);
+        let (code, page) = http(&addr, "GET", "/");
+        assert_eq!(code, 200, "{page}");
+        (metrics, page)
+    })
+}
+
+/// The value of the sample `series` (name and labels as exposed).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_example_fleet_has_per_queue_and_per_pool_series() {
+    let (metrics, _) = example_scrape();
+    promtool_check(metrics);
+    // Quotas as examples/fleet/queues.yaml declares them.
+    let h100 = "model=\"H100-SXM-80GB\"";
+    assert_eq!(
+        sample(
+            metrics,
+            &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"org\"}}")
+        ),
+        768.0
+    );
+    assert_eq!(
+        sample(
+            metrics,
+            &format!("gitfleet_queue_limit_gpus{{{h100},queue=\"org\"}}")
+        ),
+        832.0
+    );
+    assert_eq!(
+        sample(
+            metrics,
+            &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"nlp\"}}")
+        ),
+        200.0
+    );
+    // A parent's use is its children's; borrowed is use above guaranteed.
+    let used = |queue: &str| {
+        sample(
+            metrics,
+            &format!("gitfleet_queue_used_gpus{{{h100},queue=\"{queue}\"}}"),
+        )
+    };
+    let research = used("research");
+    assert!(research > 0.0, "{metrics}");
+    assert_eq!(research, used("nlp") + used("vision") + used("speech"));
+    for queue in ["nlp", "vision", "speech", "research", "org"] {
+        let guaranteed = sample(
+            metrics,
+            &format!("gitfleet_queue_guaranteed_gpus{{{h100},queue=\"{queue}\"}}"),
+        );
+        let borrowed = sample(
+            metrics,
+            &format!("gitfleet_queue_borrowed_gpus{{{h100},queue=\"{queue}\"}}"),
+        );
+        assert_eq!(borrowed, (used(queue) - guaranteed).max(0.0), "{queue}");
+    }
+    // Pending jobs and GPUs per queue add up to the plan's pending jobs.
+    let total_of = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| l.contains("queue=\"org\""))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let by_reason: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("gitfleet_pending_jobs{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!(by_reason > 0.0, "the example fleet has pending jobs");
+    assert_eq!(total_of("gitfleet_queue_pending_jobs"), by_reason);
+    assert!(total_of("gitfleet_queue_pending_gpus") >= by_reason);
+    // Pools: nodes and GPUs, the cloud pool present at zero.
+    assert_eq!(
+        sample(metrics, "gitfleet_pool_nodes{pool=\"h100-zone-a\"}"),
+        48.0
+    );
+    assert_eq!(
+        sample(metrics, "gitfleet_pool_nodes{pool=\"h100-cloud\"}"),
+        0.0
+    );
+    assert_eq!(
+        sample(metrics, "gitfleet_pool_nodes_healthy{pool=\"a100-infer\"}")
+            + sample(metrics, "gitfleet_pool_nodes_drained{pool=\"a100-infer\"}"),
+        29.0
+    );
+    assert_eq!(
+        sample(
+            metrics,
+            "gitfleet_gpus_healthy{model=\"H100-SXM-80GB\",pool=\"h100-zone-b\"}"
+        ) + sample(
+            metrics,
+            "gitfleet_gpus_unhealthy{model=\"H100-SXM-80GB\",pool=\"h100-zone-b\"}"
+        ),
+        384.0
+    );
+    // The engine's time, every action type from zero, every refusal reason.
+    assert_eq!(sample(metrics, "gitfleet_plan_duration_seconds_count"), 1.0);
+    assert!(sample(metrics, "gitfleet_actions_total{type=\"place\"}") > 0.0);
+    assert_eq!(
+        sample(metrics, "gitfleet_actions_total{type=\"cancel\"}"),
+        0.0
+    );
+    for reason in ["invalid", "prune", "crashed", "signature"] {
+        let series = format!("gitfleet_refused_revisions_total{{reason=\"{reason}\"}}");
+        assert_eq!(sample(metrics, &series), 0.0);
+    }
+}
+
+#[test]
+fn the_loop_serves_the_dashboard_at_the_root() {
+    let (_, page) = example_scrape();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    // Live: it refreshes itself; the two waiting jobs with their reasons.
+    assert!(page.contains("<meta http-equiv=\"refresh\" content=\"15\">"));
+    assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (2)</h2>"));
+    for job in ["speech-sweep-b", "speech-sweep-c"] {
+        assert!(
+            page.contains(&format!("<td><code>{job}</code></td>")),
+            "{job}"
+        );
+    }
+    assert!(page.contains("left under limit 128"));
+    assert!(page.contains("<td>A100-SXM4-80GB|H100-SXM-80GB</td>"));
+}
+
+/// Metric names the exposition holds, with a histogram's `_bucket`,
+/// `_sum` and `_count` series.
+fn exposed_names(metrics: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+            continue;
+        };
+        names.insert(name.to_string());
+        if kind == "histogram" || kind == "summary" {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                names.insert(format!("{name}{suffix}"));
+            }
+        }
+    }
+    names
+}
+
+/// Every PromQL expression of the Grafana dashboard: panels' targets (rows
+/// nest panels) and query variables.
+fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<String> {
+    fn panels(list: &serde_json::Value, out: &mut Vec<String>) {
+        for panel in list.as_array().into_iter().flatten() {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                out.push(
+                    target["expr"]
+                        .as_str()
+                        .expect("a target has expr")
+                        .to_string(),
+                );
+            }
+            panels(&panel["panels"], out);
+        }
+    }
+    let mut out = Vec::new();
+    panels(&dashboard["panels"], &mut out);
+    for var in dashboard["templating"]["list"].as_array().unwrap() {
+        if var["type"] == "query" {
+            let query = var["query"]["query"].as_str().unwrap();
+            let inner = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.rsplit_once(','))
+                .map(|(metric, _)| metric)
+                .expect("variables are label_values(METRIC, LABEL)");
+            out.push(inner.to_string());
+        }
+    }
+    out
+}
+
+/// The identifiers of `expr` outside quoted strings that name gitfleet metrics.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in expr.chars().chain([' ']) {
+        if c == '"' {
+            quoted = !quoted;
+        }
+        if !quoted && (c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            word.push(c);
+        } else {
+            if word.starts_with("gitfleet_") {
+                names.push(std::mem::take(&mut word));
+            }
+            word.clear();
+        }
+    }
+    names
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_exposed_metrics() {
+    let (metrics, _) = example_scrape();
+    let exposed = exposed_names(metrics);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/gitfleet.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let queries = dashboard_queries(&dashboard);
+    assert!(queries.len() > 20, "{queries:?}");
+    let mut used = std::collections::BTreeSet::new();
+    for expr in &queries {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{expr:?} names no gitfleet metric");
+        for name in names {
+            assert!(exposed.contains(&name), "{expr:?}: {name} is not exposed");
+            used.insert(name);
+        }
+    }
+    // The issue's panels: queues, pending, pools, plan time, actions, refusals.
+    for name in [
+        "gitfleet_queue_used_gpus",
+        "gitfleet_queue_guaranteed_gpus",
+        "gitfleet_queue_limit_gpus",
+        "gitfleet_queue_borrowed_gpus",
+        "gitfleet_queue_pending_jobs",
+        "gitfleet_queue_pending_gpus",
+        "gitfleet_pool_nodes",
+        "gitfleet_gpus_healthy",
+        "gitfleet_gpus_drained",
+        "gitfleet_plan_duration_seconds_bucket",
+        "gitfleet_actions_total",
+        "gitfleet_refused_revisions_total",
+    ] {
+        assert!(used.contains(name), "no panel shows {name}");
+    }
+    promtool_check_queries(&queries);
+}
+
+/// Parses the dashboard's expressions with Prometheus's own parser
+/// (`promtool check rules` on a rules file of them), Grafana's variables
+/// replaced by what they stand for.
+fn promtool_check_queries(queries: &[String]) {
+    let mut rules = String::from("groups:\n  - name: grafana\n    rules:\n");
+    for (i, expr) in queries.iter().enumerate() {
+        let expr = expr
+            .replace("$__rate_interval", "5m")
+            .replace("\"$queue\"", "\".*\"")
+            .replace("\"$model\"", "\".*\"")
+            .replace("\"$pool\"", "\".*\"");
+        assert!(!expr.contains('$'), "an unknown variable in {expr:?}");
+        rules.push_str(&format!(
+            "      - record: grafana:query{i}\n        expr: {}\n",
+            serde_json::to_string(&expr).unwrap()
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, rules).unwrap();
+    let out = match Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+    {
+        Ok(out) => out,
+        Err(_) => {
+            assert!(
+                std::env::var_os("GITFLEET_REQUIRE_PROMTOOL").is_none(),
+                "promtool is required but not installed"
+            );
+            eprintln!("promtool not installed: skipping the PromQL syntax check");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "promtool check rules:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -9,8 +9,8 @@ pub use model::{diag, nvlink, observed, plan, spec, text, time};
 pub use reconcile::state;
 pub use sim::generate;
 pub use {
-    diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim, simulate,
-    slurm, trace,
+    dashboard, diff, engine, exec, git as source, inventory, load, model, reconcile, report, sim,
+    simulate, slurm, trace,
 };
 
 pub use load::validate;

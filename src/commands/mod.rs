@@ -18,6 +18,7 @@ pub mod plan_out;
 pub mod preview;
 pub mod reconcile;
 pub mod schema;
+pub mod serve;
 pub mod simulate;
 pub mod status;
 pub mod supervise;

@@ -133,7 +133,8 @@ pub struct Args {
     /// HMAC in X-Hub-Signature-256, as GitHub and Gitea send it.
     #[arg(long, value_name = "FILE")]
     pub webhook_secret_file: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /status and POST /hooks/git; `off` for none.
+    /// Address for the dashboard (/), /metrics, /healthz, /status and POST
+    /// /hooks/git; `off` for none.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub listen: String,
     /// Log format on stderr (level from RUST_LOG; default warn for text,
@@ -289,7 +290,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let result = runtime.block_on(run_loop(reconciler, clock, options, signals, |event| {
         spinner.suspend(|| match &event {
             LoopEvent::Listening(addr) => {
-                println!("serving http://{addr}/metrics, /healthz, /status; POST /hooks/git to reconcile now");
+                println!("serving http://{addr}/ (dashboard), /metrics, /healthz, /status; POST /hooks/git to reconcile now");
             }
             LoopEvent::NotListening(addr, e) => {
                 eprintln!("warning: no metrics endpoint: cannot listen on {addr} ({e}); use --listen ADDR");

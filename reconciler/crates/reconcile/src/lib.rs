@@ -22,6 +22,7 @@ pub mod signatures;
 pub mod source;
 pub mod state;
 pub mod status;
+pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -172,6 +173,8 @@ pub struct Iteration {
     /// Configuration changes the executor made (Slurm accounts and QOS),
     /// one line each.
     pub config: Vec<String>,
+    /// Wall time the engine took to plan, in seconds (none without a plan).
+    pub plan_seconds: Option<f64>,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -303,18 +306,21 @@ impl<E: Executor> Reconciler<E> {
                     recovered,
                     nodes: Vec::new(),
                     config: Vec::new(),
+                    plan_seconds: None,
                 },
             });
         };
         self.executor.set_fleet(&fleet).await?;
         let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
         let mut observed = self.observed(&fleet, now, &records, nodes);
+        let planning = std::time::Instant::now();
         let plan = plan(&PlanInput {
             fleet: &fleet,
             observed: &observed,
             now,
             revision: revision.as_ref().map(|r| r.id.as_str()),
         });
+        let plan_seconds = planning.elapsed().as_secs_f64();
         self.note_pending(&plan, now, &mut records)?;
         if self.loading {
             // The revision loaded and planned: it cannot be what kills us.
@@ -340,6 +346,7 @@ impl<E: Executor> Reconciler<E> {
                 recovered,
                 nodes,
                 config: Vec::new(),
+                plan_seconds: Some(plan_seconds),
             },
         })
     }

@@ -2,7 +2,9 @@
 //! (`prometheus` crate; checked with `promtool check metrics` in the tests).
 //!
 //! Gauges describe the fleet after the last iteration; counters add up over
-//! the process's life.
+//! the process's life. The per-queue and per-pool gauges are set from the
+//! dashboard's view model ([`view`](super::view)), so the page and the
+//! metrics agree; docs/dashboard.md lists every series.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,8 +15,11 @@ use prometheus::{
 
 use super::{ActionResult, Iteration};
 use crate::state::{JobRecord, Phase};
+use dashboard::FleetView;
 use model::observed::ObservedNode;
-use model::spec::Fleet;
+
+/// Every action type, so `gitfleet_actions_total` has all of them from 0.
+const ACTION_KINDS: [&str; 6] = ["place", "preempt", "scale", "drain", "terminate", "cancel"];
 
 /// The reconciler's metrics.
 #[derive(Debug, Clone)]
@@ -26,7 +31,20 @@ pub struct Metrics {
     gpus_unhealthy: IntGaugeVec,
     utilization: Gauge,
     fragmentation: Gauge,
-    queue_depth: IntGaugeVec,
+    queue_info: IntGaugeVec,
+    queue_used: IntGaugeVec,
+    queue_guaranteed: IntGaugeVec,
+    queue_limit: IntGaugeVec,
+    queue_borrowed: IntGaugeVec,
+    queue_pending_jobs: IntGaugeVec,
+    queue_pending_gpus: IntGaugeVec,
+    pool_nodes: IntGaugeVec,
+    pool_nodes_healthy: IntGaugeVec,
+    pool_nodes_drained: IntGaugeVec,
+    pool_nodes_allocated: IntGaugeVec,
+    gpus_healthy: IntGaugeVec,
+    gpus_drained: IntGaugeVec,
+    plan_duration: Histogram,
     pending_by_reason: IntGaugeVec,
     jobs: IntGaugeVec,
     actions: IntCounterVec,
@@ -76,11 +94,85 @@ impl Metrics {
             "GPUs reported unhealthy.",
             &labels,
         );
-        let queue_depth = gauge_vec(
+        let gpus_healthy = gauge_vec(
+            &registry,
+            "gitfleet_gpus_healthy",
+            "Healthy GPUs on ready nodes.",
+            &labels,
+        );
+        let gpus_drained = gauge_vec(
+            &registry,
+            "gitfleet_gpus_drained",
+            "GPUs on drained nodes (no new placements).",
+            &labels,
+        );
+        let pool_nodes = gauge_vec(
+            &registry,
+            "gitfleet_pool_nodes",
+            "Ready nodes of the pool.",
+            &["pool"],
+        );
+        let pool_nodes_healthy = gauge_vec(
+            &registry,
+            "gitfleet_pool_nodes_healthy",
+            "Nodes of the pool whose GPUs are all healthy.",
+            &["pool"],
+        );
+        let pool_nodes_drained = gauge_vec(
+            &registry,
+            "gitfleet_pool_nodes_drained",
+            "Nodes of the pool drained (an unhealthy GPU: no new placements).",
+            &["pool"],
+        );
+        let pool_nodes_allocated = gauge_vec(
+            &registry,
+            "gitfleet_pool_nodes_allocated",
+            "Nodes of the pool with at least one GPU held by a running job.",
+            &["pool"],
+        );
+        let queue_labels = ["queue", "model"];
+        let queue_info = gauge_vec(
+            &registry,
+            "gitfleet_queue_info",
+            "Every queue with its parent (\"\" for a top-level queue); value 1.",
+            &["queue", "parent"],
+        );
+        let queue_used = gauge_vec(
+            &registry,
+            "gitfleet_queue_used_gpus",
+            "GPUs held by running jobs of the queue's subtree.",
+            &queue_labels,
+        );
+        let queue_guaranteed = gauge_vec(
+            &registry,
+            "gitfleet_queue_guaranteed_gpus",
+            "GPUs guaranteed to the queue (0 when its quota does not list the model).",
+            &queue_labels,
+        );
+        let queue_limit = gauge_vec(
+            &registry,
+            "gitfleet_queue_limit_gpus",
+            "The queue's cap on GPUs (absent: no cap).",
+            &queue_labels,
+        );
+        let queue_borrowed = gauge_vec(
+            &registry,
+            "gitfleet_queue_borrowed_gpus",
+            "GPUs the queue's subtree uses beyond its guarantee.",
+            &queue_labels,
+        );
+        let pending_labels = ["queue", "model", "priority_class"];
+        let queue_pending_jobs = gauge_vec(
             &registry,
             "gitfleet_queue_pending_jobs",
-            "Pending jobs by leaf queue and priority class.",
-            &["queue", "priority_class"],
+            "Pending jobs of the queue's subtree, by the models they accept (a model, any, or several joined by |) and priority class.",
+            &pending_labels,
+        );
+        let queue_pending_gpus = gauge_vec(
+            &registry,
+            "gitfleet_queue_pending_gpus",
+            "GPUs asked for by pending jobs of the queue's subtree, by the models they accept and priority class.",
+            &pending_labels,
         );
         let pending_by_reason = gauge_vec(
             &registry,
@@ -142,6 +234,9 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
         let _ = registry.register(Box::new(actions.clone()));
+        for kind in ACTION_KINDS {
+            let _ = actions.with_label_values(&[kind]);
+        }
         let reconcile_duration = Histogram::with_opts(
             HistogramOpts::new(
                 "gitfleet_reconcile_duration_seconds",
@@ -153,6 +248,18 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
         let _ = registry.register(Box::new(reconcile_duration.clone()));
+        let plan_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "gitfleet_plan_duration_seconds",
+                "Wall time of the engine's plan in one iteration.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+        )
+        .unwrap_or_else(|e| unreachable!("well-formed: {e}"));
+        let _ = registry.register(Box::new(plan_duration.clone()));
         let applied_revision = GaugeVec::new(
             Opts::new(
                 "gitfleet_applied_revision_info",
@@ -176,7 +283,20 @@ impl Metrics {
             gpus_unhealthy,
             utilization,
             fragmentation,
-            queue_depth,
+            queue_info,
+            queue_used,
+            queue_guaranteed,
+            queue_limit,
+            queue_borrowed,
+            queue_pending_jobs,
+            queue_pending_gpus,
+            pool_nodes,
+            pool_nodes_healthy,
+            pool_nodes_drained,
+            pool_nodes_allocated,
+            gpus_healthy,
+            gpus_drained,
+            plan_duration,
             pending_by_reason,
             jobs,
             actions,
@@ -195,15 +315,19 @@ impl Metrics {
         self.reconcile_errors.inc();
     }
 
-    /// Updates everything from an iteration and the job records after it.
+    /// Updates everything from an iteration, the job records after it and
+    /// the view built from both.
     pub fn record(
         &self,
         iteration: &Iteration,
-        fleet: Option<&Fleet>,
         records: &BTreeMap<String, JobRecord>,
+        view: &FleetView,
         seconds: f64,
     ) {
         self.reconcile_duration.observe(seconds);
+        if let Some(plan) = iteration.plan_seconds {
+            self.plan_duration.observe(plan);
+        }
         self.last_success.set(iteration.time.timestamp());
         if let Some((_, diagnostics)) = &iteration.refused
             && let Some(first) = diagnostics.first()
@@ -235,7 +359,80 @@ impl Metrics {
             self.jobs.with_label_values(&[phase.as_str()]).set(n as i64);
         }
         self.record_gpus(&iteration.nodes, records);
-        self.record_pending(iteration, fleet);
+        self.record_pending(iteration);
+        self.record_view(view);
+    }
+
+    /// Sets the per-queue and per-pool gauges from the view.
+    fn record_view(&self, view: &FleetView) {
+        for vec in [
+            &self.queue_info,
+            &self.queue_used,
+            &self.queue_guaranteed,
+            &self.queue_limit,
+            &self.queue_borrowed,
+            &self.queue_pending_jobs,
+            &self.queue_pending_gpus,
+            &self.pool_nodes,
+            &self.pool_nodes_healthy,
+            &self.pool_nodes_drained,
+            &self.pool_nodes_allocated,
+            &self.gpus_healthy,
+            &self.gpus_drained,
+        ] {
+            vec.reset();
+        }
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for q in &view.queues {
+            let parent = q.parent.as_deref().unwrap_or_default();
+            self.queue_info.with_label_values(&[&q.name, parent]).set(1);
+            for m in &q.models {
+                let labels = [q.name.as_str(), m.model.as_str()];
+                self.queue_used.with_label_values(&labels).set(int(m.used));
+                self.queue_guaranteed
+                    .with_label_values(&labels)
+                    .set(int(m.guaranteed));
+                if let Some(limit) = m.limit {
+                    self.queue_limit.with_label_values(&labels).set(int(limit));
+                }
+                self.queue_borrowed
+                    .with_label_values(&labels)
+                    .set(int(m.borrowed));
+            }
+            for p in &q.pending {
+                let labels = [q.name.as_str(), p.model.as_str(), p.priority_class.as_str()];
+                self.queue_pending_jobs
+                    .with_label_values(&labels)
+                    .set(int(p.jobs));
+                self.queue_pending_gpus
+                    .with_label_values(&labels)
+                    .set(int(p.gpus));
+            }
+        }
+        for pool in &view.pools {
+            let name = [pool.name.as_str()];
+            self.pool_nodes
+                .with_label_values(&name)
+                .set(int(pool.nodes));
+            self.pool_nodes_healthy
+                .with_label_values(&name)
+                .set(int(pool.healthy_nodes));
+            self.pool_nodes_drained
+                .with_label_values(&name)
+                .set(int(pool.drained_nodes));
+            self.pool_nodes_allocated
+                .with_label_values(&name)
+                .set(int(pool.allocated_nodes));
+            for g in &pool.gpus {
+                let labels = [pool.name.as_str(), g.model.as_str()];
+                self.gpus_healthy
+                    .with_label_values(&labels)
+                    .set(int(g.healthy));
+                self.gpus_drained
+                    .with_label_values(&labels)
+                    .set(int(g.drained));
+            }
+        }
     }
 
     fn record_gpus(&self, nodes: &[ObservedNode], records: &BTreeMap<String, JobRecord>) {
@@ -313,31 +510,10 @@ impl Metrics {
         });
     }
 
-    fn record_pending(&self, iteration: &Iteration, fleet: Option<&Fleet>) {
-        self.queue_depth.reset();
+    fn record_pending(&self, iteration: &Iteration) {
         self.pending_by_reason.reset();
         let Some(plan) = &iteration.plan else { return };
-        let default_class = fleet
-            .and_then(|f| f.priority_classes.iter().find(|c| c.spec.default))
-            .map(|c| c.name().to_string())
-            .unwrap_or_default();
-        let classes: BTreeMap<&str, &str> = fleet
-            .map(|f| {
-                f.jobs
-                    .iter()
-                    .map(|j| {
-                        let class = j.spec.priority_class.as_deref().unwrap_or(&default_class);
-                        (j.name(), class)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let class_of = |job: &str| classes.get(job).copied().unwrap_or(default_class.as_str());
         for pending in &plan.pending {
-            let queue = pending.queue.as_deref().unwrap_or_default();
-            self.queue_depth
-                .with_label_values(&[queue, class_of(&pending.job)])
-                .inc();
             let reason = pending.waiting_for.as_deref().unwrap_or("other");
             self.pending_by_reason.with_label_values(&[reason]).inc();
         }

@@ -1,6 +1,7 @@
 //! The reconcile loop: iterate, write `status.json`, update the metrics,
 //! then wait for the interval, a webhook (`POST /hooks/git`) or a signal.
-//! An HTTP endpoint serves `/metrics` (Prometheus), `/healthz` and `/status`.
+//! An HTTP endpoint serves the dashboard (`/`), `/metrics` (Prometheus),
+//! `/healthz` and `/status`.
 //!
 //! The loop is `async` and runs on the caller's tokio runtime (the binary
 //! owns it); the HTTP server is a task beside it. An iteration that fails
@@ -28,6 +29,7 @@ use super::http_limits::{
 };
 use super::metrics::Metrics;
 use super::status::Status;
+use super::view::{AUDIT_TAIL, ViewInput, fleet_view};
 use super::{Iteration, ReconcileError, Reconciler};
 use exec::Executor;
 use model::observed::Timestamp;
@@ -167,6 +169,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// The status after the last iteration.
     pub status: Mutex<Option<Status>>,
+    /// The dashboard's view after the last iteration.
+    pub view: Mutex<Option<Arc<dashboard::FleetView>>>,
     /// Wakes the loop (webhook).
     pub wake: Notify,
     /// When the iteration under way started (`None` between iterations).
@@ -247,7 +251,8 @@ pub async fn iterate_and_record<E: Executor>(
     Ok((iteration, status))
 }
 
-/// Writes the status after `iteration` and updates the metrics.
+/// Writes the status and the dashboard's view after `iteration` and
+/// updates the metrics.
 pub fn record<E: Executor>(
     reconciler: &Reconciler<E>,
     iteration: &Iteration,
@@ -258,6 +263,25 @@ pub fn record<E: Executor>(
     let seconds = started.elapsed().as_secs_f64();
     let records = reconciler.store().jobs()?;
     let revisions = reconciler.store().revisions()?;
+    let audit: Vec<_> = reconciler
+        .store()
+        .audit_tail(AUDIT_TAIL)?
+        .into_iter()
+        .map(|(_, entry)| entry)
+        .collect();
+    let view = fleet_view(&ViewInput {
+        time: iteration.time,
+        executor: reconciler.executor_name(),
+        fleet: reconciler.fleet(),
+        plan: iteration.plan.as_ref(),
+        nodes: &iteration.nodes,
+        records: &records,
+        revisions: &revisions,
+        audit: &audit,
+    });
+    if let Err(e) = crate::view::write(state_dir, &view) {
+        tracing::warn!(error = %e, "cannot write dashboard.json");
+    }
     let status = Status::new(
         iteration,
         reconciler.executor_name(),
@@ -273,11 +297,12 @@ pub fn record<E: Executor>(
     {
         tracing::warn!(error = %e, "cannot write observed.json");
     }
-    shared
-        .metrics
-        .record(iteration, reconciler.fleet(), &records, seconds);
+    shared.metrics.record(iteration, &records, &view, seconds);
     if let Ok(mut slot) = shared.status.lock() {
         *slot = Some(status.clone());
+    }
+    if let Ok(mut slot) = shared.view.lock() {
+        *slot = Some(Arc::new(view));
     }
     Ok(status)
 }
@@ -454,6 +479,7 @@ async fn watch_shutdown(
 /// The HTTP endpoint's routes.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/", get(page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/status", get(status))
@@ -469,6 +495,53 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     if let Err(e) = axum::serve(listener, router(shared)).await {
         tracing::error!(error = %e, "HTTP endpoint stopped");
     }
+}
+
+/// The dashboard page (503 before the first iteration).
+async fn page(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let view = shared.view.lock().ok().and_then(|v| v.clone());
+    html_page(view.as_deref(), dashboard::Source::Live)
+}
+
+/// A dashboard page as a response: the page, or 503 with a short page
+/// saying there is nothing to show yet. The page has no script and loads
+/// nothing: the policy says so to the browser too.
+pub fn html_page(
+    view: Option<&dashboard::FleetView>,
+    source: dashboard::Source,
+) -> impl IntoResponse + use<> {
+    let headers = [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    match view {
+        Some(view) => (StatusCode::OK, headers, dashboard::render(view, source)),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            headers,
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gitfleet dashboard</title></head><body><main><h1>gitfleet</h1><p>No iteration yet: the dashboard appears after the first one.</p></main></body></html>\n".to_string(),
+        ),
+    }
+}
+
+/// Serves the dashboard of a stopped loop's state directory, read only
+/// (`gitfleet serve`): `/` renders `dashboard.json` as it is at each
+/// request, within the same connection limits as the loop's endpoint.
+pub async fn serve_state(listener: TcpListener, state_dir: PathBuf) -> std::io::Result<()> {
+    let listener = LimitedListener::new(listener, MAX_CONNECTIONS, IDLE_TIMEOUT);
+    let app = Router::new()
+        .route("/", get(state_page))
+        .with_state(Arc::new(state_dir));
+    axum::serve(listener, app).await
+}
+
+async fn state_page(State(dir): State<Arc<PathBuf>>) -> impl IntoResponse {
+    let view = crate::view::read(&dir).ok();
+    html_page(view.as_ref(), dashboard::Source::Stopped)
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

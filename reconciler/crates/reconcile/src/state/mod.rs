@@ -410,6 +410,19 @@ impl Store {
         Ok(out)
     }
 
+    /// The newest `n` entries of the audit log, newest first.
+    pub fn audit_tail(&self, n: usize) -> Result<Vec<(u64, AuditEntry)>, StateError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| self.err(e))?.rev().take(n) {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let id = key.value();
+            out.push((id, self.decode("audit", &id.to_string(), value.value())?));
+        }
+        Ok(out)
+    }
+
     /// Writes a batch in one transaction.
     pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
         if batch.is_empty() {
