@@ -87,6 +87,10 @@ pub struct Capabilities {
     pub grace_periods: bool,
     /// It reports how jobs exited (exit codes).
     pub exit_codes: bool,
+    /// It runs the fleet's Jobs. Without (Slurm's accounting mode: gitfleet
+    /// owns accounts and QOS, Slurm schedules its own jobs) the reconciler
+    /// plans the fleet without its Jobs: nothing is placed or stopped.
+    pub runs_jobs: bool,
 }
 
 /// Why a stop was asked for.

@@ -300,6 +300,7 @@ impl Executor for SimExecutor {
             scales_pools: true,
             grace_periods: true,
             exit_codes: true,
+            runs_jobs: true,
         }
     }
 

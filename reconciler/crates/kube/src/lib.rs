@@ -504,6 +504,7 @@ impl Executor for KubeExecutor {
             scales_pools: false,
             grace_periods: true,
             exit_codes: true,
+            runs_jobs: true,
         }
     }
 

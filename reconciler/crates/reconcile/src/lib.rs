@@ -314,8 +314,20 @@ impl<E: Executor> Reconciler<E> {
         let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
         let mut observed = self.observed(&fleet, now, &records, nodes);
         let planning = std::time::Instant::now();
+        // An executor that does not run Jobs (Slurm's accounting mode) gets
+        // a plan without them: nothing to place, stop or keep pending.
+        let jobless;
+        let planned: &Fleet = if self.executor.capabilities().runs_jobs {
+            &fleet
+        } else {
+            jobless = Fleet {
+                jobs: Vec::new(),
+                ..Fleet::clone(&fleet)
+            };
+            &jobless
+        };
         let plan = plan(&PlanInput {
-            fleet: &fleet,
+            fleet: planned,
             observed: &observed,
             now,
             revision: revision.as_ref().map(|r| r.id.as_str()),

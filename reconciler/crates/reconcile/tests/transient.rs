@@ -20,6 +20,7 @@ struct Flaky {
     observe_down: u32,
     execute_down: u32,
     nodes: Vec<ObservedNode>,
+    runs_jobs: bool,
 }
 
 impl Flaky {
@@ -46,6 +47,7 @@ impl Executor for Flaky {
             scales_pools: false,
             grace_periods: false,
             exit_codes: false,
+            runs_jobs: self.runs_jobs,
         }
     }
 
@@ -98,6 +100,7 @@ fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
         observe_down: 1,
         execute_down: 1,
         nodes: vec![model::observed::pool_node("p", &pool, 0)],
+        runs_jobs: true,
     };
     let source = FleetSource::Dir { path: fleet_dir };
     let mut reconciler = Reconciler::new(source, store.clone(), flaky);
@@ -129,4 +132,35 @@ fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
     assert_eq!(store.jobs().unwrap()["j"].phase, Phase::Running);
     let again = futures_executor::block_on(reconciler.iterate(now)).unwrap();
     assert!(again.executed.is_empty(), "{:?}", again.executed);
+}
+
+#[test]
+fn an_executor_that_runs_no_jobs_gets_a_plan_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_dir = dir.path().join("fleet");
+    std::fs::create_dir_all(&fleet_dir).unwrap();
+    std::fs::write(fleet_dir.join("fleet.yaml"), FLEET).unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("state")).unwrap());
+    let pool = serde_json::from_str(
+        r#"{"gpu": {"model": "H100", "count": 8}, "size": {"min": 1, "max": 1}}"#,
+    )
+    .unwrap();
+    // Slurm's accounting mode: gitfleet owns policy, Slurm runs the jobs.
+    let accounting = Flaky {
+        observe_down: 0,
+        execute_down: 0,
+        nodes: vec![model::observed::pool_node("p", &pool, 0)],
+        runs_jobs: false,
+    };
+    let source = FleetSource::Dir { path: fleet_dir };
+    let mut reconciler = Reconciler::new(source, store.clone(), accounting);
+    let now: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+    for _ in 0..2 {
+        let iteration = futures_executor::block_on(reconciler.iterate(now)).unwrap();
+        let plan = iteration.plan.as_ref().unwrap();
+        assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+        assert!(plan.pending.is_empty(), "{:?}", plan.pending);
+        assert!(iteration.executed.is_empty(), "{:?}", iteration.executed);
+    }
+    assert!(store.jobs().unwrap().is_empty());
 }

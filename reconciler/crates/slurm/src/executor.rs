@@ -145,6 +145,7 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
             scales_pools: false,
             grace_periods: false,
             exit_codes: false,
+            runs_jobs: false,
         }
     }
 

@@ -776,6 +776,7 @@ impl Executor for LocalExecutor {
             scales_pools: false,
             grace_periods: true,
             exit_codes: true,
+            runs_jobs: true,
         }
     }
 
