@@ -729,14 +729,13 @@ impl<'a> Engine<'a> {
     /// undecided pending jobs may claim within their unused guarantees
     /// (borrowing them would be reclaimed in the next plan). A job with GPUs
     /// kept for it decides now and tries such models last instead.
-    fn first_pass_models(&self, j: JobId) -> (Vec<ModelId>, bool) {
+    /// `None`: all its models, in their order.
+    fn first_pass_models(&self, j: JobId) -> Option<(Vec<ModelId>, bool)> {
         let job = &self.jobs[j as usize];
-        let all = job.models.clone();
-        let Some(q) = job.queue else {
-            return (all.to_vec(), false);
-        };
+        let all = &job.models;
+        let q = job.queue?;
         if all.len() < 2 {
-            return (all.to_vec(), false);
+            return None;
         }
         let gpus = job.gpus;
         let within = |m: ModelId| self.tree.usage(q, m) + gpus <= self.tree.guaranteed(q, m);
@@ -752,12 +751,15 @@ impl<'a> Engine<'a> {
         let holds = self.nominated.contains_key(&j)
             || self.freeing.has_dedicated(j)
             || self.held_for.contains_key(&j);
+        if left_out.is_empty() && *models == **all {
+            return None;
+        }
         if holds {
             models.extend(left_out);
-            return (models, false);
+            return Some((models, false));
         }
         let deferrable = !left_out.is_empty();
-        (models, deferrable)
+        Some((models, deferrable))
     }
 
     /// Whether borrowing `gpus` GPUs of model `m` for leaf `q` would leave
@@ -797,12 +799,14 @@ impl<'a> Engine<'a> {
         let holds = self.nominated.contains_key(&j) || self.freeing.has_dedicated(j);
         self.lend_held(j, false);
         let lent = self.lend_nominations(j);
-        let (models, may_defer) = if first_pass {
+        let first = if first_pass {
             self.first_pass_models(j)
         } else {
-            (self.jobs[j as usize].models.to_vec(), false)
+            None
         };
-        let decided = self.admit_inner(j, &models, may_defer);
+        let may_defer = first.as_ref().is_some_and(|(_, defer)| *defer);
+        let models = first.as_ref().map(|(models, _)| models.as_slice());
+        let decided = self.admit_inner(j, models, may_defer);
         self.take_back_nominations(lent);
         self.lend_held(j, true);
         if holds {
@@ -937,7 +941,7 @@ impl<'a> Engine<'a> {
         self.held_for.remove(&j);
     }
 
-    fn admit_inner(&mut self, j: JobId, models: &[ModelId], may_defer: bool) -> bool {
+    fn admit_inner(&mut self, j: JobId, models: Option<&[ModelId]>, may_defer: bool) -> bool {
         if self.jobs[j as usize].queue.is_none() {
             return true;
         }
@@ -945,9 +949,7 @@ impl<'a> Engine<'a> {
         // since (no GPU changed hands, no usage moved), stays pending for the
         // same reason: the common case of a full fleet's long queue. (Not
         // for a job trying only some of its models.)
-        let memo_key = self
-            .outcome_key(j)
-            .filter(|_| !may_defer && *models == *self.jobs[j as usize].models);
+        let memo_key = self.outcome_key(j).filter(|_| models.is_none());
         if let Some(key) = &memo_key
             && let Some(known) = self.outcome_memo.get(key)
             && known.cluster_epoch == self.cluster.epoch
@@ -962,6 +964,7 @@ impl<'a> Engine<'a> {
         }
         let job = self.jobs[j as usize].clone();
         let Some(q) = job.queue else { return true };
+        let models: &[ModelId] = models.unwrap_or(&job.models);
         // Every acceptable model is tried for a start now (free, nominated
         // or reserved GPUs) before any for a wait (stopping jobs, new nodes):
         // a job never waits on one model while another fits now.
