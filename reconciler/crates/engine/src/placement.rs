@@ -199,26 +199,16 @@ fn domain_search(
     rank: &dyn Fn(&NodeState) -> u8,
     prefer: Option<Prefer>,
 ) -> Option<Placement> {
-    let mut domains: BTreeMap<&str, (u64, Vec<NodeId>)> = BTreeMap::new();
-    for &id in nodes {
-        let node = cluster.node(id);
-        if node.model != Some(req.model) {
-            continue;
-        }
-        let Some(key) = node.domain_key(level) else {
-            continue;
-        };
-        let count = usable_count(node, usable);
-        if count == 0 {
-            continue;
-        }
-        let entry = domains.entry(key).or_default();
-        entry.0 += u64::from(count);
-        entry.1.push(id);
-    }
+    let domains: Vec<(u64, Vec<NodeId>)> = by_domain(cluster, nodes, req, level, usable, 1)
+        .into_values()
+        .map(|members| {
+            let capacity = members.iter().map(|(_, c)| u64::from(*c)).sum();
+            (capacity, members.into_iter().map(|(id, _)| id).collect())
+        })
+        .collect();
     // Best domain: lowest worst rank used, then least capacity left, then name.
     let mut best: Option<((u8, u64), Placement)> = None;
-    for (capacity, members) in domains.values() {
+    for (capacity, members) in &domains {
         if *capacity < req.total() {
             continue;
         }
@@ -264,29 +254,24 @@ fn fewest_domains(
     if req.replicas < 2 || req.per_replica == 0 {
         return None;
     }
-    // Per domain: replicas it could hold, usable GPUs, members.
-    let mut by_key: BTreeMap<&str, (u64, u64, Vec<NodeId>)> = BTreeMap::new();
-    for &id in nodes {
-        let node = cluster.node(id);
-        if node.model != Some(req.model) {
-            continue;
-        }
-        let Some(key) = node.domain_key(level) else {
-            continue;
-        };
-        let count = usable_count(node, usable);
-        if count < req.per_replica {
-            continue;
-        }
-        let entry = by_key.entry(key).or_default();
-        entry.0 += u64::from(count / req.per_replica);
-        entry.1 += u64::from(count);
-        entry.2.push(id);
-    }
-    let mut domains: Vec<(u64, u64, &str, Vec<NodeId>)> = by_key
-        .into_iter()
-        .map(|(key, (replicas, gpus, members))| (replicas, gpus, key, members))
-        .collect();
+    // Per domain: replicas it could hold, usable GPUs, name, members.
+    let mut domains: Vec<(u64, u64, &str, Vec<NodeId>)> =
+        by_domain(cluster, nodes, req, level, usable, req.per_replica)
+            .into_iter()
+            .map(|(key, members)| {
+                let count = |f: &dyn Fn(u32) -> u32| {
+                    members.iter().map(|(_, c)| u64::from(f(*c))).sum::<u64>()
+                };
+                let replicas = count(&|c| c / req.per_replica);
+                let gpus = count(&|c| c);
+                (
+                    replicas,
+                    gpus,
+                    key,
+                    members.into_iter().map(|(id, _)| id).collect(),
+                )
+            })
+            .collect();
     // Most replicas first; then fewer GPUs (less left over), then name.
     domains.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
     let want = u64::from(req.replicas);
@@ -313,6 +298,35 @@ fn fewest_domains(
         }
     }
     None
+}
+
+/// The nodes of `req`'s model grouped by their domain of `level` (nodes
+/// without one are left out), each with its usable GPU count, for nodes
+/// with at least `min_usable` of them.
+fn by_domain<'c>(
+    cluster: &'c Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    level: TopologyLevel,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    min_usable: u32,
+) -> BTreeMap<&'c str, Vec<(NodeId, u32)>> {
+    let mut domains: BTreeMap<&str, Vec<(NodeId, u32)>> = BTreeMap::new();
+    for &id in nodes {
+        let node = cluster.node(id);
+        if node.model != Some(req.model) {
+            continue;
+        }
+        let Some(key) = node.domain_key(level) else {
+            continue;
+        };
+        let count = usable_count(node, usable);
+        if count < min_usable.max(1) {
+            continue;
+        }
+        domains.entry(key).or_default().push((id, count));
+    }
+    domains
 }
 
 fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool) -> u32 {

@@ -85,8 +85,9 @@ impl Executor for Flaky {
 
 const FLEET: &str = "apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  gpu: {model: H100, count: 8}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec:\n  quota: [{model: H100, guaranteed: 8}]\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  queue: q\n  gpusPerReplica: 2\n  command: [\"true\"]\n";
 
-#[test]
-fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
+/// FLEET in a directory, a state beside it, and a reconciler over a fake
+/// fleet of one pool node whose first `down` observations and actions fail.
+fn setup(down: u32, runs_jobs: bool) -> (tempfile::TempDir, Arc<Store>, Reconciler<Flaky>) {
     let dir = tempfile::tempdir().unwrap();
     let fleet_dir = dir.path().join("fleet");
     std::fs::create_dir_all(&fleet_dir).unwrap();
@@ -97,13 +98,19 @@ fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
     )
     .unwrap();
     let flaky = Flaky {
-        observe_down: 1,
-        execute_down: 1,
+        observe_down: down,
+        execute_down: down,
         nodes: vec![model::observed::pool_node("p", &pool, 0)],
-        runs_jobs: true,
+        runs_jobs,
     };
     let source = FleetSource::Dir { path: fleet_dir };
-    let mut reconciler = Reconciler::new(source, store.clone(), flaky);
+    let reconciler = Reconciler::new(source, store.clone(), flaky);
+    (dir, store, reconciler)
+}
+
+#[test]
+fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
+    let (_dir, store, mut reconciler) = setup(1, true);
     let now: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
 
     // Observing fails: the iteration fails as a whole, transiently.
@@ -136,24 +143,8 @@ fn an_unreachable_fleet_is_retried_and_nothing_is_done_twice() {
 
 #[test]
 fn an_executor_that_runs_no_jobs_gets_a_plan_without_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let fleet_dir = dir.path().join("fleet");
-    std::fs::create_dir_all(&fleet_dir).unwrap();
-    std::fs::write(fleet_dir.join("fleet.yaml"), FLEET).unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("state")).unwrap());
-    let pool = serde_json::from_str(
-        r#"{"gpu": {"model": "H100", "count": 8}, "size": {"min": 1, "max": 1}}"#,
-    )
-    .unwrap();
     // Slurm's accounting mode: gitfleet owns policy, Slurm runs the jobs.
-    let accounting = Flaky {
-        observe_down: 0,
-        execute_down: 0,
-        nodes: vec![model::observed::pool_node("p", &pool, 0)],
-        runs_jobs: false,
-    };
-    let source = FleetSource::Dir { path: fleet_dir };
-    let mut reconciler = Reconciler::new(source, store.clone(), accounting);
+    let (_dir, store, mut reconciler) = setup(0, false);
     let now: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
     for _ in 0..2 {
         let iteration = futures_executor::block_on(reconciler.iterate(now)).unwrap();
