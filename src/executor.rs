@@ -20,7 +20,9 @@ use reconciler::exec::sim::SimExecutor;
 use reconciler::exec::{
     ActionContext, Capabilities, ExecError, Executor, JobView, Observation, Outcome,
 };
+#[cfg(feature = "kube")]
 use reconciler::kube::nodes::{DEFAULT_POOL_LABEL, DEFAULT_RACK_LABEL, NodeLabels};
+#[cfg(feature = "kube")]
 use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
@@ -34,7 +36,8 @@ pub enum ExecutorKind {
     Sim,
     /// This host: replicas as child processes pinned to GPUs.
     Local,
-    /// A Kubernetes cluster: replicas as Pods (kubeconfig or in-cluster).
+    /// A Kubernetes cluster: replicas as Pods (kubeconfig or in-cluster;
+    /// cargo feature `kube`, on by default).
     Kube,
     /// A Slurm cluster through its own commands (see --slurm-mode).
     Slurm,
@@ -57,6 +60,7 @@ pub struct ExecutorArgs {
     #[command(flatten)]
     pub slurm: SlurmArgs,
     /// The kube executor's own arguments.
+    #[cfg(feature = "kube")]
     #[command(flatten)]
     pub kube: KubeArgs,
 }
@@ -134,6 +138,7 @@ impl SlurmArgs {
 
 /// Arguments of the kube executor (a Kubernetes cluster, reached through
 /// `$KUBECONFIG`, `~/.kube/config` or the in-cluster service account).
+#[cfg(feature = "kube")]
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Kube executor")]
 pub struct KubeArgs {
@@ -157,6 +162,7 @@ pub struct KubeArgs {
     pub kube_rack_label: String,
 }
 
+#[cfg(feature = "kube")]
 impl KubeArgs {
     /// Whether any kube argument was given.
     fn given(&self) -> bool {
@@ -224,19 +230,27 @@ pub struct SimArgs {
 impl ExecutorArgs {
     /// Refuses what cannot run, before anything is written.
     pub fn check(&self) -> Result<()> {
+        #[cfg(feature = "kube")]
         if self.executor != ExecutorKind::Kube && self.kube.given() {
             return Err(miette!("--kube-* options apply to --executor kube"));
         }
         match self.executor {
+            #[cfg(not(feature = "kube"))]
+            ExecutorKind::Kube => Err(miette!(
+                "this gitfleet was built without the kube executor (cargo feature `kube`, on by default): build it with `cargo build --release`"
+            )),
+            #[cfg(feature = "kube")]
             ExecutorKind::Kube if self.observed.is_some() => Err(miette!(
                 "--observed does not apply to the kube executor: it reads the cluster's Nodes"
             )),
+            #[cfg(feature = "kube")]
             ExecutorKind::Kube if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
                     "--now and --sim-step apply to the sim executor; the kube executor runs on the wall clock"
                 ))
             }
             // No cluster configuration: refused before the state is opened.
+            #[cfg(feature = "kube")]
             ExecutorKind::Kube => self.kube.cluster().map(|_| ()),
             ExecutorKind::Local if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
@@ -296,9 +310,13 @@ impl ExecutorArgs {
                 );
                 Ok((AnyExecutor::Slurm(slurm), Box::new(WallClock)))
             }
+            #[cfg(feature = "kube")]
             (ExecutorKind::Kube, _) => {
                 Ok((AnyExecutor::Kube(self.kube.open()?), Box::new(WallClock)))
             }
+            // Refused by `check` above.
+            #[cfg(not(feature = "kube"))]
+            (ExecutorKind::Kube, _) => Err(miette!("no kube executor in this build")),
             (ExecutorKind::Local, _) => Err(miette!("no executor for these arguments")),
         }
     }
@@ -328,6 +346,7 @@ pub enum AnyExecutor {
     /// A Slurm cluster (accounting mode).
     Slurm(SlurmExecutor<ProcessRunner>),
     /// A Kubernetes cluster, replicas as Pods.
+    #[cfg(feature = "kube")]
     Kube(KubeExecutor),
 }
 
@@ -337,6 +356,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.name(),
             AnyExecutor::Local(e) => e.name(),
             AnyExecutor::Slurm(e) => e.name(),
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.name(),
         }
     }
@@ -346,6 +366,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.capabilities(),
             AnyExecutor::Local(e) => e.capabilities(),
             AnyExecutor::Slurm(e) => e.capabilities(),
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.capabilities(),
         }
     }
@@ -355,6 +376,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.set_fleet(fleet).await,
             AnyExecutor::Local(e) => e.set_fleet(fleet).await,
             AnyExecutor::Slurm(e) => e.set_fleet(fleet).await,
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.set_fleet(fleet).await,
         }
     }
@@ -368,6 +390,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.observe(now, running).await,
             AnyExecutor::Local(e) => e.observe(now, running).await,
             AnyExecutor::Slurm(e) => e.observe(now, running).await,
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.observe(now, running).await,
         }
     }
@@ -375,14 +398,18 @@ impl Executor for AnyExecutor {
     fn config_changes(&self) -> Vec<String> {
         match self {
             AnyExecutor::Slurm(e) => e.config_changes(),
-            AnyExecutor::Sim(_) | AnyExecutor::Local(_) | AnyExecutor::Kube(_) => Vec::new(),
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Vec::new(),
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(_) => Vec::new(),
         }
     }
 
     async fn apply_config(&mut self) -> Result<Vec<String>, ExecError> {
         match self {
             AnyExecutor::Slurm(e) => e.apply_config().await,
-            AnyExecutor::Sim(_) | AnyExecutor::Local(_) | AnyExecutor::Kube(_) => Ok(Vec::new()),
+            AnyExecutor::Sim(_) | AnyExecutor::Local(_) => Ok(Vec::new()),
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(_) => Ok(Vec::new()),
         }
     }
 
@@ -391,6 +418,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.already_done(action),
             AnyExecutor::Local(e) => e.already_done(action),
             AnyExecutor::Slurm(e) => e.already_done(action),
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.already_done(action),
         }
     }
@@ -405,6 +433,7 @@ impl Executor for AnyExecutor {
             AnyExecutor::Sim(e) => e.execute(action, ctx, now).await,
             AnyExecutor::Local(e) => e.execute(action, ctx, now).await,
             AnyExecutor::Slurm(e) => e.execute(action, ctx, now).await,
+            #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.execute(action, ctx, now).await,
         }
     }

@@ -69,7 +69,10 @@ enum Command {
     /// Explain why a job is pending, placed where it is, or preempted.
     ///
     /// Shows the quota arithmetic along its queue path, the candidate nodes
-    /// and why each was rejected, and its position in fair-share order.
+    /// and why each was rejected, and its position in fair-share order. For
+    /// a pending job, also what would let it run now (changes to the specs,
+    /// each checked by planning with it) and its expected start (running
+    /// jobs ending at their time limits, no new jobs).
     Explain(commands::explain::Args),
     /// Replay a job trace through the engine in virtual time (DESIGN §6a).
     ///

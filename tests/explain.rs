@@ -90,7 +90,7 @@ fn a_preemptor_and_its_victim_are_explained() {
 fn idle_gpus_kept_for_another_job_are_shown_as_such() {
     // `nominee` holds all of p-0 by nomination when `other` is considered:
     // the node reads as kept for it, not as plain "0 free".
-    let (x, code) = explain("nominated-gpus-kept-from-equal-priority", "other");
+    let (x, code) = explain("nominated-gpus-kept-within-guarantees", "other");
     assert_eq!(code, 0);
     let verdict = x["nodes"][0]["verdict"].as_str().unwrap();
     assert!(

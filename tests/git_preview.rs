@@ -39,9 +39,9 @@ Spec changes: 1 added, 2 changed, 1 removed, 2 moved
   > job vision-b moved from fleet/jobs/vision.yaml to fleet/jobs/cv.yaml
 
 Scheduling consequences (same observed state): 1 newly placed, 1 newly pending (vision 1), 1 other job change
-  + job nlp-b newly placed on h100-1[4-7]
-  ~ job old-eval no longer placed on h100-2[0-1]
-  ! job vision-b newly pending: queue vision: 4 H100 requested, 0 left under limit 4 (was placed on h100-1[4-7])
+  + job nlp-b newly placed on h100-1:gpu4-7
+  ~ job old-eval no longer placed on h100-2:gpu0-1
+  ! job vision-b newly pending: queue vision: 4 H100 requested, 0 left under limit 4 (was placed on h100-1:gpu4-7)
   GPUs allocated 18 → 16 of 24, pending jobs 0 → 1
 
 YAML diffs:
@@ -129,7 +129,7 @@ fn markdown_preview_is_a_pr_comment() {
         )
     );
     for needle in [
-        "| `!` | job vision-b newly pending: queue vision: 4 H100 requested, 0 left under limit 4 (was placed on h100-1[4-7]) |",
+        "| `!` | job vision-b newly pending: queue vision: 4 H100 requested, 0 left under limit 4 (was placed on h100-1:gpu4-7) |",
         "<details><summary><code>~ queue vision</code> H100 guaranteed 8 → 4 (+1 more)</summary>",
         "- H100 limit 16 → 4",
         "<details><summary><code>~ priority class low</code> preemptible true → false</summary>",
@@ -179,10 +179,10 @@ fn json_preview_is_a_stable_document() {
     assert_eq!(
         texts,
         [
-            "job nlp-b newly placed on h100-1[4-7]",
-            "job old-eval no longer placed on h100-2[0-1]",
+            "job nlp-b newly placed on h100-1:gpu4-7",
+            "job old-eval no longer placed on h100-2:gpu0-1",
             "job vision-b newly pending: queue vision: 4 H100 requested, 0 left under limit 4 \
-             (was placed on h100-1[4-7])",
+             (was placed on h100-1:gpu4-7)",
         ]
     );
     assert_eq!(doc["plan"]["jobs"][2]["after"]["state"], "pending");

@@ -1,6 +1,7 @@
 //! `--executor kube` on the command line, where no cluster exists: refused
 //! with a clear message before the state directory is touched.
 
+#![cfg(feature = "kube")] // the binary's kube executor (a default feature)
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 
 use std::path::Path;

@@ -64,6 +64,10 @@ fn run_case(dir: &Path) -> Outcome {
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gitfleet"));
     cmd.arg("plan").arg("repo").current_dir(dir);
+    // A case lies inside this repository's work tree: without a ceiling its
+    // plan's `revision` would be this repository's commit (a fleet in a
+    // clean work tree is that commit), which changes with every commit.
+    cmd.env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir));
     if dir.join("observed.yaml").is_file() {
         cmd.arg("--observed").arg("observed.yaml");
     }

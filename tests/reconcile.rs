@@ -593,7 +593,7 @@ fn an_intent_left_by_a_crash_is_carried_out_once() {
         .find(|j| j["job"] == "a-1")
         .unwrap();
     assert_eq!(
-        a1["placement"], "p-1[0-7]",
+        a1["placement"], "p-1:gpu0-7",
         "the intended placement, carried out"
     );
     let store = Store::open(&fleet.state()).unwrap();

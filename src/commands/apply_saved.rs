@@ -15,7 +15,8 @@ use reconciler::reconcile::saved::{SavedPlan, SpecsSource};
 use reconciler::source::GitSource;
 
 use super::apply::{Args, allow_prune, carry_out, refused};
-use super::reconcile::{Setup, setup_from};
+use super::args::DEFAULT_BRANCH;
+use super::reconcile::{MIRROR_DIR, Setup, setup_from};
 use crate::executor::runtime;
 use crate::render::{PlanReport, emit};
 
@@ -67,6 +68,22 @@ pub fn run(args: &Args, (file, saved): (PathBuf, SavedPlan)) -> Result<ExitCode>
                 .rev
                 .clone()
                 .unwrap_or_else(|| saved.specs.revision.clone()),
+        },
+        SpecsSource::Remote => FleetSource::Remote {
+            url: saved.specs.url.clone().ok_or_else(|| {
+                miette!(
+                    "{}: not a valid saved plan: specs.url is missing for remote specs",
+                    file.display()
+                )
+            })?,
+            mirror: source_args.state.join(MIRROR_DIR),
+            branch: saved
+                .specs
+                .rev
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BRANCH.to_string()),
+            subdir: saved.specs.path.clone(),
+            repo: None,
         },
         SpecsSource::Dir if fleet_path.exists() => FleetSource::Dir { path: fleet_path },
         SpecsSource::Dir => {

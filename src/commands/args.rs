@@ -24,7 +24,28 @@ pub struct SpecArgs {
     /// repository or a worktree.
     #[arg(long, value_name = "REV", display_order = REV_ORDER)]
     pub rev: Option<String>,
+    /// Read the specs from this remote repository (a path or file:// URL)
+    /// instead, fetched into a temporary mirror: PATH is the fleet's
+    /// directory inside it and --rev one of its branches (default `main`),
+    /// as `reconcile --repo` reads it.
+    #[arg(long, value_name = "URL", display_order = AFTER_REV)]
+    pub repo: Option<String>,
 }
+
+impl SpecArgs {
+    /// The revision to read: `--rev`, or `main` of a `--repo`; `None` reads
+    /// the files on disk.
+    pub fn revision(&self) -> Option<&str> {
+        match (&self.rev, &self.repo) {
+            (Some(rev), _) => Some(rev),
+            (None, Some(_)) => Some(DEFAULT_BRANCH),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The branch of a `--repo` read when no `--rev` (or `--branch`) names one.
+pub const DEFAULT_BRANCH: &str = "main";
 
 /// The observed state of the fleet.
 #[derive(Debug, Clone, clap::Args)]
@@ -75,4 +96,16 @@ pub struct OutputArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]
     pub output: OutputFormat,
+}
+
+/// `-o` of a command without a Markdown form: `text` or `json`, so that
+/// `-o markdown` is an error naming the values allowed, never a silent
+/// fallback to text (use with `mut_arg("output", text_or_json)`).
+pub fn text_or_json(arg: clap::Arg) -> clap::Arg {
+    use clap::builder::TypedValueParser as _;
+    arg.value_parser(
+        clap::builder::PossibleValuesParser::new(["text", "json"])
+            .try_map(|value: String| <OutputFormat as clap::ValueEnum>::from_str(&value, false)),
+    )
+    .help("Output format (text or json)")
 }

@@ -4,10 +4,11 @@ use std::process::ExitCode;
 
 use miette::Result;
 use reconciler::engine::{PlanInput, explain};
+use reconciler::whatif::{self, Horizon};
 
 use super::args::{InputArgs, OutputArgs};
 use super::input::{self, Input};
-use crate::render::emit;
+use crate::render::{ExplainReport, emit};
 
 /// Arguments of `gitfleet explain`.
 #[derive(Debug, clap::Args)]
@@ -15,7 +16,7 @@ use crate::render::emit;
     mut_arg("path", |a| a.help("The fleet repository")),
     mut_arg("observed", |a| a.help("Observed state (YAML or JSON)")),
     mut_arg("now", |a| a.help("Decision time (RFC 3339)")),
-    mut_arg("output", |a| a.help("Output format (text or json)")),
+    mut_arg("output", super::args::text_or_json),
 )]
 pub struct Args {
     /// The job's name.
@@ -61,20 +62,36 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     else {
         return Ok(ExitCode::FAILURE);
     };
-    let (_, mut explanation) = explain(
-        &PlanInput {
-            fleet: &fleet,
-            observed: &observed,
-            now,
-            revision: revision.as_deref(),
-        },
-        &args.job,
-    );
+    let input = PlanInput {
+        fleet: &fleet,
+        observed: &observed,
+        now,
+        revision: revision.as_deref(),
+    };
+    let (plan, mut explanation) = explain(&input, &args.job);
     if let Some(state) = &args.input.observed.state {
         explanation.history = history(state, &args.job);
     }
-    emit(&explanation, args.output.output)?;
-    Ok(if explanation.status == "unknown" {
+    // What would let a pending job run, and when it is expected to start.
+    let (suggestions, expected_start) = if explanation.status == "pending" {
+        let mut what = whatif::for_job(&input, &plan, &args.job, Horizon::DEFAULT);
+        (
+            what.suggestions.remove(&args.job),
+            what.starts.remove(&args.job),
+        )
+    } else {
+        (None, None)
+    };
+    let status = explanation.status.clone();
+    emit(
+        &ExplainReport {
+            explanation,
+            suggestions,
+            expected_start,
+        },
+        args.output.output,
+    )?;
+    Ok(if status == "unknown" {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -1,11 +1,14 @@
 //! Specs read from Git (`--rev`, `--base`), shared by the input loader
 //! (`plan`, `explain`), `plan --base`, `validate` and `history`.
 
+use std::ops::Deref;
 use std::path::Path;
 
-use miette::{IntoDiagnostic, Result};
+use miette::{IntoDiagnostic, Result, WrapErr};
 use reconciler::load::{Loaded, SourceFile, load_fleet};
-use reconciler::source::GitSource;
+use reconciler::source::{GitSource, fetch_mirror};
+
+use super::args::{DEFAULT_BRANCH, SpecArgs};
 
 /// The fleet's files at one revision.
 pub struct SpecsAt {
@@ -21,6 +24,56 @@ pub struct SpecsAt {
 /// a work tree, a bare repository, or a worktree).
 pub fn open(path: &Path) -> Result<GitSource> {
     GitSource::discover(path).into_diagnostic()
+}
+
+/// A repository the specs are read from: a local one, or a temporary
+/// mirror of a `--repo` (removed when this is dropped).
+pub struct Repo {
+    source: GitSource,
+    _mirror: Option<tempfile::TempDir>,
+}
+
+impl Deref for Repo {
+    type Target = GitSource;
+
+    fn deref(&self) -> &GitSource {
+        &self.source
+    }
+}
+
+/// Opens the repository the spec arguments name: `--repo URL` fetched
+/// (the branch `--rev`, default `main`) into a temporary mirror with PATH
+/// as the fleet's directory in it, else the repository holding PATH.
+pub fn open_specs(args: &SpecArgs) -> Result<Repo> {
+    let Some(url) = &args.repo else {
+        return Ok(Repo {
+            source: open(&args.path)?,
+            _mirror: None,
+        });
+    };
+    let branch = args.rev.as_deref().unwrap_or(DEFAULT_BRANCH);
+    let dir = tempfile::tempdir()
+        .into_diagnostic()
+        .wrap_err("--repo: cannot create a temporary directory for the mirror")?;
+    let source = fetch_mirror(url, &dir.path().join("mirror.git"), branch)
+        .into_diagnostic()
+        .wrap_err_with(|| {
+            format!("--repo {url} --rev {branch} (--rev names a branch of the remote)")
+        })?;
+    Ok(Repo {
+        source: source.with_subdir(&subdir_of(&args.path)),
+        _mirror: Some(dir),
+    })
+}
+
+/// PATH as a directory inside a repository (`""` for its root).
+pub fn subdir_of(path: &Path) -> String {
+    let subdir = path.to_string_lossy();
+    let subdir = subdir.trim_end_matches('/');
+    match subdir {
+        "." | "" => String::new(),
+        other => other.strip_prefix("./").unwrap_or(other).to_string(),
+    }
 }
 
 /// Reads the fleet's files at `rev`.

@@ -12,7 +12,7 @@ use crate::render::{HistoryReport, emit};
 
 /// Arguments of `gitfleet history`.
 #[derive(Debug, clap::Args)]
-#[command(mut_arg("output", |a| a.help("Output format (text or json)")))]
+#[command(mut_arg("output", super::args::text_or_json))]
 pub struct Args {
     /// The object to follow, as KIND/NAME (`queue/nlp`, `job/llama-finetune`,
     /// `priority-class/low`); every object when left out. A single argument

@@ -22,7 +22,8 @@ pub struct Input {
     pub observed: ObservedState,
     /// The decision time.
     pub now: Timestamp,
-    /// The commit the specs were read at, with `--rev`.
+    /// The commit the specs were read at: with `--rev`, or the work tree's
+    /// `HEAD` when the fleet's files on disk are that commit's.
     pub revision: Option<String>,
 }
 
@@ -69,9 +70,9 @@ pub fn load(args: &InputArgs) -> Result<Option<Input>> {
 /// The valid fleet (and its commit with `--rev`); `None` when invalid (its
 /// problems are printed).
 pub fn load_specs(args: &SpecArgs) -> Result<Option<(Fleet, Option<String>)>> {
-    Ok(match &args.rev {
+    Ok(match args.revision() {
         Some(rev) => {
-            let source = super::git::open(&args.path)?;
+            let source = super::git::open_specs(args)?;
             let specs = super::git::read_at(&source, rev)?;
             let loaded = super::git::load_reporting(&specs, &args.path);
             if !loaded.is_valid() {
@@ -79,8 +80,17 @@ pub fn load_specs(args: &SpecArgs) -> Result<Option<(Fleet, Option<String>)>> {
             }
             Some((loaded.fleet, Some(specs.commit)))
         }
-        None => load_valid_fleet(&args.path)?.map(|fleet| (fleet, None)),
+        None => load_valid_fleet(&args.path)?.map(|fleet| (fleet, work_tree_commit(&args.path))),
     })
+}
+
+/// The commit of the files on disk when PATH lies in a Git work tree whose
+/// fleet files have no changes (`GitSource::work_tree_commit`); `None`
+/// outside Git or with changes.
+fn work_tree_commit(path: &Path) -> Option<String> {
+    reconciler::source::GitSource::discover(path)
+        .ok()?
+        .work_tree_commit()
 }
 
 /// Loads a fleet repository from disk; prints its problems to stderr and

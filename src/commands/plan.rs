@@ -1,13 +1,14 @@
-//! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F | --state DIR] [--now T] [-o text|markdown|json] [--detailed-exitcode] [--out FILE]`
+//! `gitfleet plan [PATH] [--rev R [--base B]] [--observed F | --state DIR] [--now T] [-o text|markdown|json] [--detailed-exitcode] [--out FILE] [--suggest [--suggest-jobs N]]`
 
 use std::process::ExitCode;
 
 use miette::Result;
 use reconciler::engine::{PlanInput, plan};
+use reconciler::whatif::{self, Horizon};
 
 use super::args::{AFTER_REV, InputArgs, OutputArgs};
 use super::input::{self, Input};
-use crate::render::{PlanReport, emit};
+use crate::render::{PlanReport, SuggestedPlanReport, emit};
 
 /// Arguments of `gitfleet plan`.
 #[derive(Debug, clap::Args)]
@@ -29,6 +30,17 @@ pub struct Args {
     /// `gitfleet apply FILE` (with --state DIR).
     #[arg(long, value_name = "FILE", conflicts_with = "base")]
     pub out: Option<std::path::PathBuf>,
+    /// For pending jobs: what would let them run now (changes to the specs,
+    /// each checked by planning with it) and when they are expected to
+    /// start (running jobs ending at their time limits, no new jobs). JSON:
+    /// `suggestions` and `expected_start` on pending entries.
+    #[arg(long, conflicts_with = "base")]
+    pub suggest: bool,
+    /// How many pending jobs, in fair-share order, get suggestions with
+    /// --suggest (each costs a few plans); every pending job gets an
+    /// expected start.
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "suggest")]
+    pub suggest_jobs: usize,
 }
 
 /// Runs `gitfleet plan` (with `--base`, the preview of a change).
@@ -55,13 +67,28 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         super::plan_out::write(out, &args.input, &observed, &plan)?;
     }
     let source = args.input.specs.path.display().to_string();
-    emit(
-        &PlanReport {
-            plan: &plan,
-            source: &source,
-        },
-        args.output.output,
-    )?;
+    let report = PlanReport {
+        plan: &plan,
+        source: &source,
+    };
+    if args.suggest {
+        let input = PlanInput {
+            fleet: &fleet,
+            observed: &observed,
+            now,
+            revision: revision.as_deref(),
+        };
+        let whatif = whatif::for_plan(&input, &plan, args.suggest_jobs, Horizon::DEFAULT);
+        emit(
+            &SuggestedPlanReport {
+                report,
+                whatif: &whatif,
+            },
+            args.output.output,
+        )?;
+    } else {
+        emit(&report, args.output.output)?;
+    }
     let code = if args.detailed_exitcode && !plan.actions.is_empty() {
         ExitCode::from(2)
     } else {

@@ -6,15 +6,16 @@ use std::path::Path;
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::observed::ObservedState;
 use reconciler::plan::Plan;
-use reconciler::reconcile::FleetSource;
 use reconciler::reconcile::live::digest;
 use reconciler::reconcile::saved::{
     ObservedOrigin, ObservedSource, SavedPlan, SpecsOrigin, SpecsSource,
 };
 use reconciler::reconcile::status::Status;
+use reconciler::reconcile::{FleetSource, Revision};
 use reconciler::source::GitSource;
 
 use super::args::InputArgs;
+use super::git::subdir_of;
 
 /// Writes `plan`, computed from `input` and `observed`, to `out`.
 pub fn write(out: &Path, input: &InputArgs, observed: &ObservedState, plan: &Plan) -> Result<()> {
@@ -39,35 +40,54 @@ pub fn write(out: &Path, input: &InputArgs, observed: &ObservedState, plan: &Pla
     Ok(())
 }
 
-/// Where the specs came from, as `apply` will read them again.
+/// Where the specs came from, as `apply` will read them again; refused
+/// when a Git revision moved since the plan was computed from it.
 fn specs_origin(input: &InputArgs, plan: &Plan) -> Result<SpecsOrigin> {
-    let path = &input.specs.path;
-    let (source, mut fleet) = match &input.specs.rev {
-        Some(rev) => (
-            SpecsSource::Git,
-            FleetSource::Git {
+    let specs = &input.specs;
+    let path = &specs.path;
+    let (source, revision) = match (&specs.repo, specs.revision()) {
+        (Some(_), Some(branch)) => {
+            // Fetched again: the mirror the plan was read from is gone.
+            let repo = super::git::open_specs(specs)?;
+            let oid = repo.resolve_oid(branch).into_diagnostic()?;
+            let content = repo.fleet_id_at(oid).into_diagnostic()?;
+            let revision = Revision {
+                id: oid.to_string(),
+                content: content.map(|t| t.to_string()).unwrap_or_default(),
+            };
+            (SpecsSource::Remote, revision)
+        }
+        (_, Some(rev)) => {
+            let mut fleet = FleetSource::Git {
                 repo: GitSource::discover(path).into_diagnostic()?,
-                rev: rev.clone(),
-            },
-        ),
-        None => (
-            SpecsSource::Dir,
-            FleetSource::Dir {
+                rev: rev.to_string(),
+            };
+            (SpecsSource::Git, fleet.current().into_diagnostic()?)
+        }
+        (_, None) => {
+            let mut fleet = FleetSource::Dir {
                 path: path.to_path_buf(),
-            },
-        ),
+            };
+            (SpecsSource::Dir, fleet.current().into_diagnostic()?)
+        }
     };
-    let revision = fleet.current().into_diagnostic()?;
-    if source == SpecsSource::Git && plan.revision.as_deref() != Some(revision.id.as_str()) {
+    if source != SpecsSource::Dir && plan.revision.as_deref() != Some(revision.id.as_str()) {
         return Err(miette!(
             "{} moved while the plan was computed; run it again",
-            input.specs.rev.as_deref().unwrap_or("HEAD")
+            specs.revision().unwrap_or("HEAD")
         ));
     }
     Ok(SpecsOrigin {
         source,
-        path: path.display().to_string(),
-        rev: input.specs.rev.clone(),
+        path: match source {
+            SpecsSource::Remote => subdir_of(path),
+            _ => path.display().to_string(),
+        },
+        rev: specs
+            .revision()
+            .filter(|_| source != SpecsSource::Dir)
+            .map(str::to_string),
+        url: specs.repo.clone(),
         revision: revision.id,
         content: revision.content,
     })

@@ -3,11 +3,12 @@
 
 use std::process::ExitCode;
 
-use miette::Result;
+use miette::{Result, miette};
 use reconciler::engine::{PlanInput, plan};
 use reconciler::load::{Loaded, load_fleet};
 use reconciler::observed::derive_inventory;
 use reconciler::plan_diff::diff_plans;
+use reconciler::queue_totals::queue_totals;
 use reconciler::reconcile::prune::{self, PrunePolicy};
 use reconciler::report::preview::{MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision};
 use reconciler::source::rev_label;
@@ -20,6 +21,11 @@ use crate::render::emit;
 /// Runs the preview of `base` → `--rev` (default `HEAD`).
 pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
     let specs = &args.input.specs;
+    if let Some(url) = &specs.repo {
+        return Err(miette!(
+            "--base with --repo {url}: a preview compares two revisions of a local clone; clone the repository and run it there"
+        ));
+    }
     let source = open(&specs.path)?;
     let head_rev = specs.rev.as_deref().unwrap_or("HEAD");
     let base_specs = read_at(&source, base)?;
@@ -66,9 +72,10 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
                 revision: Some(&specs.commit),
             })
         };
-        Some(diff_plans(
-            &at(&base_loaded, &base_specs),
-            &at(&head_loaded, &head_specs),
+        let (base_plan, head_plan) = (at(&base_loaded, &base_specs), at(&head_loaded, &head_specs));
+        Some(diff_plans(&base_plan, &head_plan).with_queues(
+            &queue_totals(&base_loaded.fleet, &observed, &base_plan),
+            &queue_totals(&head_loaded.fleet, &observed, &head_plan),
         ))
     } else {
         None

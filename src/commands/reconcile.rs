@@ -18,6 +18,7 @@ use reconciler::reconcile::{ActionResult, FleetSource, Iteration, Reconciler};
 use reconciler::spec::Duration;
 use reconciler::state::Store;
 
+use super::args::DEFAULT_BRANCH;
 use crate::executor::{AnyExecutor, ExecutorArgs, runtime};
 
 /// Options shared by `reconcile` and `apply`.
@@ -182,6 +183,9 @@ pub(super) fn setup(args: &SourceArgs) -> Result<Setup> {
     setup_from(args, source)
 }
 
+/// The bare mirror of a `--repo` inside the state directory.
+pub const MIRROR_DIR: &str = "repo.git";
+
 /// The fleet source the arguments name.
 fn source_of(args: &SourceArgs) -> Result<FleetSource> {
     if args.repo.is_none() && !args.path.exists() {
@@ -191,17 +195,14 @@ fn source_of(args: &SourceArgs) -> Result<FleetSource> {
         ));
     }
     let source = if let Some(url) = &args.repo {
-        let subdir = args.path.to_string_lossy();
-        let subdir = subdir.trim_end_matches('/');
-        let subdir = match subdir {
-            "." | "" => "",
-            other => other.strip_prefix("./").unwrap_or(other),
-        };
         FleetSource::Remote {
             url: url.clone(),
-            mirror: args.state.join("repo.git"),
-            branch: args.branch.clone().unwrap_or_else(|| "main".to_string()),
-            subdir: subdir.to_string(),
+            mirror: args.state.join(MIRROR_DIR),
+            branch: args
+                .branch
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BRANCH.to_string()),
+            subdir: super::git::subdir_of(&args.path),
             repo: None,
         }
     } else if args.no_git {
@@ -296,7 +297,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
                 eprintln!("warning: no metrics endpoint: cannot listen on {addr} ({e}); use --listen ADDR");
             }
             LoopEvent::Iterated { iteration, status } => {
-                print_iteration(iteration, status, !terminal);
+                print_iteration(iteration, status);
                 failed = iteration.refused.is_some();
             }
             LoopEvent::Failed(error) => eprintln!("error: {error}"),
@@ -322,8 +323,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-/// One line per iteration, and a line per action and event.
-fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
+/// One line per iteration (every iteration, on a terminal or not: a
+/// quiet iteration's line is what says the loop is alive), after a line per
+/// action and event.
+fn print_iteration(iteration: &Iteration, status: &Status) {
     let time = iteration
         .time
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -380,10 +383,7 @@ fn print_iteration(iteration: &Iteration, status: &Status, quiet: bool) {
         status.gpus.utilization_percent,
         status.last_iteration.duration_ms
     );
-    let changed = !iteration.executed.is_empty() || !iteration.events.is_empty();
-    if changed || !quiet || iteration.refused.is_some() {
-        println!("{line}");
-    }
+    println!("{line}");
 }
 
 /// The webhook secret in `path`, without a trailing newline; an empty or

@@ -15,7 +15,7 @@ use crate::render::emit;
 
 /// Arguments of `gitfleet status`.
 #[derive(Debug, clap::Args)]
-#[command(mut_arg("output", |a| a.help("Output format (text or json)")))]
+#[command(mut_arg("output", super::args::text_or_json))]
 pub struct Args {
     /// The state directory.
     #[arg(long, value_name = "DIR", default_value = ".gitfleet")]

@@ -7,15 +7,19 @@ mod history;
 mod plan;
 mod simulate;
 mod status;
+mod validate;
+mod whatif;
 
 use std::io::{BufWriter, Write};
 
 use miette::{IntoDiagnostic, Result};
 
 pub use audit::AuditReport;
+pub use explain::ExplainReport;
 pub use history::HistoryReport;
 pub use plan::PlanReport;
 pub use simulate::SimulateReport;
+pub use whatif::SuggestedPlanReport;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,9 +37,13 @@ pub trait Render {
     /// For a terminal.
     fn text(&self) -> String;
 
-    /// A pull-request comment; the text where there is no Markdown form.
+    /// A pull-request comment; an error where there is no Markdown form
+    /// (such commands also refuse `-o markdown` when parsing arguments:
+    /// `args::text_or_json`).
     fn markdown(&self) -> Result<String> {
-        Ok(self.text())
+        Err(miette::miette!(
+            "this command prints text or json, not markdown"
+        ))
     }
 
     /// Pretty-printed JSON, streamed to `out` (without the final newline).

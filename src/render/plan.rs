@@ -28,7 +28,7 @@ impl Render for PlanReport<'_> {
     }
 
     fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
-        serde_json::to_writer_pretty(out, self.plan)
+        serde_json::to_writer_pretty(out, &self.plan.document())
     }
 }
 

@@ -1,4 +1,4 @@
-//! The reconciler's status (its Markdown is its text).
+//! The reconciler's status (text or JSON).
 
 use std::io::Write;
 

@@ -383,3 +383,87 @@ fn a_plan_of_a_git_revision_follows_the_fleet_not_the_commit() {
     );
     assert!(text(&out).contains("HEAD is now "), "{}", text(&out));
 }
+
+#[test]
+fn a_plan_of_a_remote_branch_is_applied_to_the_loop_that_mirrors_it() {
+    let setup = Setup {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let repo = setup.path("upstream");
+    let git = |args: &[&str]| git(&repo, args, &[]);
+    std::fs::create_dir_all(setup.path("upstream/fleet")).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    let commit = |jobs: &[(&str, u32)]| {
+        let mut yaml = fleet(2);
+        for (name, gpus) in jobs {
+            yaml += &job(name, *gpus);
+        }
+        std::fs::write(setup.path("upstream/fleet/fleet.yaml"), yaml).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "change"]);
+        git(&["rev-parse", "HEAD"])
+    };
+    let url = format!("file://{}", repo.display());
+    commit(&[("a-1", 8)]);
+    let mut first = vec!["reconcile", "fleet", "--repo", &url];
+    first.extend(RECONCILE_FIRST);
+    let out = setup.run(&first);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(setup.path("st/repo.git").is_dir());
+
+    // No clone here: the specs are read from the remote.
+    let second = commit(&[("a-1", 8), ("a-2", 4)]);
+    let out = setup.run(&["validate", "fleet", "--repo", &url]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("at main ("), "{}", text(&out));
+    let save = || {
+        let out = setup.run(&[
+            "plan",
+            "fleet",
+            "--repo",
+            &url,
+            "--state",
+            "st",
+            "--out",
+            "plan.json",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    save();
+    let saved = setup.saved();
+    assert_eq!(saved["specs"]["source"], "remote");
+    assert_eq!(saved["specs"]["url"], url.as_str());
+    assert_eq!(saved["specs"]["rev"], "main");
+    assert_eq!(saved["specs"]["path"], "fleet");
+    assert_eq!(saved["specs"]["revision"], second.as_str());
+    assert_eq!(saved["plan"]["revision"], second.as_str());
+    let out = setup.apply_saved();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(running(&setup, "a-2"));
+    let out = setup.run(&["status", "--state", "st", "-o", "json"]);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["revisions"]["lastApplied"], second.as_str());
+
+    // The branch moves on with other fleet files: the plan is stale.
+    commit(&[("a-1", 8), ("a-2", 4), ("a-3", 2)]);
+    save();
+    commit(&[("a-1", 8), ("a-2", 4), ("a-3", 4)]);
+    let out = setup.apply_saved();
+    assert_fails_with(
+        &out,
+        "the specs changed since the plan was made: it was made at",
+    );
+    assert!(
+        text(&out).contains(&format!("main of {url} is now ")),
+        "{}",
+        text(&out)
+    );
+    assert!(!running(&setup, "a-3"), "nothing of a stale plan applied");
+
+    // A preview needs two revisions of a clone.
+    let out = setup.run(&["plan", "fleet", "--repo", &url, "--base", "main"]);
+    assert_fails_with(&out, "a preview compares two revisions of a local clone");
+    // A branch the remote does not have.
+    let out = setup.run(&["plan", "fleet", "--repo", &url, "--rev", "nope"]);
+    assert_fails_with(&out, "--rev names a branch of the remote");
+}

@@ -10,6 +10,8 @@ use serde::Serialize;
 use model::observed::NodeGpus;
 use model::plan::{Action, Plan, Summary, Wording, placement_short};
 
+use crate::queue_totals::{QueueChange, QueueTotals, queue_changes};
+
 /// What one plan does with a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
@@ -138,9 +140,24 @@ pub struct PlanDiff {
     pub before: Summary,
     /// Totals of the new plan.
     pub after: Summary,
+    /// Each leaf queue's GPUs and pending jobs in both plans, in natural
+    /// order; empty unless filled in with [`PlanDiff::with_queues`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueChange>,
 }
 
 impl PlanDiff {
+    /// This difference with each queue's totals in both plans (see
+    /// [`crate::queue_totals::queue_totals`]).
+    pub fn with_queues(
+        mut self,
+        before: &BTreeMap<String, QueueTotals>,
+        after: &BTreeMap<String, QueueTotals>,
+    ) -> Self {
+        self.queues = queue_changes(before, after);
+        self
+    }
+
     /// Whether the two plans decide anything differently.
     pub fn has_changes(&self) -> bool {
         !self.jobs.is_empty() || !self.targets.is_empty()
@@ -262,6 +279,7 @@ pub fn diff_plans(before: &Plan, after: &Plan) -> PlanDiff {
         targets,
         before: before.summary.clone(),
         after: after.summary.clone(),
+        queues: Vec::new(),
     }
 }
 
@@ -455,11 +473,11 @@ mod tests {
         assert_eq!(
             texts,
             [
-                "job a newly pending: queue vision: 2 left (was placed on n0[0-1])",
-                "job b no longer placed on n1[0-1]",
-                "job c newly placed on n1[0-1] (was pending: no GPUs)",
+                "job a newly pending: queue vision: 2 left (was placed on n0:gpu0-1)",
+                "job b no longer placed on n1:gpu0-1",
+                "job c newly placed on n1:gpu0-1 (was pending: no GPUs)",
                 "job d still pending, now: quota again",
-                "job m placed on n3[0-1] instead of n2[0-1]",
+                "job m placed on n3:gpu0-1 instead of n2:gpu0-1",
                 "job x newly preempted for c",
             ]
         );

@@ -37,7 +37,8 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
     }
     let mut out = Vec::new();
     let mut nodes: Vec<&ObservedNode> = observed.nodes.iter().collect();
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    // natural order (`n2` before `n10`): drift is listed for people
+    nodes.sort_by(|a, b| model::text::natural_cmp(&a.name, &b.name));
     for (&name, spec) in &pools {
         let count = nodes
             .iter()

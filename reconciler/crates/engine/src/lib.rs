@@ -558,7 +558,8 @@ impl<'a> Engine<'a> {
     /// Nodes with unhealthy GPUs get no new placements.
     fn drain_unhealthy(&mut self, observed: &ObservedState) {
         let mut nodes: Vec<&model::observed::ObservedNode> = observed.nodes.iter().collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        // natural order (`n2` before `n10`): drains are listed for people
+        nodes.sort_by(|a, b| model::text::natural_cmp(&a.name, &b.name));
         for node in nodes {
             let mut bad: Vec<u32> = node
                 .gpus
@@ -669,34 +670,70 @@ impl<'a> Engine<'a> {
 
         let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
         // As Kueue does: jobs that fit within their queue's guarantee go
-        // first, in fair-share order; jobs that would borrow come after, one
-        // priority band at a time from the highest, in fair-share order inside
-        // a band. So a low-priority borrower never takes GPUs that a
-        // higher-priority job would preempt it for in the next plan.
-        // Borrowers are kept with their priority, in the order handed out
-        // (so in within-leaf order inside each leaf).
-        let mut borrowers: Vec<(i32, QueueId, JobId)> = Vec::new();
+        // first, in fair-share order; jobs that would borrow come after, in
+        // fair-share order too (issue 16 item 3: a queue that uses less is
+        // not passed by a busier queue's high-priority borrower). Priority
+        // orders jobs inside a leaf. Borrowers are kept in the order handed
+        // out (so in within-leaf order inside each leaf). A borrower placed
+        // so while a higher-priority borrower of another queue was waiting
+        // is not that one's victim by priority alone in the next plan (rule
+        // 5c counts only victims that started before their preemptor was
+        // first seen; `preemption::candidates`), so fair share does not thrash.
+        //
+        // Priority within a leaf holds (issue 16 item 4): once a job of a
+        // leaf is deferred, the leaf's jobs of lower priority are held back
+        // with it, so they do not take the GPUs it needs first. A leaf held
+        // back keeps its guaranteed turn: its deferred jobs up to its last
+        // held-back one within its guarantee go first in the borrowers' pass (fair share among
+        // such leaves), before other queues' borrowers could take the GPUs
+        // its held-back jobs are guaranteed (which would be reclaimed in the
+        // next plan). So do a leaf's deferred jobs up to its last one that
+        // holds GPUs (nominated or promised: a preemptor whose victims
+        // stopped): the room it preempted for is its own, and a borrower of
+        // another queue taking it would make it preempt again.
+        let queues = self.tree.queues.len();
+        let mut deferred_priority: Vec<Option<i32>> = vec![None; queues];
+        let mut last_held: Vec<Option<JobId>> = vec![None; queues];
+        let mut borrowers: Vec<(QueueId, JobId)> = Vec::new();
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
-            if self.would_borrow(j) {
-                let job = &self.jobs[j as usize];
-                if let Some(q) = job.queue {
-                    borrowers.push((job.priority, q, j));
-                }
+            let Some(q) = self.jobs[j as usize].queue else {
                 continue;
+            };
+            let priority = self.jobs[j as usize].priority;
+            let outranked = deferred_priority[q as usize].is_some_and(|p| p > priority);
+            if outranked && !self.would_borrow(j) {
+                last_held[q as usize] = Some(j);
             }
-            explain::before_admit(&mut self, j, &order);
-            if !self.admit_guaranteed(j) {
-                let job = &self.jobs[j as usize];
-                if let Some(q) = job.queue {
-                    borrowers.push((job.priority, q, j));
+            if !outranked && !self.would_borrow(j) {
+                explain::before_admit(&mut self, j, &order);
+                if self.admit_guaranteed(j) {
+                    continue;
                 }
+            }
+            borrowers.push((q, j));
+            if self.holds_gpus(j) {
+                last_held[q as usize] = Some(j);
+            }
+            let deferred = &mut deferred_priority[q as usize];
+            *deferred = Some(deferred.map_or(priority, |p| p.max(priority)));
+        }
+        // Leaves held back first, up to their last held-back (or holding) job.
+        let (mut first, mut rest) = (Vec::new(), Vec::new());
+        let mut past_held = vec![false; queues];
+        for &(q, j) in &borrowers {
+            let Some(last) = last_held[q as usize] else {
+                rest.push((q, j));
+                continue;
+            };
+            if past_held[q as usize] {
+                rest.push((q, j));
+            } else {
+                first.push((q, j));
+                past_held[q as usize] = j == last;
             }
         }
-        // Highest band first; a stable sort keeps each band in handed-out order.
-        borrowers.sort_by_key(|(priority, _, _)| std::cmp::Reverse(*priority));
-        for band in borrowers.chunk_by(|a, b| a.0 == b.0) {
-            let band: Vec<(QueueId, JobId)> = band.iter().map(|(_, q, j)| (*q, *j)).collect();
-            let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &band);
+        for pass in [first, rest] {
+            let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &pass);
             while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
                 explain::before_admit(&mut self, j, &order);
                 self.admit(j);
@@ -720,6 +757,14 @@ impl<'a> Engine<'a> {
     /// left for the borrowers' pass (see [`Engine::first_pass_models`]).
     fn admit_guaranteed(&mut self, j: JobId) -> bool {
         self.admit_on(j, true)
+    }
+
+    /// Whether GPUs are kept for pending job `j`: nominated to it, promised
+    /// by stopping jobs preempted for it, or held for it against limits.
+    fn holds_gpus(&self, j: JobId) -> bool {
+        self.nominated.contains_key(&j)
+            || self.freeing.has_dedicated(j)
+            || self.held_for.contains_key(&j)
     }
 
     /// The models job `j` tries in the guaranteed pass (issue 16 item 8),
@@ -748,9 +793,7 @@ impl<'a> Engine<'a> {
                 models.push(m);
             }
         }
-        let holds = self.nominated.contains_key(&j)
-            || self.freeing.has_dedicated(j)
-            || self.held_for.contains_key(&j);
+        let holds = self.holds_gpus(j);
         if left_out.is_empty() && *models == **all {
             return None;
         }

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use model::observed::Timestamp;
 use model::plan::Action;
 use model::time::after;
 
@@ -106,12 +107,12 @@ enum Rule {
 
 /// The memo key of a failed search: nothing about it changes until the
 /// engine admits another job.
-pub type MemoKey = (QueueId, i32, u16, u32, u32, u8, u8);
+pub type MemoKey = (QueueId, i32, Option<Timestamp>, u16, u32, u32, u8, u8);
 
 /// What a candidate list depends on besides the running jobs: the
-/// preemptor's queue and priority, where it reclaims (its queues within their
-/// guarantees), the model, the length.
-pub type CandidateKey = (QueueId, i32, u64, u16, usize);
+/// preemptor's queue, priority and first-seen time, where it reclaims (its
+/// queues within their guarantees), the model, the length.
+pub type CandidateKey = (QueueId, i32, Option<Timestamp>, u64, u16, usize);
 
 /// A candidate list, and whether there are more candidates past it. Valid
 /// until the next preemption: only choosing victims changes which running
@@ -130,6 +131,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let key: MemoKey = (
         q,
         job.priority,
+        job.first_seen,
         req.model,
         req.replicas,
         req.per_replica,
@@ -234,7 +236,8 @@ fn candidates_cached(
     own_path: &[bool],
     limit: usize,
 ) -> std::rc::Rc<CandidateList> {
-    let key: CandidateKey = (q, e.jobs[j as usize].priority, reclaim, req.model, limit);
+    let job = &e.jobs[j as usize];
+    let key: CandidateKey = (q, job.priority, job.first_seen, reclaim, req.model, limit);
     if let Some((at, list)) = e.candidate_memo.get(&key)
         && *at == e.preemptions
     {
@@ -369,6 +372,10 @@ fn candidates(
         headroom: Option<u64>,
         rule: Rule,
         below: Option<i32>,
+        /// Rule 5c takes only jobs that started before the preemptor was
+        /// first seen: one placed while it waited was placed by fair share
+        /// ahead of it, and preempting it for priority alone would thrash.
+        started_before: Option<Timestamp>,
         list: &'l [super::Victim],
     }
     let mut sources: Vec<Source> = Vec::new();
@@ -381,8 +388,8 @@ fn candidates(
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
-        let (chain, rule, below) = if vq == q {
-            (Vec::new(), Rule::Priority, Some(job.priority))
+        let (chain, rule, below, started_before) = if vq == q {
+            (Vec::new(), Rule::Priority, Some(job.priority), None)
         } else if !borrowing {
             continue;
         } else {
@@ -390,12 +397,13 @@ fn candidates(
                 continue;
             };
             if reclaims(e, q, vq, reclaim, own_path) {
-                (chain, Rule::Reclaim { usage, guaranteed }, None)
+                (chain, Rule::Reclaim { usage, guaranteed }, None, None)
             } else {
                 (
                     chain,
                     Rule::LowerPriorityBorrower { usage, guaranteed },
                     Some(job.priority),
+                    job.first_seen,
                 )
             }
         };
@@ -408,6 +416,7 @@ fn candidates(
                 headroom: None,
                 rule,
                 below,
+                started_before,
                 list,
             });
             continue;
@@ -435,6 +444,7 @@ fn candidates(
                 headroom: Some(headroom),
                 rule,
                 below,
+                started_before,
                 list,
             });
         }
@@ -464,6 +474,7 @@ fn candidates(
         let s = &sources[src];
         (from..s.list.len())
             .take_while(|pos| s.below.is_none_or(|b| s.list[*pos].priority < b))
+            .filter(|pos| s.started_before.is_none_or(|t| s.list[*pos].started < t))
             .find(|pos| match s.headroom {
                 None => true,
                 Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),

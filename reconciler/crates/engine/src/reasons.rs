@@ -147,6 +147,14 @@ fn never(e: &Engine, b: &Blocked) -> Option<String> {
                     "needs {} {model} GPUs, and the {model} pools hold {total} at their size.max (raise a pool's size.max)",
                     req.total()
                 ))
+            } else if let Some((level, most)) = largest_required_domain(e, req)
+                && most < u64::from(req.replicas)
+            {
+                let word = level_word(level);
+                Some(format!(
+                    "needs {} replicas of {} {model} GPUs in one {word} (topology.required), and the largest {word} holds {most} at the pools' size.max (relax the topology or add nodes to a {word})",
+                    req.replicas, req.per_replica
+                ))
             } else {
                 None
             }
@@ -254,6 +262,29 @@ fn pools_at_max(e: &Engine, model: ModelId) -> String {
             )
         })
         .collect()
+}
+
+/// Under a required topology: the level and how many replicas of the
+/// request the largest domain of it holds, all nodes (virtual ones at the
+/// pools' size.max included) empty.
+fn largest_required_domain(
+    e: &Engine,
+    req: &placement::Request,
+) -> Option<(model::spec::TopologyLevel, u64)> {
+    let level = req.required?;
+    let mut domains: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for node in e
+        .cluster
+        .nodes
+        .iter()
+        .filter(|n| n.model == Some(req.model))
+    {
+        if let Some(key) = node.domain_key(level) {
+            *domains.entry(key).or_default() +=
+                node.gpus.len() as u64 / u64::from(req.per_replica.max(1));
+        }
+    }
+    Some((level, domains.into_values().max().unwrap_or(0)))
 }
 
 fn level_word(level: model::spec::TopologyLevel) -> &'static str {

@@ -168,7 +168,7 @@ fn scale_down(e: &Engine, p: usize) -> Option<Action> {
     idle.sort_by(|a, b| a.1.cmp(&b.1).then(b.0.name.cmp(&a.0.name)));
     idle.truncate(removable as usize);
     let mut nodes: Vec<String> = idle.iter().map(|(n, _)| n.name.clone()).collect();
-    nodes.sort();
+    nodes.sort_by(|a, b| model::text::natural_cmp(a, b));
     Some(Action::Scale {
         pool: pool.name.to_string(),
         from: pool.observed_nodes,

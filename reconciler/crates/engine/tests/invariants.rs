@@ -26,8 +26,8 @@
 //! plan too, for stability), which `known::known_divergence` names, and
 //! counted; where the engine does what the reference does and both break
 //! the invariant, only a known tension of the contract is accepted
-//! (`known_violation_…`: issue 16 item 3 against rule 5c; promises
-//! released late in a one-pass plan); any other
+//! (`known_violation_…`: promises released late in a one-pass plan);
+//! any other
 //! violation fails the test with a shrunk case.
 //! `docs/reference-divergences.md` has the examples.
 //!
@@ -439,35 +439,6 @@ fn check(case: &Case, plan: &Plan, next: &Plan) -> [Option<Vec<String>>; 6] {
     ]
 }
 
-/// A contract tension rather than an engine bug (issue 16 item 3 against
-/// rule 5c): fair share orders borrowers of different queues, so a
-/// lower-priority borrower may be placed first, and the next plan preempts
-/// it for a higher-priority job of another queue (rule 5c: "in a borrowing
-/// queue with lower priority"). Every job the next plan preempts that this
-/// plan placed is such a victim. Kept until docs/semantics.md decides (see
-/// docs/reference-divergences.md).
-fn known_violation_borrower_preempted_by_higher_priority(case: &Case, plan: &Plan) -> bool {
-    borrower_preempted_by_higher_priority(case, plan, &feed_back(case, plan).plan())
-}
-
-/// Whether every job `next` preempts that `plan` placed is a job of another
-/// queue than its preemptor, of lower priority, preempted for a job that
-/// `plan` left pending.
-fn borrower_preempted_by_higher_priority(case: &Case, plan: &Plan, next: &Plan) -> bool {
-    let f = Facts { case };
-    let placed = support::placed(plan);
-    let mut preempted = support::preempted(next)
-        .into_iter()
-        .filter(|(v, _)| placed.contains_key(v))
-        .peekable();
-    preempted.peek().is_some()
-        && preempted.all(|(v, p)| {
-            f.leaf(&v) != f.leaf(&p)
-                && f.class(&v).0 < f.class(&p).0
-                && plan.pending.iter().any(|x| x.job == p)
-        })
-}
-
 /// A second tension of the contract (one pass, promises released late):
 /// GPUs promised or nominated to a pending job are kept while it is
 /// pending and released when a later decision of the same plan places it
@@ -490,17 +461,46 @@ fn promise_released_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
             .any(|r| r.preempting_since.is_some() && r.preempted_for.is_some());
     let f = Facts { case };
     let placed = support::placed(plan);
-    let mut preempted = support::preempted(next)
+    let preempted: Vec<(String, String)> = support::preempted(next)
         .into_iter()
         .filter(|(v, _)| placed.contains_key(v))
-        .peekable();
-    promises
-        && preempted.peek().is_some()
-        && preempted.all(|(v, p)| {
-            f.leaf(&v) == f.leaf(&p)
-                && f.class(&v).0 < f.class(&p).0
-                && plan.pending.iter().any(|x| x.job == p)
-        })
+        .collect();
+    (promises
+        && !preempted.is_empty()
+        && preempted.iter().all(|(v, p)| {
+            f.leaf(v) == f.leaf(p)
+                && f.class(v).0 < f.class(p).0
+                && plan.pending.iter().any(|x| &x.job == p)
+        }))
+        || stopping_gpus_seen_late(case, plan, next)
+}
+
+/// The same tension, more generally (one pass, GPUs of stopping jobs seen
+/// only in the next plan): a job left pending while jobs stop — stopping
+/// when observed, or preempted, terminated or cancelled by this plan — could not use their GPUs yet,
+/// a job decided after it took free GPUs or quota room it would need with
+/// them, and the next plan, with the stopped jobs gone, preempts that job
+/// for it (rule 5a, 5b or 5c). Every job the next plan preempts that this
+/// plan placed is preempted for a job this plan left pending.
+fn stopping_gpus_seen_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
+    let stopping = case
+        .observed
+        .running
+        .iter()
+        .any(|r| r.preempting_since.is_some())
+        || !support::preempted(plan).is_empty()
+        || !support::terminated(plan).is_empty()
+        || !support::cancelled(plan).is_empty();
+    let placed = support::placed(plan);
+    let preempted: Vec<(String, String)> = support::preempted(next)
+        .into_iter()
+        .filter(|(v, _)| placed.contains_key(v))
+        .collect();
+    stopping
+        && !preempted.is_empty()
+        && preempted
+            .iter()
+            .all(|(_, p)| plan.pending.iter().any(|x| &x.job == p))
 }
 
 /// The reference's plan of a case and of the case fed back with it.
@@ -537,8 +537,6 @@ fn classify(case: &Case) -> Vec<(&'static str, Option<String>, Vec<String>)> {
                     let theirs = stable(case, &rp, &rn).unwrap_or_default();
                     if theirs.is_empty() {
                         None
-                    } else if known_violation_borrower_preempted_by_higher_priority(case, &plan) {
-                        Some("tension: item 3 against rule 5c".to_string())
                     } else if known_violation_promise_released_late(case, &plan) {
                         Some("tension: promises released late in one pass".to_string())
                     } else {
@@ -632,9 +630,6 @@ fn documented_tensions_still_hold() {
         for name in &ex.invariant_predicates {
             seen += 1;
             let holds: fn(&Case, &Plan, &Plan) -> bool = match name.as_str() {
-                "known_violation_borrower_preempted_by_higher_priority" => {
-                    borrower_preempted_by_higher_priority
-                }
                 "known_violation_promise_released_late" => promise_released_late,
                 _ => panic!("{}: unknown invariant predicate {name}", ex.title),
             };

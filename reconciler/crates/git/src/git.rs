@@ -81,9 +81,14 @@ impl GitSource {
                 path: shown.clone(),
                 source,
             })?;
-        let repo = Repository::discover(&canonical).map_err(|source| SourceError::Discover {
+        // Upward from the path, stopping at GIT_CEILING_DIRECTORIES as git does.
+        let ceilings = std::env::var_os("GIT_CEILING_DIRECTORIES")
+            .map(|dirs| std::env::split_paths(&dirs).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let repo = Repository::open_ext(&canonical, git2::RepositoryOpenFlags::empty(), ceilings)
+            .map_err(|source| SourceError::Discover {
             path: shown.clone(),
-            source,
+            cause: source,
         })?;
         let mut subdir = subdir_of(&repo, &canonical);
         for part in rest {
@@ -101,7 +106,7 @@ impl GitSource {
     pub fn open(path: &Path, subdir: &str) -> Result<Self, SourceError> {
         let repo = Repository::open(path).map_err(|source| SourceError::Discover {
             path: path.display().to_string(),
-            source,
+            cause: source,
         })?;
         Ok(Self::from_repository(repo, subdir))
     }
@@ -127,6 +132,33 @@ impl GitSource {
         &self.subdir
     }
 
+    /// The commit whose fleet files the work tree holds: `HEAD`'s id when no
+    /// YAML file below the fleet's path is modified, staged, deleted or
+    /// untracked (ignored files do not count). `None` for a bare repository,
+    /// an unborn `HEAD`, a fleet with changes, or when Git's status cannot be
+    /// read: then the files on disk are no commit.
+    pub fn work_tree_commit(&self) -> Option<String> {
+        if self.repo.is_bare() {
+            return None;
+        }
+        let head = self.repo.head().ok()?.peel_to_commit().ok()?.id();
+        let mut options = git2::StatusOptions::new();
+        options
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .exclude_submodules(true);
+        if !self.subdir.is_empty() {
+            options.pathspec(&self.subdir);
+        }
+        let statuses = self.repo.statuses(Some(&mut options)).ok()?;
+        let changed = statuses.iter().any(|entry| {
+            entry.status() != git2::Status::CURRENT
+                && load::fs::is_yaml(Path::new(&*String::from_utf8_lossy(entry.path_bytes())))
+        });
+        (!changed).then(|| head.to_string())
+    }
+
     /// The full commit id (hex) of a revision: `HEAD`, a branch, `HEAD~2`, a
     /// (short) commit id, a tag (annotated tags are peeled to their commit).
     pub fn resolve(&self, rev: &str) -> Result<String, SourceError> {
@@ -140,13 +172,13 @@ impl GitSource {
             .revparse_single(rev)
             .map_err(|source| SourceError::Revision {
                 rev: rev.to_string(),
-                source,
+                cause: source,
             })?;
         let commit = object
             .peel_to_commit()
             .map_err(|source| SourceError::NotACommit {
                 rev: rev.to_string(),
-                source,
+                cause: source,
             })?;
         Ok(commit.id())
     }
@@ -164,7 +196,7 @@ impl GitSource {
             Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
             Err(source) => Err(SourceError::Revision {
                 rev: id.to_string(),
-                source,
+                cause: source,
             }),
         }
     }
@@ -195,7 +227,7 @@ impl GitSource {
                 .map_err(|(path, source)| SourceError::Object {
                     rev: label.to_string(),
                     path,
-                    source,
+                    cause: source,
                 })?,
         }
         entries.sort_by(|a, b| a.0.split('/').cmp(b.0.split('/')));
@@ -204,7 +236,7 @@ impl GitSource {
         let odb = self.repo.odb().map_err(|source| SourceError::Object {
             rev: label.to_string(),
             path: self.subdir.clone(),
-            source,
+            cause: source,
         })?;
         let mut total = 0_u64;
         for (path, oid) in &entries {
@@ -213,7 +245,7 @@ impl GitSource {
                 .map_err(|source| SourceError::Object {
                     rev: label.to_string(),
                     path: path.clone(),
-                    source,
+                    cause: source,
                 })?;
             let size = size as u64;
             total += size;
@@ -244,7 +276,7 @@ impl GitSource {
                     .map_err(|source| SourceError::Object {
                         rev: label.to_string(),
                         path: path.clone(),
-                        source,
+                        cause: source,
                     })?;
                 Ok(SourceFile::new(
                     Arc::<str>::from(file_label(label, &path)),
@@ -280,7 +312,7 @@ impl GitSource {
             .find_commit(oid)
             .map_err(|source| SourceError::Revision {
                 rev: oid.to_string(),
-                source,
+                cause: source,
             })?;
         let author = commit.author();
         let when = author.when();
@@ -309,14 +341,14 @@ impl GitSource {
         let object_err = |path: &str, source| SourceError::Object {
             rev: label.to_string(),
             path: path.to_string(),
-            source,
+            cause: source,
         };
         let commit = self
             .repo
             .find_commit(commit)
             .map_err(|source| SourceError::Revision {
                 rev: label.to_string(),
-                source,
+                cause: source,
             })?;
         let root = commit.tree().map_err(|e| object_err("", e))?;
         if self.subdir.is_empty() {
@@ -614,6 +646,36 @@ pub(crate) mod tests {
             GitSource::discover(outside.path()),
             Err(SourceError::Discover { .. })
         ));
+    }
+
+    #[test]
+    fn the_work_tree_is_a_commit_while_its_fleet_files_are_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let first = commit(
+            &repo,
+            &[("fleet/a.yaml", Some("a\n")), ("README.md", Some("r\n"))],
+            "one",
+            1_700_000_000,
+        );
+        let source = GitSource::discover(&dir.path().join("fleet")).unwrap();
+        assert_eq!(source.work_tree_commit(), Some(first.to_string()));
+        // other files may change
+        fs::write(dir.path().join("README.md"), "changed\n").unwrap();
+        fs::write(dir.path().join("notes.yaml"), "outside the fleet\n").unwrap();
+        fs::write(dir.path().join("fleet/notes.txt"), "not YAML\n").unwrap();
+        assert_eq!(source.work_tree_commit(), Some(first.to_string()));
+        // a fleet file modified, or a new one: the files are no commit
+        fs::write(dir.path().join("fleet/a.yaml"), "b\n").unwrap();
+        assert_eq!(source.work_tree_commit(), None);
+        fs::write(dir.path().join("fleet/a.yaml"), "a\n").unwrap();
+        assert_eq!(source.work_tree_commit(), Some(first.to_string()));
+        fs::write(dir.path().join("fleet/new.yml"), "n\n").unwrap();
+        assert_eq!(source.work_tree_commit(), None);
+        // a bare repository has no work tree
+        let bare = dir.path().join("bare.git");
+        Repository::init_bare(&bare).unwrap();
+        assert_eq!(GitSource::open(&bare, "").unwrap().work_tree_commit(), None);
     }
 
     #[test]

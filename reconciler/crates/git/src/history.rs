@@ -71,7 +71,7 @@ pub fn history(
     let repo = source.repository();
     let walk_err = |source| SourceError::Walk {
         rev: rev.to_string(),
-        source,
+        cause: source,
     };
     let mut walk = repo.revwalk().map_err(walk_err)?;
     walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME)

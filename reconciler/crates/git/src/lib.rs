@@ -24,31 +24,34 @@ pub enum SourceError {
         source: std::io::Error,
     },
     /// No repository contains the path.
-    #[error("{path} is not inside a Git repository ({})", source.message())]
+    #[error("{path} is not inside a Git repository{}", plain(cause))]
     Discover {
         /// The path as given.
         path: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
     /// The revision does not exist.
-    #[error("unknown revision `{rev}` ({})", source.message())]
+    #[error(
+        "unknown revision `{rev}`: no branch, tag or commit of that name{}",
+        plain(cause)
+    )]
     Revision {
         /// The revision as given.
         rev: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
     /// The revision names something that is not a commit (a blob, a tree).
-    #[error("revision `{rev}` is not a commit ({})", source.message())]
+    #[error("revision `{rev}` is not a commit{}", plain(cause))]
     NotACommit {
         /// The revision as given.
         rev: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
     /// The fleet's directory is not in the revision's tree.
     #[error("{rev}:{path}: no such file or directory in revision `{rev}`")]
@@ -74,34 +77,90 @@ pub enum SourceError {
         limit: u64,
     },
     /// An object of the revision's tree could not be read.
-    #[error("{rev}:{path}: cannot read the Git object ({})", source.message())]
+    #[error("{rev}:{path}: cannot read the Git object{}", plain(cause))]
     Object {
         /// The revision.
         rev: String,
         /// The path inside the repository.
         path: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
     /// Walking the history failed.
-    #[error("cannot walk the history from `{rev}` ({})", source.message())]
+    #[error("cannot walk the history from `{rev}`{}", plain(cause))]
     Walk {
         /// The revision the walk started from.
         rev: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
     /// Cloning or fetching a remote failed.
-    #[error("cannot fetch {url} into {dir} ({})", source.message())]
+    #[error("cannot fetch {url} into {dir}{}", plain(cause))]
     Fetch {
         /// The remote's URL.
         url: String,
         /// The mirror directory.
         dir: String,
-        /// git2's error.
-        #[source]
-        source: git2::Error,
+        /// git2's error (shown in plain words by the message, not chained:
+        /// its class and code mean nothing to a user).
+        cause: git2::Error,
     },
+}
+
+/// git2's error in words for a user, to follow a message that already names
+/// the path or revision: nothing when that message says it all (not found),
+/// else `: ` and libgit2's message without its class and code
+/// (`class=Reference (4); code=NotFound (-3)` is noise to a user).
+fn plain(cause: &git2::Error) -> String {
+    use git2::ErrorCode;
+    let said = match cause.code() {
+        ErrorCode::NotFound => return String::new(),
+        ErrorCode::Ambiguous => "more than one object matches it".to_string(),
+        ErrorCode::Auth => "authentication failed".to_string(),
+        ErrorCode::Certificate => "the server's certificate was not accepted".to_string(),
+        ErrorCode::Locked => "the repository is locked by another Git process".to_string(),
+        ErrorCode::InvalidSpec => "not a valid revision".to_string(),
+        _ => cause.message().trim_end_matches(['.', ' ']).to_string(),
+    };
+    format!(": {said}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn git2_errors_read_without_class_and_code() {
+        let not_found = git2::Error::new(
+            git2::ErrorCode::NotFound,
+            git2::ErrorClass::Reference,
+            "revspec 'nope' not found",
+        );
+        let err = super::SourceError::Revision {
+            rev: "nope".into(),
+            cause: not_found,
+        };
+        assert_eq!(
+            err.to_string(),
+            "unknown revision `nope`: no branch, tag or commit of that name"
+        );
+        assert!(std::error::Error::source(&err).is_none());
+        let other = git2::Error::new(
+            git2::ErrorCode::GenericError,
+            git2::ErrorClass::Net,
+            "failed to resolve address for nowhere.invalid: Name or service not known",
+        );
+        let err = super::SourceError::Fetch {
+            url: "https://nowhere.invalid/fleet.git".into(),
+            dir: "/tmp/m".into(),
+            cause: other,
+        };
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "cannot fetch https://nowhere.invalid/fleet.git into /tmp/m: \
+             failed to resolve address for nowhere.invalid: Name or service not known"
+        );
+        assert!(!text.contains("class=") && !text.contains("code="));
+    }
 }

@@ -16,7 +16,7 @@ pub fn fetch_mirror(url: &str, dir: &Path, branch: &str) -> Result<GitSource, So
     let fetch_err = |source| SourceError::Fetch {
         url: url.to_string(),
         dir: dir.display().to_string(),
-        source,
+        cause: source,
     };
     let repo = match Repository::open_bare(dir) {
         Ok(repo) => repo,

@@ -18,7 +18,7 @@ pub fn parse_observed(file: &str, text: &str) -> Result<ObservedState, Vec<Diagn
     let fast: Option<ObservedState> = if text.trim_start().starts_with('{') {
         serde_json::from_str(text).ok()
     } else {
-        serde_saphyr::from_str(text).ok()
+        serde_saphyr::from_str_with_options(text, fast_options(text)).ok()
     };
     if let Some(state) = fast {
         let none = Node {
@@ -30,6 +30,22 @@ pub fn parse_observed(file: &str, text: &str) -> Result<ObservedState, Vec<Diagn
         }
     }
     parse_observed_with_positions(file, text)
+}
+
+/// serde-saphyr's options for the fast path: its default budget (250,000
+/// nodes, 1,000,000 events) refuses a 10,000-node fleet's snapshot, which
+/// then paid for two parses. The budget grows with the input instead (the
+/// file itself is bounded by `fs::MAX_FILE_BYTES`); nesting, aliases and
+/// documents keep serde-saphyr's limits (beyond them the positioned path
+/// parses with its own).
+fn fast_options(text: &str) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(text.len());
+    budget.max_events = budget.max_events.max(2 * text.len());
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 /// The slow path of [`parse_observed`]: a position tree, then the types, so

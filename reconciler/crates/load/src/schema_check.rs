@@ -8,7 +8,7 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
 use serde_json::Value as Json;
 
-use super::yaml::{Node, PathSegment, Pos};
+use super::yaml::{Locator, Node, PathSegment, Pos};
 use crate::validate::closest;
 use model::spec::{DNS_LABEL_PATTERN, DURATION_PATTERN, Kind, schema::kind_schema};
 
@@ -56,6 +56,8 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
         return Vec::new();
     }
     let mut out = Vec::new();
+    // One index per large mapping, however many errors point into it.
+    let mut locator = Locator::new(node);
     for error in validator.iter_errors(json) {
         let path: Vec<PathSegment<String>> = error
             .instance_path()
@@ -65,13 +67,15 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                 LocationSegment::Index(i) => PathSegment::Index(i),
             })
             .collect();
-        let target = node.locate(path.iter().cloned());
+        let target = locator.locate(path.iter().cloned());
         let field = render_path(&path);
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let known = known_properties(schema, &error.schema_path().to_string());
                 for key in unexpected {
-                    let pos = target.entry(key).map_or(target.pos, |(k, _)| k.pos);
+                    let pos = locator
+                        .entry(target, key)
+                        .map_or(target.pos, |(k, _)| k.pos);
                     let field = join(&field, key);
                     let near = closest(key, known.iter().map(String::as_str))
                         .or_else(|| only_extension(key, &known));
@@ -91,7 +95,7 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                 let name = property.as_str().unwrap_or_default();
                 out.push(SchemaViolation {
                     // At `spec:`, not at the first field inside it.
-                    pos: node.locate_key(path.iter().cloned()).pos,
+                    pos: locator.locate_key(path.iter().cloned()).pos,
                     field: field.clone(),
                     message: format!("missing required field \"{name}\""),
                 });

@@ -243,6 +243,93 @@ impl Node {
     }
 }
 
+/// Mappings up to this size are searched entry by entry; larger ones get an
+/// index at their first look-up through a [`Locator`].
+const INDEX_FROM: usize = 16;
+
+/// Looks up paths in one tree like [`Node::locate`] and
+/// [`Node::locate_key`], in time independent of the mappings' sizes: a large
+/// mapping is indexed at its first look-up. For callers that may look up
+/// many paths in one tree (one per schema error): 200,000 errors in a
+/// 200,000-key mapping must not cost 200,000 scans of it.
+pub struct Locator<'a> {
+    root: &'a Node,
+    /// Per indexed mapping (by address), its string keys: the first entry
+    /// of each, as [`Node::entry`] finds it.
+    index: HashMap<*const Node, HashMap<&'a str, (&'a Node, &'a Node)>>,
+}
+
+impl<'a> Locator<'a> {
+    /// A locator over the tree at `root`.
+    pub fn new(root: &'a Node) -> Self {
+        Self {
+            root,
+            index: HashMap::new(),
+        }
+    }
+
+    /// The key node and value node of mapping entry `key` of `map` (a node
+    /// of this tree), as [`Node::entry`].
+    pub fn entry(&mut self, map: &'a Node, key: &str) -> Option<(&'a Node, &'a Node)> {
+        let Value::Map(entries) = &map.value else {
+            return None;
+        };
+        if entries.len() <= INDEX_FROM {
+            return map.entry(key);
+        }
+        let index = self.index.entry(map as *const Node).or_insert_with(|| {
+            let mut index = HashMap::with_capacity(entries.len());
+            for (k, v) in entries {
+                if let Value::Str(s) = &k.value {
+                    index.entry(s.as_str()).or_insert((k, v));
+                }
+            }
+            index
+        });
+        index.get(key).copied()
+    }
+
+    /// As [`Node::locate`] from the root.
+    pub fn locate<S: AsRef<str>>(
+        &mut self,
+        path: impl IntoIterator<Item = PathSegment<S>>,
+    ) -> &'a Node {
+        self.walk(path).1
+    }
+
+    /// As [`Node::locate_key`] from the root.
+    pub fn locate_key<S: AsRef<str>>(
+        &mut self,
+        path: impl IntoIterator<Item = PathSegment<S>>,
+    ) -> &'a Node {
+        self.walk(path).0
+    }
+
+    /// The key node and the node of the deepest entry the path reaches.
+    fn walk<S: AsRef<str>>(
+        &mut self,
+        path: impl IntoIterator<Item = PathSegment<S>>,
+    ) -> (&'a Node, &'a Node) {
+        let mut node = self.root;
+        let mut key = self.root;
+        for seg in path {
+            let next = match (&node.value, seg) {
+                (Value::Map(_), PathSegment::Key(k)) => self.entry(node, k.as_ref()),
+                (Value::Seq(items), PathSegment::Index(i)) => items.get(i).map(|item| (item, item)),
+                _ => None,
+            };
+            match next {
+                Some((k, v)) => {
+                    key = k;
+                    node = v;
+                }
+                None => break,
+            }
+        }
+        (key, node)
+    }
+}
+
 /// One step of a path into a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathSegment<S> {

@@ -121,3 +121,69 @@ fn short_cycles_are_shown_whole_from_each_member() {
         ]
     );
 }
+
+/// A Queue whose `metadata.labels` has `n` keys, each value written by
+/// `value(i)`.
+fn labels(n: usize, value: impl Fn(usize) -> String) -> String {
+    let mut text =
+        String::from("apiVersion: gitfleet/v1\nkind: Queue\nmetadata:\n  name: q\n  labels:\n");
+    for i in 0..n {
+        writeln!(text, "    k{i}: {}", value(i)).unwrap();
+    }
+    text.push_str("spec: {}\n");
+    text
+}
+
+/// The fastest of three loads of `small` and of `large`, interleaved (a
+/// busy stretch of a shared CI machine slows both alike), and the
+/// diagnostics of the large one.
+fn fastest_pair(small: &str, large: &str) -> (Duration, Duration, Vec<String>) {
+    let (mut best_small, mut best_large) = (Duration::MAX, Duration::MAX);
+    let mut found = Vec::new();
+    for _ in 0..3 {
+        best_small = best_small.min(messages(small.to_string()).1);
+        let (large_found, took) = messages(large.to_string());
+        best_large = best_large.min(took);
+        found = large_found;
+    }
+    (best_small, best_large, found)
+}
+
+/// Ten times the keys may take ten times as long (a linear loader), with
+/// room for noise; a quadratic one takes a hundred times as long. The
+/// ratio holds in debug and release builds alike, on any machine.
+const MAX_GROWTH: f64 = 35.0;
+
+#[test]
+fn a_200k_key_mapping_loads_in_linear_time() {
+    let small = labels(20_000, |_| "v".to_string());
+    let large = labels(200_000, |_| "v".to_string());
+    let (t_small, t_large, found) = fastest_pair(&small, &large);
+    assert_eq!(found, Vec::<String>::new());
+    let growth = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-6);
+    assert!(
+        growth < MAX_GROWTH,
+        "20k keys {t_small:?}, 200k keys {t_large:?}: {growth:.1}x"
+    );
+    assert!(t_large < PATIENCE, "took {t_large:?}");
+}
+
+#[test]
+fn a_schema_error_per_key_of_a_200k_key_mapping_stays_linear() {
+    // Each value is an integer where labels take strings: one error per
+    // key, each located in the same mapping (once a scan of it per error).
+    let small = labels(20_000, |i| i.to_string());
+    let large = labels(200_000, |i| i.to_string());
+    let (t_small, t_large, found) = fastest_pair(&small, &large);
+    assert_eq!(found.len(), 200_000);
+    assert_eq!(
+        found[199_999],
+        "f.yaml:200005:14: Queue q: metadata.labels.k199999: expected string, found integer 199999 (put the value in quotes to make it a string)"
+    );
+    let growth = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-6);
+    assert!(
+        growth < MAX_GROWTH,
+        "20k keys {t_small:?}, 200k keys {t_large:?}: {growth:.1}x"
+    );
+    assert!(t_large < PATIENCE, "took {t_large:?}");
+}

@@ -5,6 +5,32 @@ use serde::{Deserialize, Serialize};
 
 use crate::observed::NodeGpus;
 
+/// The version of the plan's JSON document (`plan -o json`), as the
+/// preview and history documents carry theirs; bumped only when a field is
+/// renamed or removed (fields may be added within a version).
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+
+/// The plan as `plan -o json` prints it: `format_version` first, then the
+/// plan's own fields (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PlanDocument<'a> {
+    /// [`PLAN_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The plan.
+    #[serde(flatten)]
+    pub plan: &'a Plan,
+}
+
+impl Plan {
+    /// This plan as its versioned JSON document.
+    pub fn document(&self) -> PlanDocument<'_> {
+        PlanDocument {
+            format_version: PLAN_FORMAT_VERSION,
+            plan: self,
+        }
+    }
+}
+
 /// Everything one engine run decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -295,13 +321,13 @@ impl Action {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wording {
     /// After the verb and target in a plan (text, Markdown, `explain`):
-    /// `on n0[0-7] — reason`, `for b — reason`,
+    /// `on n0:gpu0-7 — reason`, `for b — reason`,
     /// `2 → 4 nodes (remove n3) — reason`.
     Details,
-    /// The audit log's detail: `n0[0-7] (reason)`, `for b: reason`,
+    /// The audit log's detail: `n0:gpu0-7 (reason)`, `for b: reason`,
     /// `2 → 4: reason`.
     Audit,
-    /// What changes, without the reason (plan diffs): `on n0[0-7]`,
+    /// What changes, without the reason (plan diffs): `on n0:gpu0-7`,
     /// `for b`, `2 → 4 nodes (remove n3)`.
     Change,
     /// After the verb on the reconcile loop's line: the job, the node, or
@@ -354,20 +380,24 @@ pub struct Summary {
     pub unhealthy_gpus: u64,
 }
 
-/// `n0[0-7], n1[0,2]`: a placement in one line, GPU indices as ranges.
+/// `n0:gpu0-7, n1:gpu0,2`: a placement in one line, nodes in natural order
+/// (`n2` before `n10`), GPU indices as ranges. Not Slurm's `n0[0-7]`, which
+/// a Slurm user reads as the nodes `n00` to `n07`.
 pub fn placement_short(placement: &[NodeGpus]) -> String {
-    let mut merged: Vec<(String, Vec<u32>)> = Vec::new();
+    let mut merged: Vec<(&str, Vec<u32>)> = Vec::new();
     for part in placement {
         match merged.iter_mut().find(|(n, _)| *n == part.node) {
             Some((_, g)) => g.extend(&part.gpus),
-            None => merged.push((part.node.clone(), part.gpus.clone())),
+            None => merged.push((&part.node, part.gpus.clone())),
         }
     }
+    merged.sort_by(|a, b| crate::text::natural_cmp(a.0, b.0));
     merged
         .into_iter()
         .map(|(node, mut gpus)| {
             gpus.sort_unstable();
-            format!("{node}[{}]", ranges(&gpus))
+            gpus.dedup();
+            format!("{node}:gpu{}", ranges(&gpus))
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -420,9 +450,9 @@ mod tests {
         assert_eq!(
             words(&place),
             [
-                "on n0[0-3] — queue q: fits",
-                "n0[0-3] (queue q: fits)",
-                "on n0[0-3]",
+                "on n0:gpu0-3 — queue q: fits",
+                "n0:gpu0-3 (queue q: fits)",
+                "on n0:gpu0-3",
                 "a"
             ]
         );

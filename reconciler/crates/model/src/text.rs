@@ -7,6 +7,7 @@
 //! escapes (`\n`, `\u{1b}`, `\u{202e}`).
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::fmt::Write;
 
 /// Whether `c` must not reach a terminal or log as it is.
@@ -45,6 +46,43 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Compares names with runs of digits as numbers (`n2` before `n10`).
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let da = a.iter().take_while(|c| c.is_ascii_digit()).count();
+                let db = b.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (na, nb) = (&a[..da], &b[..db]);
+                let ta = trim_zeros(na);
+                let tb = trim_zeros(nb);
+                let order = ta.len().cmp(&tb.len()).then(ta.cmp(tb)).then(da.cmp(&db));
+                if order != Ordering::Equal {
+                    return order;
+                }
+                a = &a[da..];
+                b = &b[db..];
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                a = &a[1..];
+                b = &b[1..];
+            }
+        }
+    }
+}
+
+fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let zeros = digits.iter().take_while(|c| **c == b'0').count();
+    &digits[zeros..]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +104,12 @@ mod tests {
         assert_eq!(escape_controls("::error::x"), "\\u{3a}:error::x");
         assert_eq!(escape_controls("  ::set-env"), "  \\u{3a}:set-env");
         assert!(matches!(escape_controls("a ::b"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn natural_order_reads_numbers_as_numbers() {
+        let mut names = vec!["n10", "n2", "n1", "m", "n02", "n1a"];
+        names.sort_by(|a, b| super::natural_cmp(a, b));
+        assert_eq!(names, ["m", "n1", "n1a", "n2", "n02", "n10"]);
     }
 }

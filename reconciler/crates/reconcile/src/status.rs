@@ -57,7 +57,7 @@ pub struct JobLine {
     pub job: String,
     /// Phase.
     pub phase: Phase,
-    /// Where it runs (`node:0-7, …`), when running.
+    /// Where it runs (`node:gpu0-7, …`), when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
     /// Why it is pending, or how it ended.

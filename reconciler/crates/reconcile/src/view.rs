@@ -7,7 +7,6 @@
 //! Queue counts cover the queue's subtree (a leaf is its own subtree), as
 //! quotas do: a parent's use is compared with the parent's quota.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
@@ -18,6 +17,7 @@ use dashboard::view::{
 use model::observed::{ObservedNode, Timestamp};
 use model::plan::{Action, Plan};
 use model::spec::{Fleet, JobSpec};
+pub use model::text::natural_cmp;
 
 use crate::state::{AuditEntry, JobRecord, Phase, Revisions};
 
@@ -403,43 +403,6 @@ fn pools<'a>(
     pools.into_values().collect()
 }
 
-/// Compares names with runs of digits as numbers (`n2` before `n10`).
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (a.first(), b.first()) {
-            (None, None) => return Ordering::Equal,
-            (None, Some(_)) => return Ordering::Less,
-            (Some(_), None) => return Ordering::Greater,
-            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
-                let da = a.iter().take_while(|c| c.is_ascii_digit()).count();
-                let db = b.iter().take_while(|c| c.is_ascii_digit()).count();
-                let (na, nb) = (&a[..da], &b[..db]);
-                let ta = trim_zeros(na);
-                let tb = trim_zeros(nb);
-                let order = ta.len().cmp(&tb.len()).then(ta.cmp(tb)).then(da.cmp(&db));
-                if order != Ordering::Equal {
-                    return order;
-                }
-                a = &a[da..];
-                b = &b[db..];
-            }
-            (Some(x), Some(y)) => {
-                if x != y {
-                    return x.cmp(y);
-                }
-                a = &a[1..];
-                b = &b[1..];
-            }
-        }
-    }
-}
-
-fn trim_zeros(digits: &[u8]) -> &[u8] {
-    let zeros = digits.iter().take_while(|c| **c == b'0').count();
-    &digits[zeros..]
-}
-
 /// Writes the view to `dir/dashboard.json` atomically (write, then rename).
 pub fn write(dir: &Path, view: &FleetView) -> std::io::Result<()> {
     let text = serde_json::to_string(view).map_err(std::io::Error::other)?;
@@ -706,12 +669,5 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
         });
         assert!(view.queues.is_empty() && view.pending.is_empty());
         assert_eq!(view.pools[0].nodes, 1);
-    }
-
-    #[test]
-    fn natural_order_reads_numbers_as_numbers() {
-        let mut names = vec!["n10", "n2", "n1", "m", "n02", "n1a"];
-        names.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(names, ["m", "n1", "n1a", "n2", "n02", "n10"]);
     }
 }

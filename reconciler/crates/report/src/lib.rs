@@ -1,14 +1,18 @@
 //! Rendering plans for people: `text` (in the spirit of `terraform plan`)
 //! and `markdown` (a pull-request comment). JSON is the plan's serde form.
 
+mod comment;
 mod explain;
 mod markdown;
 pub mod preview;
 mod text;
+pub mod validation;
+mod whatif;
 
 pub use explain::explanation_text;
 pub use markdown::plan_markdown;
 pub use text::plan_text;
+pub use whatif::{whatif_explain_text, whatif_plan_text};
 
 pub use model::plan::placement_short;
 use model::plan::{Drift, Plan};
@@ -65,6 +69,22 @@ mod tests {
                 gpus: vec![0, 2, 3],
             },
         ];
-        assert_eq!(placement_short(&p), "n0[0-3], n1[0,2-3]");
+        assert_eq!(placement_short(&p), "n0:gpu0-3, n1:gpu0,2-3");
+        // nodes in natural order, a node's GPUs merged across replicas
+        let p = vec![
+            NodeGpus {
+                node: "n10".into(),
+                gpus: vec![4, 5],
+            },
+            NodeGpus {
+                node: "n2".into(),
+                gpus: vec![1],
+            },
+            NodeGpus {
+                node: "n10".into(),
+                gpus: vec![0, 1],
+            },
+        ];
+        assert_eq!(placement_short(&p), "n2:gpu1, n10:gpu0-1,4-5");
     }
 }

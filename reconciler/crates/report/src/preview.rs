@@ -7,8 +7,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use diff::plan_diff::{JobOutcome, PlanDiff};
+use diff::plan_diff::PlanDiff;
 use diff::specdiff::{ObjectDiff, SpecDiff};
+
+use crate::comment::{Piece, fit, job_symbol, scheduling};
 
 /// The version of the preview's JSON document; bumped only when a field is
 /// renamed or removed (fields may be added within a version).
@@ -84,15 +86,6 @@ impl Preview {
             None => "plan not compared".to_string(),
         };
         format!("{spec}; {plan}")
-    }
-}
-
-fn job_symbol(outcome: &JobOutcome) -> &'static str {
-    match outcome {
-        JobOutcome::Placed { .. } => "+",
-        JobOutcome::Pending { .. } => "!",
-        JobOutcome::Preempted { .. } | JobOutcome::Terminated | JobOutcome::Cancelled => "-",
-        JobOutcome::None => "~",
     }
 }
 
@@ -209,7 +202,7 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
         preview.head.rev,
         short(&preview.head.commit)
     );
-    let mut blocks: Vec<String> = Vec::new();
+    let mut blocks: Vec<Piece> = Vec::new();
     for rev in [&preview.base, &preview.head] {
         if let Some(note) = invalid_note(rev) {
             let mut b = format!("> [!CAUTION]\n> `{}` {}\n\n", rev.rev, rest_of(&note));
@@ -219,49 +212,29 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
                 let _ = writeln!(b, "{e}");
             }
             let _ = writeln!(b, "{fence}\n");
-            blocks.push(b);
+            blocks.push(Piece::Text(b));
         }
     }
     if let Some(prune) = &preview.prune {
-        blocks.push(format!("> [!WARNING]\n> **Prune protection**: {prune}\n\n"));
+        blocks.push(Piece::Text(format!(
+            "> [!WARNING]\n> **Prune protection**: {prune}\n\n"
+        )));
     }
     if let Some(plan) = &preview.plan {
-        let mut b = format!(
-            "#### Scheduling consequences\n\n{} ({}).\n\n",
-            plan.words(),
-            plan.totals_words()
-        );
-        if plan.has_changes() {
-            b.push_str("| | change |\n|---|---|\n");
-        }
-        blocks.push(b);
-        for job in plan.jobs.iter().filter(|j| !j.placed_elsewhere()) {
-            blocks.push(format!(
-                "| `{}` | {} |\n",
-                job_symbol(&job.after),
-                cell(&job.text)
-            ));
-        }
-        if let Some(line) = elsewhere_line(plan) {
-            blocks.push(format!("| `~` | {} |\n", cell(&line)));
-        }
-        for t in &plan.targets {
-            blocks.push(format!("| `~` | {} |\n", cell(&t.text)));
-        }
-        blocks.push("\n".to_string());
+        blocks.extend(scheduling(plan));
     }
     if !preview.spec.objects.is_empty() {
-        blocks.push(format!(
+        blocks.push(Piece::Text(format!(
             "#### Spec changes ({})\n\n",
             preview.spec.summary.words()
-        ));
+        )));
         let (moved, changed): (Vec<&ObjectDiff>, Vec<&ObjectDiff>) = preview
             .spec
             .objects
             .iter()
             .partition(|o| o.change == diff::specdiff::Change::Moved);
         for object in changed {
-            blocks.push(object_block(object));
+            blocks.push(Piece::Text(object_block(object)));
         }
         if !moved.is_empty() {
             let mut b = format!(
@@ -279,26 +252,17 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
                 );
             }
             b.push_str("\n</details>\n\n");
-            blocks.push(b);
+            blocks.push(Piece::Text(b));
         }
     }
-    let note_room = 400;
-    let mut out = head;
-    let total = blocks.len();
-    for (shown, block) in blocks.into_iter().enumerate() {
-        if out.len() + block.len() + note_room > limit {
-            let _ = writeln!(
-                out,
-                "\n> [!WARNING]\n> Output cut to fit a comment of {limit} characters: \
-                 {shown} of {total} sections shown. Run `gitfleet plan --base {} --rev {} {}` \
-                 for the whole preview.",
-                preview.base.rev, preview.head.rev, preview.path
-            );
-            return out;
-        }
-        out.push_str(&block);
-    }
-    out
+    fit(head, blocks, limit, |shown, total| {
+        format!(
+            "\n> [!WARNING]\n> Output cut to fit a comment of {limit} characters: \
+             {shown} of {total} parts shown. Run `gitfleet plan --base {} --rev {} {}` \
+             for the whole preview.\n",
+            preview.base.rev, preview.head.rev, preview.path
+        )
+    })
 }
 
 /// `3 jobs placed on other GPUs: a, b, c` (best fit moves jobs that are
@@ -375,17 +339,17 @@ fn field_of(line: &str) -> &str {
     line.split_once(": ").map_or(line, |(_, rest)| rest)
 }
 
-fn html(text: &str) -> String {
+pub(crate) fn html(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
 
-fn inline(text: &str) -> String {
+pub(crate) fn inline(text: &str) -> String {
     html(text).replace('*', "\\*").replace('_', "\\_")
 }
 
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     inline(text).replace('|', "\\|").replace('\n', " ")
 }
 

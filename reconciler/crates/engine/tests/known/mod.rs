@@ -67,20 +67,6 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 // Known divergences: delete a predicate once the engine is fixed
 // ---------------------------------------------------------------------------
 
-/// Issue 16 item 3 ("Fair share orders queues"): borrowers are considered
-/// one priority band at a time, so a queue using less is passed by a
-/// busier queue's higher-priority borrower.
-pub fn known_divergence_item_3(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[3])
-}
-
-/// Issue 16 item 4 ("Priority within a leaf holds"): a lower-priority job
-/// of a leaf within its guarantee goes before a higher-priority job of the
-/// same leaf that would borrow.
-pub fn known_divergence_item_4(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[4])
-}
-
 /// Issue 16 item 7 ("Topology preferred means fewest domains"): with no
 /// single domain holding the gang, placement is best fit anywhere.
 pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
@@ -225,8 +211,6 @@ pub type Predicate = fn(&Case, &Plan) -> bool;
 /// Every named predicate: its function's name, the class it counts, itself.
 pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
     vec![
-        ("known_divergence_item_3", "item 3", known_divergence_item_3),
-        ("known_divergence_item_4", "item 4", known_divergence_item_4),
         ("known_divergence_item_7", "item 7", known_divergence_item_7),
         (
             "known_divergence_victims_for_fewest_domains",

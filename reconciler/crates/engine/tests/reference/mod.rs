@@ -35,7 +35,9 @@
 //!   ties by name, recomputed after every decision) and the job from the
 //!   leaf's order (priority, age, name). A job that would borrow holds back
 //!   the lower-priority jobs of its leaf too (item 4); the second pass is
-//!   fair share too, not priority bands (item 3).
+//!   fair share too, not priority bands (item 3), and starts with the
+//!   leaves that hold GPUs (nominated, promised) or were held back, each up
+//!   to its last such job (docs/semantics.md: they keep their turn).
 //! - **Each job**, in turn: placed now on free GPUs, trying every model
 //!   before waiting; else it waits for GPUs of stopping jobs; else it
 //!   preempts the best victim set over all its models (item 2); else it
@@ -83,8 +85,6 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
 pub const ITEMS: &[u8] = &[
-    3,
-    4,
     7,
     NEW_VICTIMS_FOR_FEWEST_DOMAINS,
     NEW_RECLAIM_BEFORE_OWN_VICTIMS,
@@ -170,10 +170,6 @@ impl Rules {
     ///    a job straddling its queue's guarantee is immune.
     /// 2. The preemptor's models are searched in listed order; the first
     ///    model with any victim set wins.
-    /// 3. Borrowers are considered one priority band at a time from the
-    ///    highest, fair share only inside a band.
-    /// 4. A job that would borrow is deferred alone; lower-priority jobs of
-    ///    its leaf that fit their guarantee go before it.
     /// 5. Nominated GPUs and GPUs promised by `preemptedFor` are kept for
     ///    their job while it is pending, whatever its quota and priority.
     /// 6. Stopping jobs do not count against `limit`.
@@ -1221,6 +1217,15 @@ impl<'a> Reference<'a> {
             .len()
     }
 
+    /// Whether GPUs are kept for the job: nominated on schedulable nodes,
+    /// or promised by stopping jobs.
+    fn holds(&self, job: &Job) -> bool {
+        job.nominated
+            .iter()
+            .any(|(n, g)| self.nodes[*n].schedulable && self.nodes[*n].usable.contains(g))
+            || self.promised.values().any(|p| *p == job.name)
+    }
+
     /// The job's models in the order they are tried, as listed. In the
     /// guaranteed pass (item 8): first those on which it stays within its
     /// leaf's guarantee, then those it would borrow, but only while the
@@ -1269,12 +1274,7 @@ impl<'a> Reference<'a> {
             .partition(|m| self.within_guarantee_on(job, m));
         let (lent, kept): (Vec<String>, Vec<String>) = rest.into_iter().partition(|m| lent(m));
         first.extend(kept);
-        let holds = job
-            .nominated
-            .iter()
-            .any(|(n, g)| self.nodes[*n].schedulable && self.nodes[*n].usable.contains(g))
-            || self.promised.values().any(|p| *p == job.name);
-        if holds {
+        if self.holds(job) {
             first.extend(lent);
             return (first, false);
         }
@@ -1293,7 +1293,9 @@ impl<'a> Reference<'a> {
     /// below the common ancestor uses more than its guarantee before the
     /// victim is removed (Kueue's rule, item 1) — and either (b) the job's
     /// queues below the common ancestor stay within their guarantees
-    /// (reclaim) or (c) the victim has a lower priority.
+    /// (reclaim) or (c) the victim has a lower priority and started before
+    /// the job was first seen (with item 3: one placed by fair share while
+    /// the job waited is not its victim by priority alone).
     ///
     /// Preference: borrowed usage whose removal leaves its queue at or
     /// above its guarantee, then borrowed usage that straddles it, then
@@ -1497,9 +1499,16 @@ impl<'a> Reference<'a> {
                     return false;
                 }
             }
-            // (c) lower priority, or (b) reclaim: the job's queues below the
-            // common ancestor stay within their guarantees.
-            if rj.prio < job.prio {
+            // (c) lower priority — and started before the job was first
+            // seen (semantics.md: a borrower placed by fair share while the
+            // job waited is not its victim by priority alone) — or (b)
+            // reclaim: the job's queues below the common ancestor stay
+            // within their guarantees.
+            if rj.prio < job.prio
+                && job
+                    .since
+                    .is_none_or(|since| self.runs[*run].started < since)
+            {
                 continue;
             }
             let mut mine = self.below_common(&job.leaf, &rj.leaf);
@@ -1672,6 +1681,10 @@ impl<'a> Reference<'a> {
             .collect();
         // Pass 1: jobs within their leaf's guarantee.
         let mut deferred_jobs: BTreeSet<String> = BTreeSet::new();
+        // Per leaf, its deferred jobs in order and how many of them go
+        // before other borrowers (up to its last held-back one).
+        let mut deferred_in_order: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut held_upto: BTreeMap<String, usize> = BTreeMap::new();
         loop {
             let open: Vec<&String> = remaining
                 .iter()
@@ -1687,41 +1700,46 @@ impl<'a> Reference<'a> {
                 .unwrap();
             // Item 4: a job that would borrow holds back the lower-priority
             // jobs of its leaf too (today: only itself).
-            let outranked = !self.rules.today(4)
-                && deferred_jobs.iter().any(|d| {
-                    self.jobs[d].leaf == leaf && self.jobs[d].prio > self.jobs[&head].prio
-                });
-            if outranked || !self.within_guarantee(&self.jobs[&head]) {
-                deferred_jobs.insert(head);
-                continue;
-            }
-            if self.consider(&head, 1) {
+            let outranked = deferred_jobs
+                .iter()
+                .any(|d| self.jobs[d].leaf == leaf && self.jobs[d].prio > self.jobs[&head].prio);
+            if !outranked && self.within_guarantee(&self.jobs[&head]) && self.consider(&head, 1) {
                 remaining.remove(&head);
                 self.out.order.push(head);
-            } else {
-                deferred_jobs.insert(head);
+                continue;
             }
+            let list = deferred_in_order.entry(leaf.clone()).or_default();
+            list.push(head.clone());
+            if (outranked && self.within_guarantee(&self.jobs[&head]))
+                || self.holds(&self.jobs[&head])
+            {
+                // A leaf held back keeps its guaranteed turn (T3), and a
+                // preemptor whose victims stopped its room.
+                held_upto.insert(leaf, list.len());
+            }
+            deferred_jobs.insert(head);
         }
-        // Pass 2: every other job.
-        while !remaining.is_empty() {
-            let band = if self.rules.today(3) {
-                remaining.iter().map(|j| self.jobs[j].prio).max()
-            } else {
-                None
-            };
-            let open: Vec<&String> = remaining
-                .iter()
-                .filter(|j| band.is_none_or(|b| self.jobs[*j].prio == b))
-                .collect();
-            let leaves: BTreeSet<String> =
-                open.iter().map(|j| self.jobs[*j].leaf.clone()).collect();
-            let leaf = self.pick_leaf(&leaves).unwrap();
-            let head = self
-                .head(open.into_iter().filter(|j| self.jobs[*j].leaf == leaf))
-                .unwrap();
-            remaining.remove(&head);
-            self.consider(&head, 2);
-            self.out.order.push(head);
+        // Pass 2: first the leaves held back, up to their last held-back
+        // job; then every other job.
+        let first: BTreeSet<String> = held_upto
+            .iter()
+            .flat_map(|(leaf, n)| deferred_in_order[leaf][..*n].iter().cloned())
+            .collect();
+        for part in [first, remaining.clone()] {
+            let mut part: BTreeSet<String> = part.intersection(&remaining).cloned().collect();
+            while !part.is_empty() {
+                let open: Vec<&String> = part.iter().collect();
+                let leaves: BTreeSet<String> =
+                    open.iter().map(|j| self.jobs[*j].leaf.clone()).collect();
+                let leaf = self.pick_leaf(&leaves).unwrap();
+                let head = self
+                    .head(open.into_iter().filter(|j| self.jobs[*j].leaf == leaf))
+                    .unwrap();
+                part.remove(&head);
+                remaining.remove(&head);
+                self.consider(&head, 2);
+                self.out.order.push(head);
+            }
         }
     }
 }

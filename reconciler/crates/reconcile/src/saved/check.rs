@@ -152,6 +152,12 @@ fn specs_change(saved: &SpecsOrigin, now: &Revision) -> String {
             git::short_id(&saved.revision),
             now.short()
         ),
+        (SpecsSource::Remote, Some(branch)) => format!(
+            "it was made at {}, {branch} of {} is now {} and its fleet files differ",
+            git::short_id(&saved.revision),
+            saved.url.as_deref().unwrap_or("the remote"),
+            now.short()
+        ),
         _ => format!(
             "the files under {} differ from what was planned ({} → {})",
             saved.path, saved.revision, now.id

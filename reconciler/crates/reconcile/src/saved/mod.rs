@@ -52,13 +52,18 @@ pub struct SavedPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpecsOrigin {
-    /// `git` (a revision) or `dir` (files as they were on disk).
+    /// `git` (a revision), `remote` (a branch of a remote repository) or
+    /// `dir` (files as they were on disk).
     pub source: SpecsSource,
-    /// The fleet path as given to `plan`.
+    /// The fleet path as given to `plan` (for `remote`: the fleet's
+    /// directory inside the repository).
     pub path: String,
-    /// The revision as given (`--rev`), for Git.
+    /// The revision as given (`--rev`), for Git; the branch, for `remote`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rev: Option<String>,
+    /// The remote repository's URL (`remote` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// The commit id, or `dir:<digest>`.
     pub revision: String,
     /// The fleet's content: its tree id in Git, the files' digest for a directory.
@@ -71,6 +76,9 @@ pub struct SpecsOrigin {
 pub enum SpecsSource {
     /// At a Git revision.
     Git,
+    /// At a branch of a remote repository (`plan --repo URL`), which
+    /// `apply` fetches into the state's mirror as `reconcile --repo` does.
+    Remote,
     /// A directory as it was.
     Dir,
 }
@@ -234,6 +242,7 @@ mod tests {
                 source: SpecsSource::Dir,
                 path: "fleet".into(),
                 rev: None,
+                url: None,
                 revision: "dir:1".into(),
                 content: "dir:1".into(),
             },
