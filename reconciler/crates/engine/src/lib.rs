@@ -200,9 +200,13 @@ struct Engine<'a> {
     /// they were promised or nominated and did not take is free for others.
     decided: Vec<bool>,
     /// Per leaf queue and model: GPUs asked for by its pending jobs not
-    /// decided yet that accept the model (what the guaranteed pass keeps
-    /// for other leaves' unused guarantees, issue 16 item 8).
+    /// decided yet that accept the model and whose replica fits a node of
+    /// it (what the guaranteed pass keeps for other leaves' unused
+    /// guarantees, issue 16 item 8).
     undecided_demand: Vec<Vec<u64>>,
+    /// Per model: the most GPUs a node of a declared pool has, and the
+    /// GPUs its pools hold at their `size.max`.
+    model_capacity: Vec<(u32, u64)>,
     reservation: Option<backfill::Reservation>,
     actions: Actions,
     pending: Vec<Pending>,
@@ -313,6 +317,7 @@ impl<'a> Engine<'a> {
             pending_now,
             decided,
             undecided_demand: Vec::new(),
+            model_capacity: Vec::new(),
             reservation: None,
             actions: Actions::default(),
             pending,
@@ -645,11 +650,19 @@ impl<'a> Engine<'a> {
             self.pending_now[j as usize] = true;
         }
         self.undecided_demand = vec![vec![0; self.models.len()]; self.tree.queues.len()];
+        self.model_capacity = vec![(0, 0); self.models.len()];
+        for pool in &self.pools {
+            let (largest, total) = &mut self.model_capacity[pool.model as usize];
+            *largest = (*largest).max(pool.spec.gpu.count);
+            *total += u64::from(pool.spec.gpu.count) * u64::from(pool.spec.size.max);
+        }
         for &j in &pending {
             let job = &self.jobs[j as usize];
             if let Some(q) = job.queue {
                 for &m in job.models.iter() {
-                    self.undecided_demand[q as usize][m as usize] += job.gpus;
+                    if self.could_run_on(j, m) {
+                        self.undecided_demand[q as usize][m as usize] += job.gpus;
+                    }
                 }
             }
         }
@@ -805,6 +818,15 @@ impl<'a> Engine<'a> {
         Some((models, deferrable))
     }
 
+    /// Whether job `j` could ever run on model `m` as the pools are
+    /// declared: a replica fits a node of it and the job fits its pools at
+    /// their `size.max` (health aside).
+    fn could_run_on(&self, j: JobId, m: ModelId) -> bool {
+        let job = &self.jobs[j as usize];
+        let (largest, total) = self.model_capacity[m as usize];
+        job.per_replica <= largest && job.gpus <= total
+    }
+
     /// Whether borrowing `gpus` GPUs of model `m` for leaf `q` would leave
     /// fewer free than other leaves' undecided pending jobs may claim within
     /// their unused guarantees.
@@ -859,8 +881,10 @@ impl<'a> Engine<'a> {
             if let Some(q) = self.jobs[j as usize].queue {
                 let job = &self.jobs[j as usize];
                 for &m in job.models.iter() {
-                    let d = &mut self.undecided_demand[q as usize][m as usize];
-                    *d = d.saturating_sub(job.gpus);
+                    if self.could_run_on(j, m) {
+                        let d = &mut self.undecided_demand[q as usize][m as usize];
+                        *d = d.saturating_sub(job.gpus);
+                    }
                 }
             }
         } else {

@@ -503,6 +503,84 @@ fn stopping_gpus_seen_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
             .all(|(_, p)| plan.pending.iter().any(|x| &x.job == p))
 }
 
+/// A third tension (T4, one pass, reclaim seen late): a job within its
+/// guarantee finds no fit and nothing to reclaim (no queue borrows yet);
+/// other queues' jobs then borrow the GPUs it needs, and the next plan
+/// reclaims them for it (rule 5b), as Kueue's next cycle would. Every job
+/// the next plan preempts that this plan placed is preempted for a job of
+/// another leaf that this plan left pending without preempting anything
+/// for it.
+fn borrowers_reclaimed_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
+    let f = Facts { case };
+    let placed = support::placed(plan);
+    let now = support::preempted(plan);
+    let victims: Vec<(String, String)> = support::preempted(next)
+        .into_iter()
+        .filter(|(v, _)| placed.contains_key(v))
+        .collect();
+    !victims.is_empty()
+        && victims.iter().all(|(v, p)| {
+            f.leaf(v) != f.leaf(p)
+                && plan.pending.iter().any(|x| &x.job == p)
+                && !now.values().any(|x| x == p)
+        })
+}
+
+/// A fourth tension (T5, item 8 against work conservation): in the
+/// guaranteed pass a job that accepts several models borrows a model only
+/// while the GPUs left free of it cover what other leaves' pending jobs may
+/// claim within their unused guarantees — a count, blind to NVLink layouts
+/// and to what those jobs will find. So it may wait (or reclaim on a model
+/// it is guaranteed) while GPUs of another model stay idle for a guarantee
+/// that ends up not using them. Every job the invariant names accepts
+/// several models, and on one of them another leaf has an unused guarantee
+/// and a job that was pending when the plan began.
+fn idle_kept_for_guarantees(case: &Case, broken: &[String]) -> bool {
+    let f = Facts { case };
+    let running: BTreeSet<&str> = case
+        .observed
+        .running
+        .iter()
+        .map(|r| r.job.as_str())
+        .collect();
+    let models = |job: &str| -> Vec<String> {
+        let spec = case.fleet.jobs.iter().find(|j| j.name() == job);
+        match spec
+            .and_then(|j| j.spec.gpu.as_ref())
+            .map(|g| g.models.clone())
+        {
+            Some(m) if !m.is_empty() => m,
+            _ => case
+                .fleet
+                .pools
+                .iter()
+                .map(|p| p.spec.gpu.model.clone())
+                .collect(),
+        }
+    };
+    !broken.is_empty()
+        && broken.iter().all(|line| {
+            let Some(p) = line.split(' ').next() else {
+                return false;
+            };
+            let mine = f.leaf(p).map(|l| f.path(&l)).unwrap_or_default();
+            let theirs = models(p);
+            theirs.len() >= 2
+                && theirs.iter().any(|m| {
+                    case.fleet.jobs.iter().any(|j| {
+                        let leaf = &j.spec.queue;
+                        j.name() != p
+                            && !running.contains(j.name())
+                            && !mine.contains(leaf)
+                            && models(j.name()).contains(m)
+                            && f.path(leaf)
+                                .iter()
+                                .any(|q| f.guaranteed(q, m) > f.usage(q, m, &BTreeSet::new()))
+                    })
+                })
+        })
+}
+
 /// The reference's plan of a case and of the case fed back with it.
 fn reference_plans(case: &Case) -> (Plan, Plan) {
     let plan = outcome_plan(&reference(&case.input(), &Rules::contract()));
@@ -528,6 +606,12 @@ fn classify(case: &Case) -> Vec<(&'static str, Option<String>, Vec<String>)> {
         };
         let class = match known::verdict(case) {
             known::Verdict::Known(class) => Some(class),
+            known::Verdict::Agree
+                if INVARIANTS[i] == "work conservation"
+                    && idle_kept_for_guarantees(case, broken) =>
+            {
+                Some("tension: idle GPUs kept for other leaves' guarantees".to_string())
+            }
             known::Verdict::Unexplained => None,
             known::Verdict::Agree if INVARIANTS[i] == "stability" => match known::verdict(&fed) {
                 known::Verdict::Known(class) => Some(format!("{class} (next plan)")),
@@ -539,6 +623,11 @@ fn classify(case: &Case) -> Vec<(&'static str, Option<String>, Vec<String>)> {
                         None
                     } else if known_violation_promise_released_late(case, &plan) {
                         Some("tension: promises released late in one pass".to_string())
+                    } else if borrowers_reclaimed_late(case, &plan, &next) {
+                        Some(
+                            "tension: borrowers placed before a guarantee could reclaim"
+                                .to_string(),
+                        )
                     } else {
                         None
                     }
@@ -631,6 +720,7 @@ fn documented_tensions_still_hold() {
             seen += 1;
             let holds: fn(&Case, &Plan, &Plan) -> bool = match name.as_str() {
                 "known_violation_promise_released_late" => promise_released_late,
+                "borrowers_reclaimed_late" => borrowers_reclaimed_late,
                 _ => panic!("{}: unknown invariant predicate {name}", ex.title),
             };
             let (plan, next) = reference_plans(&ex.case);

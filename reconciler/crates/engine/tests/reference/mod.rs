@@ -1226,6 +1226,18 @@ impl<'a> Reference<'a> {
             || self.promised.values().any(|p| *p == job.name)
     }
 
+    /// Whether `job` could ever run on model `m` as the pools are declared
+    /// (a replica fits a node of it, the job fits its pools at `size.max`;
+    /// health aside): a job that never could claims none of that model's
+    /// guarantees.
+    fn fits_a_node_of(&self, job: &Job, m: &str) -> bool {
+        let pools = || self.fleet.pools.iter().filter(|p| p.spec.gpu.model == m);
+        let total: u64 = pools()
+            .map(|p| u64::from(p.spec.gpu.count) * u64::from(p.spec.size.max))
+            .sum();
+        pools().any(|p| job.gpr <= p.spec.gpu.count) && job.gpus() <= total
+    }
+
     /// The job's models in the order they are tried, as listed. In the
     /// guaranteed pass (item 8): first those on which it stays within its
     /// leaf's guarantee, then those it would borrow, but only while the
@@ -1258,6 +1270,7 @@ impl<'a> Reference<'a> {
                                 && **p != job.name
                                 && self.jobs[*p].leaf == q.name()
                                 && self.jobs[*p].models.iter().any(|x| x == m)
+                                && self.fits_a_node_of(&self.jobs[*p], m)
                         })
                         .map(|(p, _)| self.jobs[p].gpus())
                         .sum();
