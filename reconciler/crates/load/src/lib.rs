@@ -271,10 +271,11 @@ fn parse_files_with(
         .map_or(1, |n| n.get())
         .min(8);
     let bytes: usize = files.iter().map(|f| f.bytes.len()).sum();
+    let nodes = yaml::NodeBudget::new(yaml::MAX_FLEET_NODES);
     if threads < 2 || files.len() < 2 || bytes < 256 * 1024 {
         let mut docs = Documents::default();
         for file in files {
-            parse_file(file, &mut docs, diagnostics, keep_trees);
+            parse_file(file, &mut docs, diagnostics, keep_trees, &nodes);
         }
         return docs;
     }
@@ -290,7 +291,7 @@ fn parse_files_with(
                         let Some(file) = files.get(i) else { break };
                         let mut docs = Documents::default();
                         let mut diags = Vec::new();
-                        parse_file(file, &mut docs, &mut diags, keep_trees);
+                        parse_file(file, &mut docs, &mut diags, keep_trees, &nodes);
                         mine.push((i, docs, diags));
                     }
                     mine
@@ -318,6 +319,7 @@ fn parse_file(
     docs: &mut Documents,
     diagnostics: &mut Vec<Diagnostic>,
     keep_trees: bool,
+    nodes: &yaml::NodeBudget,
 ) {
     let at = |pos: Pos| Origin::new(file.path.clone(), pos);
     let text = match std::str::from_utf8(&file.bytes) {
@@ -328,7 +330,7 @@ fn parse_file(
             return;
         }
     };
-    let nodes = match yaml::parse_documents(text) {
+    let nodes = match yaml::parse_documents_within(text, nodes) {
         Ok(nodes) => nodes,
         Err(err) => {
             docs.rejected.unreadable_file = true;

@@ -13,6 +13,8 @@ use serde_saphyr::Spanned;
 
 pub use model::diag::Pos;
 
+pub use super::yaml_parse::{MAX_FLEET_NODES, NodeBudget};
+
 /// A YAML node with the position where it starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
@@ -54,7 +56,13 @@ pub struct SyntaxError {
 /// Parses every document of a YAML stream. Empty documents are dropped.
 /// A key repeated in one mapping is an error that names both positions.
 pub fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
-    let docs = super::yaml_parse::build_documents(text)?;
+    parse_documents_within(text, &NodeBudget::new(MAX_FLEET_NODES))
+}
+
+/// [`parse_documents`], taking its nodes from a budget shared by the files
+/// of one fleet.
+pub fn parse_documents_within(text: &str, nodes: &NodeBudget) -> Result<Vec<Node>, SyntaxError> {
+    let docs = super::yaml_parse::build_documents_within(text, nodes)?;
     if let Some(err) = docs
         .iter()
         .filter_map(first_duplicate_key)

@@ -7,6 +7,7 @@
 //! on how many nodes aliases may expand to (no "billion laughs").
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
@@ -26,10 +27,62 @@ enum Open {
     Map(Pos, usize, Vec<(Node, Node)>, Option<Node>),
 }
 
-/// Parses every document of `text`; empty documents are dropped by the caller.
-pub fn build_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
+/// The most YAML nodes parsed for one fleet, all its files together, and
+/// so for one file (16 million: a 150,000-job fleet has about 3 million;
+/// trees cost about 40 bytes a node, so this bounds them near 1 GB where
+/// the byte limits alone would allow over 100 million nodes).
+pub const MAX_FLEET_NODES: usize = 16_000_000;
+
+/// Nodes taken from a [`NodeBudget`] at a time (a shared counter touched
+/// once per this many nodes, not per node).
+const BUDGET_STEP: usize = 1 << 16;
+
+/// YAML nodes left to the files of one fleet; shared by the threads that
+/// parse them.
+#[derive(Debug)]
+pub struct NodeBudget {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl NodeBudget {
+    /// A budget of `limit` nodes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            used: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Takes `n` nodes; `false` once the budget is spent.
+    fn take(&self, n: usize) -> bool {
+        self.used.fetch_add(n, Ordering::Relaxed).saturating_add(n) <= self.limit
+    }
+
+    fn exceeded(&self, at: Pos) -> SyntaxError {
+        SyntaxError {
+            pos: at,
+            message: format!(
+                "too many YAML nodes: more than {} in this fleet's files (gitfleet's limit, \
+                 docs/semantics.md \"Limits\")",
+                self.limit
+            ),
+        }
+    }
+}
+
+/// Parses every document of `text` with a budget of its own.
+#[cfg(test)]
+fn build_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
+    build_documents_within(text, &NodeBudget::new(MAX_FLEET_NODES))
+}
+
+/// Parses every document of `text`, taking the nodes it makes from `nodes`;
+/// empty documents are dropped by the caller.
+pub fn build_documents_within(text: &str, nodes: &NodeBudget) -> Result<Vec<Node>, SyntaxError> {
     let budget = (text.len() * 4).max(100_000);
     let mut nodes_made = 0usize;
+    let mut untaken = 0usize;
     let mut parser = Parser::new_from_str(text);
     let mut docs = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
@@ -97,7 +150,9 @@ pub fn build_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
                         message: "unknown alias".to_string(),
                     });
                 };
-                nodes_made += count(target);
+                let copied = count(target);
+                nodes_made += copied;
+                untaken += copied;
                 if nodes_made > budget {
                     return Err(SyntaxError {
                         pos: at,
@@ -114,6 +169,13 @@ pub fn build_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
             continue;
         };
         nodes_made += 1;
+        untaken += 1;
+        if untaken >= BUDGET_STEP {
+            if !nodes.take(untaken) {
+                return Err(nodes.exceeded(at));
+            }
+            untaken = 0;
+        }
         if anchor != 0 {
             anchors.insert(anchor, node.clone());
         }
@@ -125,6 +187,9 @@ pub fn build_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
                 Some(k) => entries.push((k, node)),
             },
         }
+    }
+    if !nodes.take(untaken) {
+        return Err(nodes.exceeded(Pos::new(1, 1)));
     }
     Ok(docs)
 }
@@ -359,6 +424,31 @@ mod tests {
         }
         let err = build_documents(&yaml).unwrap_err();
         assert!(err.message.contains("too many"), "{err:?}");
+    }
+
+    #[test]
+    fn node_budget_is_shared_and_refuses_beyond_it() {
+        let budget = NodeBudget::new(3 * BUDGET_STEP);
+        let seq = |n: usize| format!("[{}]", vec!["1"; n].join(","));
+        assert!(build_documents_within(&seq(BUDGET_STEP + 10), &budget).is_ok());
+        assert!(build_documents_within(&seq(BUDGET_STEP + 10), &budget).is_ok());
+        let err = build_documents_within(&seq(BUDGET_STEP), &budget).unwrap_err();
+        assert!(err.message.contains("YAML nodes"), "{err:?}");
+        // The first file alone is well within a fresh budget of that size.
+        assert!(
+            build_documents_within(&seq(BUDGET_STEP), &NodeBudget::new(3 * BUDGET_STEP)).is_ok()
+        );
+    }
+
+    #[test]
+    fn a_file_beyond_the_node_limit_fails_early() {
+        // Far fewer bytes than the file limit, more nodes than a small budget.
+        let text = format!("[{}]", vec!["1"; 5 * BUDGET_STEP].join(","));
+        let err = build_documents_within(&text, &NodeBudget::new(2 * BUDGET_STEP)).unwrap_err();
+        // Refused at most one step after the budget ran out (each node is
+        // two columns), not after the whole file.
+        let limit_col = 2 * (2 * BUDGET_STEP + BUDGET_STEP) as u32 + 10;
+        assert!(err.pos.column <= limit_col, "{err:?}");
     }
 
     #[test]
