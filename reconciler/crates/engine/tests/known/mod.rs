@@ -15,10 +15,7 @@ use model::plan::Plan;
 use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
-use crate::reference::{
-    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_VICTIMS_FOR_FEWEST_DOMAINS, Outcome, Rules, Wait,
-    fewest_domains, reference, would_fit,
-};
+use crate::reference::{ITEMS, Outcome, Rules, Wait, fewest_domains, reference, would_fit};
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
 // ---------------------------------------------------------------------------
@@ -71,23 +68,6 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 /// single domain holding the gang, placement is best fit anywhere.
 pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[7]) || !preferred_domains_excess(case, plan).is_empty()
-}
-
-/// Not in issue 16, next to item 7's "in preemption's search alike"
-/// (found by this test; a decision to record in docs/semantics.md): for a
-/// job with `preferred` topology the engine picks the victims that let it
-/// span the fewest domains, before "lower priority first, most recently
-/// started first" (the reference keeps the victim order first).
-pub fn known_divergence_victims_for_fewest_domains(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_VICTIMS_FOR_FEWEST_DOMAINS])
-}
-
-/// Not in issue 16 (found by this test; rules 5a and 5b together, a
-/// decision for docs/semantics.md): whether the preemptor's queue stays
-/// within its guarantee (reclaim) is judged before its own leaf's
-/// lower-priority victims are removed.
-pub fn known_divergence_reclaim_before_own_victims(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[NEW_RECLAIM_BEFORE_OWN_VICTIMS])
 }
 
 /// Not in issue 16 (found by this test; rule 5 "no more than needed", next
@@ -210,19 +190,7 @@ pub type Predicate = fn(&Case, &Plan) -> bool;
 
 /// Every named predicate: its function's name, the class it counts, itself.
 pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
-    vec![
-        ("known_divergence_item_7", "item 7", known_divergence_item_7),
-        (
-            "known_divergence_victims_for_fewest_domains",
-            "new: victims chosen for fewest domains",
-            known_divergence_victims_for_fewest_domains,
-        ),
-        (
-            "known_divergence_reclaim_before_own_victims",
-            "new: reclaim judged before own victims",
-            known_divergence_reclaim_before_own_victims,
-        ),
-    ]
+    vec![("known_divergence_item_7", "item 7", known_divergence_item_7)]
 }
 
 /// The class of a divergence, by the first predicate that explains it.

@@ -84,11 +84,7 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: &[u8] = &[
-    7,
-    NEW_VICTIMS_FOR_FEWEST_DOMAINS,
-    NEW_RECLAIM_BEFORE_OWN_VICTIMS,
-];
+pub const ITEMS: &[u8] = &[7];
 
 /// Not an item of issue 16: a job waits for GPUs of stopping jobs on its
 /// first model although it fits free GPUs of another model now.
@@ -130,23 +126,10 @@ pub const NEW_VICTIMS_MUST_FREE_PLACED_GPUS: u8 = 17;
 /// leaves its queue at its guarantee.
 pub const NEW_STRADDLING_SAME_LEAF_IS_BORROWED: u8 = 18;
 
-/// Not an item of issue 16 (item 7 says "in preemption's search alike"):
-/// for a job with `preferred` topology, victims are chosen so that it fits
-/// in the fewest domains before "lower priority first" decides. (The
-/// reference keeps the victim order first and the fewest domains for where
-/// the job then sits.)
-pub const NEW_VICTIMS_FOR_FEWEST_DOMAINS: u8 = 19;
-
 /// Not an item of issue 16 (the contract: "lowest usage ÷ weight …, ties by
 /// queue name"): shares are compared in floating point, so an exact tie
 /// (2/11 ÷ 2 against 3/11 ÷ 3) is broken by rounding, not by name.
 pub const NEW_FLOAT_SHARES: u8 = 21;
-
-/// Not an item of issue 16 (rule 5b read with 5a): whether the preemptor's
-/// queue "stays within its guaranteed" is judged before its own leaf's
-/// lower-priority victims are removed, so a job that preempts one of its
-/// own leaf to come back within its guarantee cannot also reclaim.
-pub const NEW_RECLAIM_BEFORE_OWN_VICTIMS: u8 = 22;
 
 /// Which rules the reference applies: the contract as issue 16 reads it, or
 /// for some items the behaviour `docs/semantics.md` documents today.
@@ -182,8 +165,7 @@ impl Rules {
     /// [`NEW_FREE_GPUS_HELD_FOR_WAITING`], [`NEW_RECLAIM_LEAF_ONLY`],
     /// [`NEW_NOMINATED_NOT_FIRST`], [`NEW_VICTIMS_MUST_FREE_PLACED_GPUS`],
     /// [`NEW_STRADDLING_SAME_LEAF_IS_BORROWED`],
-    /// [`NEW_VICTIMS_FOR_FEWEST_DOMAINS`], [`NEW_FLOAT_SHARES`],
-    /// [`NEW_RECLAIM_BEFORE_OWN_VICTIMS`].
+    /// [`NEW_FLOAT_SHARES`].
     pub fn with_today(items: &[u8]) -> Self {
         Rules {
             today: items.iter().copied().collect(),
@@ -1378,11 +1360,7 @@ impl<'a> Reference<'a> {
         } else {
             self.stopping_for(job)
         };
-        let mut best: Option<(usize, Victims)> = None;
         for group in models {
-            if best.is_some() {
-                break;
-            }
             let set: Vec<&Cand> = cands.iter().filter(|c| group.contains(&c.model)).collect();
             let n = set.len().min(16);
             for mask in 1u32..(1u32 << n) {
@@ -1457,22 +1435,10 @@ impl<'a> Reference<'a> {
                         continue;
                     }
                 }
-                let found = (m.clone(), chosen.iter().map(|c| c.run).collect(), p);
-                match (
-                    self.rules.today(NEW_VICTIMS_FOR_FEWEST_DOMAINS),
-                    job.preferred,
-                ) {
-                    (true, Some(level)) if level != TopologyLevel::None => {
-                        let d = self.domains_of(&found.2, level);
-                        if best.as_ref().is_none_or(|(b, _)| d < *b) {
-                            best = Some((d, found));
-                        }
-                    }
-                    _ => return Some(found),
-                }
+                return Some((m.clone(), chosen.iter().map(|c| c.run).collect(), p));
             }
         }
-        best.map(|(_, found)| found)
+        None
     }
 
     /// Set-level rules on victims (in preference order) of model `m`.
@@ -1529,11 +1495,7 @@ impl<'a> Reference<'a> {
                 mine.truncate(1);
             }
             let reclaim = mine.iter().all(|q| {
-                let freed = if self.rules.today(NEW_RECLAIM_BEFORE_OWN_VICTIMS) {
-                    0
-                } else {
-                    removed.get(q).copied().unwrap_or(0)
-                };
+                let freed = removed.get(q).copied().unwrap_or(0);
                 self.usage(q, m) + job.gpus() <= self.guaranteed(q, m) + freed
             });
             if !reclaim {
