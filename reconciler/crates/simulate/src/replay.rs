@@ -56,6 +56,148 @@ pub(crate) struct Outcome {
     pub preemptions: u64,
     /// Plans computed.
     pub plans: u64,
+    /// The time series, when asked for ([`run`]'s `record`).
+    pub samples: Option<Samples>,
+}
+
+/// The state after each event instant, for `--plot`: kept to at most
+/// [`MAX_SAMPLES`] by merging neighbours (each merged sample keeps the
+/// first instant and the largest values).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Samples {
+    /// Top-level queues, by name (the columns of `depth`).
+    pub tops: Vec<String>,
+    /// Per job, its top-level queue's column.
+    job_top: Vec<usize>,
+    /// Pending jobs per top-level queue, now.
+    pending: Vec<u32>,
+    /// Instants.
+    pub at: Vec<Timestamp>,
+    /// Allocated GPUs, GPUs of ready nodes.
+    pub gpus: Vec<(u64, u64)>,
+    /// Pending jobs per top-level queue (`tops.len()` per instant).
+    pub depth: Vec<u32>,
+    /// Instants per sample now (doubles at each merge).
+    stride: usize,
+    /// Instants folded into the last sample so far.
+    folded: usize,
+}
+
+/// The most samples a replay keeps.
+pub(crate) const MAX_SAMPLES: usize = 2_000;
+
+impl Samples {
+    fn new(fleet: &Fleet, jobs: &[SimJob]) -> Samples {
+        let parent: BTreeMap<&str, Option<&str>> = fleet
+            .queues
+            .iter()
+            .map(|q| (q.name(), q.spec.parent.as_deref()))
+            .collect();
+        let top = |leaf: &str| -> String {
+            let mut q = leaf.to_string();
+            // A bounded climb: the loader refuses cycles, this refuses to hang.
+            for _ in 0..parent.len() {
+                match parent.get(q.as_str()).copied().flatten() {
+                    Some(p) => q = p.to_string(),
+                    None => break,
+                }
+            }
+            q
+        };
+        let tops: Vec<String> = parent
+            .iter()
+            .filter(|(_, p)| p.is_none())
+            .map(|(q, _)| q.to_string())
+            .collect();
+        let top_of: BTreeMap<String, usize> = parent
+            .keys()
+            .map(|q| {
+                let t = top(q);
+                (
+                    q.to_string(),
+                    tops.iter().position(|x| *x == t).unwrap_or(0),
+                )
+            })
+            .collect();
+        let job_top = jobs
+            .iter()
+            .map(|j| top_of.get(j.queue()).copied().unwrap_or(0))
+            .collect();
+        Samples {
+            pending: vec![0; tops.len()],
+            tops,
+            job_top,
+            stride: 1,
+            ..Samples::default()
+        }
+    }
+
+    /// The state at `at`.
+    fn push(&mut self, at: Timestamp, allocated: u64, capacity: u64) {
+        if self.folded > 0 && self.folded < self.stride {
+            self.folded += 1;
+            let n = self.tops.len();
+            if let Some(g) = self.gpus.last_mut() {
+                *g = (g.0.max(allocated), g.1.max(capacity));
+            }
+            let start = self.depth.len() - n;
+            for (d, p) in self.depth[start..].iter_mut().zip(&self.pending) {
+                *d = (*d).max(*p);
+            }
+            return;
+        }
+        self.at.push(at);
+        self.gpus.push((allocated, capacity));
+        self.depth.extend_from_slice(&self.pending);
+        self.folded = 1;
+        if self.at.len() >= MAX_SAMPLES {
+            self.halve();
+        }
+    }
+
+    /// Merges neighbouring samples in pairs.
+    fn halve(&mut self) {
+        let n = self.tops.len();
+        let len = self.at.len();
+        let mut at = Vec::with_capacity(len / 2 + 1);
+        let mut gpus = Vec::with_capacity(len / 2 + 1);
+        let mut depth = Vec::with_capacity((len / 2 + 1) * n);
+        for i in (0..len).step_by(2) {
+            at.push(self.at[i]);
+            let (a, b) = (
+                self.gpus[i],
+                self.gpus.get(i + 1).copied().unwrap_or(self.gpus[i]),
+            );
+            gpus.push((a.0.max(b.0), a.1.max(b.1)));
+            for k in 0..n {
+                let x = self.depth[i * n + k];
+                let y = self.depth.get((i + 1) * n + k).copied().unwrap_or(x);
+                depth.push(x.max(y));
+            }
+        }
+        // The last sample, if merged with its neighbour, goes on folding.
+        self.folded = if len.is_multiple_of(2) {
+            self.stride + self.folded
+        } else {
+            self.folded
+        };
+        self.stride *= 2;
+        self.at = at;
+        self.gpus = gpus;
+        self.depth = depth;
+    }
+
+    fn queued(&mut self, i: usize) {
+        if let Some(p) = self.job_top.get(i).and_then(|t| self.pending.get_mut(*t)) {
+            *p += 1;
+        }
+    }
+
+    fn unqueued(&mut self, i: usize) {
+        if let Some(p) = self.job_top.get(i).and_then(|t| self.pending.get_mut(*t)) {
+            *p = p.saturating_sub(1);
+        }
+    }
 }
 
 /// How many instants in a row may fall at the same time before the replay
@@ -88,11 +230,13 @@ struct Replay<'a> {
     nodes_stale: bool,
 }
 
-/// Replays the prepared jobs on `fleet`.
+/// Replays the prepared jobs on `fleet`; with `record`, keeps the
+/// [`Samples`] of every event instant.
 pub(crate) fn run(
     fleet: &Fleet,
     prepared: &Prepared,
     options: &Options,
+    record: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, SimulateError> {
     let jobs = &prepared.jobs;
@@ -116,6 +260,7 @@ pub(crate) fn run(
         world,
         out: Outcome {
             runs: vec![JobRun::default(); jobs.len()],
+            samples: record.then(|| Samples::new(fleet, jobs)),
             ..Outcome::default()
         },
         allocated: 0,
@@ -185,6 +330,9 @@ pub(crate) fn run(
         if r.elastic {
             r.wake_for_scale_down(now);
         }
+        if let Some(samples) = &mut r.out.samples {
+            samples.push(now, r.allocated, r.capacity);
+        }
     }
     progress(Progress {
         arrived: next_arrival as u64,
@@ -228,6 +376,9 @@ impl Replay<'_> {
     }
 
     fn enqueue(&mut self, i: usize, since: Timestamp) {
+        if let Some(samples) = &mut self.out.samples {
+            samples.queued(i);
+        }
         self.qpos[i] = self.queued.len();
         self.queued.push(QueuedJob {
             job: self.jobs[i].object.metadata.name.clone(),
@@ -240,6 +391,9 @@ impl Replay<'_> {
         let p = std::mem::replace(&mut self.qpos[i], usize::MAX);
         if p == usize::MAX {
             return;
+        }
+        if let Some(samples) = &mut self.out.samples {
+            samples.unqueued(i);
         }
         self.queued.swap_remove(p);
         if let Some(moved) = self.queued.get(p).and_then(|q| index(&q.job)) {
