@@ -93,10 +93,12 @@ fn allocation(s: &Series) -> Result<String, PlotError> {
         "allocation.svg",
         "GPU allocation over time",
         ("hours since the first arrival", "GPUs"),
+        // Capacity first, so allocation is drawn over it where they meet.
         &[
-            line("allocated GPUs", &s.allocated),
             line("GPUs of ready nodes", &s.capacity),
+            line("allocated GPUs", &s.allocated),
         ],
+        SeriesLabelPosition::LowerLeft,
     )
 }
 
@@ -116,6 +118,7 @@ fn queue_depth(s: &Series) -> Result<String, PlotError> {
         "Pending jobs per top-level queue",
         ("hours since the first arrival", "pending jobs"),
         &lines,
+        SeriesLabelPosition::UpperRight,
     )
 }
 
@@ -147,6 +150,7 @@ fn wait_cdf(s: &Series) -> Result<String, PlotError> {
         "Queueing delay (start − submit) per queue: CDF",
         ("wait, hours", "fraction of the queue's jobs"),
         &lines,
+        SeriesLabelPosition::LowerRight,
     )
 }
 
@@ -170,6 +174,7 @@ fn draw(
     caption: &str,
     (x_desc, y_desc): (&str, &str),
     lines: &[Line],
+    legend: SeriesLabelPosition,
 ) -> Result<String, PlotError> {
     let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
         chart,
@@ -207,7 +212,7 @@ fn draw(
             c.configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(legend)
                 .draw()
                 .map_err(|e| fail(&e))?;
         }

@@ -150,7 +150,7 @@ fn charts_are_svg_documents_with_one_line_per_series() {
         .collect();
     assert_eq!(names, ["allocation.svg", "queue-depth.svg", "wait-cdf.svg"]);
     let expect: [(&str, &[&str]); 3] = [
-        ("allocation.svg", &["allocated GPUs", "GPUs of ready nodes"]),
+        ("allocation.svg", &["GPUs of ready nodes", "allocated GPUs"]),
         ("queue-depth.svg", &["ops", "org"]),
         ("wait-cdf.svg", &["cv", "nlp", "ops"]),
     ];
