@@ -277,6 +277,23 @@ fn simulate_needs_a_base() {
         "{}",
         out.stderr
     );
+    let out = gitfleet(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "main~1",
+            "fleet",
+            "--trace-format",
+            "philly",
+        ],
+    );
+    assert_eq!(
+        out.code, 2,
+        "clap refuses --trace-format alone: {}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--simulate <TRACE>"), "{}", out.stderr);
     // `base` has no meaning for a single replay.
     let out = gitfleet(
         repo.path(),

@@ -48,7 +48,13 @@ pub struct Args {
     #[arg(long, value_name = "TRACE", display_order = AFTER_REV)]
     pub simulate: Option<std::path::PathBuf>,
     /// The --simulate trace's format.
-    #[arg(long, value_enum, default_value = "gitfleet", display_order = AFTER_REV)]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gitfleet",
+        requires = "simulate",
+        display_order = AFTER_REV
+    )]
     pub trace_format: super::simulate::FormatArg,
     /// With --simulate: exit 3 when this holds on the head revision's
     /// replay, e.g. `p95_wait(queue=nlp) > 1.2 * base` (`base`: the same

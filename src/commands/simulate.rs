@@ -57,8 +57,9 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub until: Option<Duration>,
     /// Exit 3 when this holds on the report: METRIC OP NUMBER, e.g.
-    /// `p95_wait_s > 3600` or `queues.nlp.avg_wait_s >= 600` (repeatable;
-    /// METRIC as in the JSON).
+    /// `p95_wait_s > 3600`, `queues.nlp.avg_wait_s >= 600` or
+    /// `p95_wait(queue=nlp) > 600` (repeatable; METRIC as in the JSON,
+    /// docs/simulate.md).
     #[arg(long, value_name = "EXPR")]
     pub fail_on: Vec<Gate>,
     /// Also write SVG charts into DIR (created if missing): allocation.svg
