@@ -18,8 +18,7 @@ pub mod plot;
 mod policy;
 mod replay;
 mod report;
-
-use std::collections::BTreeMap;
+mod samples;
 
 use model::spec::{Duration, Fleet};
 use model::time::Timestamp;
@@ -31,6 +30,7 @@ pub use metrics::{Metrics, QueueMetrics, Report, Totals};
 pub use plot::{PlotError, write_charts};
 pub use policy::Policy;
 pub use report::{comparison_markdown, comparison_text, markdown, text};
+pub use samples::Series;
 
 /// How the replay runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -156,18 +156,7 @@ pub fn replay(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<JobLife>), SimulateError> {
-    let scale = options.arrival_scale;
-    if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
-        return Err(SimulateError::ArrivalScale(scale.to_string()));
-    }
-    let prepared = jobs::prepare(fleet, trace, options)?;
-    let outcome = replay::run(fleet, &prepared, options, false, progress)?;
-    let report = metrics::report(
-        &prepared,
-        &outcome,
-        options.policy,
-        dropped + prepared.dropped.len() as u64,
-    );
+    let (prepared, outcome, report) = run(fleet, trace, dropped, options, false, progress)?;
     let offset = |t: Timestamp| {
         Duration::from_millis((t - origin()).num_milliseconds().max(0).unsigned_abs())
     };
@@ -192,23 +181,6 @@ pub fn replay(
     Ok((report, lives))
 }
 
-/// A replay's time series, for `--plot`: at most 2,000 samples (the state
-/// after an event instant; where instants were merged, the first instant
-/// and the largest values).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Series {
-    /// Per sample, seconds from the first arrival.
-    pub at_s: Vec<f64>,
-    /// Per sample, allocated GPUs.
-    pub allocated: Vec<u64>,
-    /// Per sample, GPUs of ready nodes.
-    pub capacity: Vec<u64>,
-    /// Per top-level queue: pending jobs of its subtree, per sample.
-    pub depth: BTreeMap<String, Vec<u32>>,
-    /// Per leaf queue: its jobs' queueing delays in seconds, ascending.
-    pub waits: BTreeMap<String, Vec<f64>>,
-}
-
 /// [`simulate`], with the [`Series`] that `--plot` draws (recorded at
 /// each event instant; the replay without it records nothing).
 pub fn simulate_series(
@@ -218,56 +190,32 @@ pub fn simulate_series(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Series), SimulateError> {
+    let (prepared, mut outcome, report) = run(fleet, trace, dropped, options, true, progress)?;
+    Ok((report, samples::series(&prepared, &mut outcome)))
+}
+
+/// The replay and its report; `record`: keep the samples of `--plot`.
+fn run(
+    fleet: &Fleet,
+    trace: &[trace::TraceJob],
+    dropped: u64,
+    options: &Options,
+    record: bool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(jobs::Prepared, replay::Outcome, Report), SimulateError> {
     let scale = options.arrival_scale;
     if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
         return Err(SimulateError::ArrivalScale(scale.to_string()));
     }
     let prepared = jobs::prepare(fleet, trace, options)?;
-    let mut outcome = replay::run(fleet, &prepared, options, true, progress)?;
+    let outcome = replay::run(fleet, &prepared, options, record, progress)?;
     let report = metrics::report(
         &prepared,
         &outcome,
         options.policy,
         dropped + prepared.dropped.len() as u64,
     );
-    let samples = outcome.samples.take().unwrap_or_default();
-    let start = outcome.start.unwrap_or_else(origin);
-    let secs = |a: Timestamp, b: Timestamp| (a - b).num_milliseconds().max(0) as f64 / 1000.0;
-    let n = samples.tops.len();
-    let mut depth: BTreeMap<String, Vec<u32>> = samples
-        .tops
-        .iter()
-        .map(|t| (t.clone(), Vec::with_capacity(samples.at.len())))
-        .collect();
-    for row in samples.depth.chunks(n.max(1)) {
-        for (top, d) in samples.tops.iter().zip(row) {
-            if let Some(v) = depth.get_mut(top) {
-                v.push(*d);
-            }
-        }
-    }
-    let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (job, run) in prepared.jobs.iter().zip(&outcome.runs) {
-        if !run.arrived {
-            continue;
-        }
-        let started = run.first_start.or(outcome.end).unwrap_or(job.submit);
-        waits
-            .entry(job.queue().to_string())
-            .or_default()
-            .push(secs(started, job.submit));
-    }
-    for w in waits.values_mut() {
-        w.sort_by(f64::total_cmp);
-    }
-    let series = Series {
-        at_s: samples.at.iter().map(|t| secs(*t, start)).collect(),
-        allocated: samples.gpus.iter().map(|g| g.0).collect(),
-        capacity: samples.gpus.iter().map(|g| g.1).collect(),
-        depth,
-        waits,
-    };
-    Ok((report, series))
+    Ok((prepared, outcome, report))
 }
 
 /// The origin of virtual time (any fixed instant: reports are relative).
