@@ -314,3 +314,41 @@ fn simulate_needs_a_base() {
         out.stderr
     );
 }
+
+#[test]
+fn nothing_is_replayed_when_a_revision_does_not_validate() {
+    let mut repo = repo();
+    repo.write(
+        "fleet/queues.yaml",
+        &queues(12).replace("limit: 16}]\n---", "limit: 16, bogus: 1}]\n---"),
+    );
+    repo.commit("Ada", "a typo");
+    let out = gitfleet(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "main~1",
+            "--rev",
+            "main",
+            "fleet",
+            "--simulate",
+            "trace.csv",
+            "--fail-on",
+            "p95_wait_s > base",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["head"]["valid"], false);
+    assert!(doc["simulation"].is_null(), "{doc:#}");
+    assert!(
+        out.stderr.contains(
+            "--simulate: not replayed, a revision does not validate (--fail-on not evaluated)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
