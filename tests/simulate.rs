@@ -271,3 +271,74 @@ fn make_fleet_writes_a_valid_fleet_for_the_trace() {
     );
     assert_eq!(json["queues"]["vc-ab12"]["gpu_hours"].as_f64(), Some(0.27));
 }
+
+#[test]
+fn plot_writes_svg_charts_and_names_an_unwritable_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,100\n5,cv,1,8,50\n",
+    )
+    .unwrap();
+    let args = |plot: &str| {
+        gitfleet(
+            &[
+                "simulate",
+                "fleet.yaml",
+                "--trace",
+                "trace.csv",
+                "-o",
+                "json",
+                "--plot",
+                plot,
+            ],
+            dir.path(),
+        )
+    };
+    let out = args("charts/run-1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The report is the one without --plot.
+    let plain = json(
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "-o",
+            "json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        plain
+    );
+    for (name, series) in [
+        ("allocation.svg", "allocated GPUs"),
+        ("queue-depth.svg", "nlp"),
+        ("wait-cdf.svg", "cv"),
+    ] {
+        let svg = std::fs::read_to_string(dir.path().join("charts/run-1").join(name)).unwrap();
+        assert!(
+            svg.starts_with("<svg"),
+            "{name}: {}",
+            &svg[..svg.len().min(80)]
+        );
+        assert!(svg.trim_end().ends_with("</svg>"), "{name}");
+        assert!(svg.contains("<polyline"), "{name}");
+        assert!(svg.contains(series), "{name}: no {series}");
+    }
+    // Under a file: the directory cannot be created.
+    let out = args("fleet.yaml/charts");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--plot fleet.yaml/charts: cannot create the directory"),
+        "{stderr}"
+    );
+}

@@ -41,10 +41,40 @@ pub struct Args {
     /// expected start.
     #[arg(long, value_name = "N", default_value_t = 10, requires = "suggest")]
     pub suggest_jobs: usize,
+    /// With --base: replay this job trace (CSV) under both revisions' fleets,
+    /// as `gitfleet simulate` does by default, and add per queue what the
+    /// change does to waits, GPU-hours share and preemptions. JSON:
+    /// `simulation`.
+    #[arg(long, value_name = "TRACE", display_order = AFTER_REV)]
+    pub simulate: Option<std::path::PathBuf>,
+    /// The --simulate trace's format.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gitfleet",
+        requires = "simulate",
+        display_order = AFTER_REV
+    )]
+    pub trace_format: super::simulate::FormatArg,
+    /// With --simulate: exit 3 when this holds on the head revision's
+    /// replay, e.g. `p95_wait(queue=nlp) > 1.2 * base` (`base`: the same
+    /// metric in the base revision's replay; repeatable).
+    #[arg(long, value_name = "EXPR", display_order = AFTER_REV)]
+    pub fail_on: Vec<reconciler::simulate::Gate>,
 }
 
 /// Runs `gitfleet plan` (with `--base`, the preview of a change).
 pub fn run(args: &Args) -> Result<ExitCode> {
+    if args.base.is_none() && args.simulate.is_some() {
+        return Err(miette::miette!(
+            "--simulate TRACE replays the trace under two revisions: it needs --base B (and --rev H, default HEAD); to replay one fleet, run `gitfleet simulate FLEET --trace TRACE`"
+        ));
+    }
+    if args.simulate.is_none() && !args.fail_on.is_empty() {
+        return Err(miette::miette!(
+            "--fail-on bounds the replay of --simulate TRACE: add --base B --simulate TRACE"
+        ));
+    }
     if let Some(base) = &args.base {
         return super::preview::run(args, base);
     }

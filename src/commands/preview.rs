@@ -1,6 +1,7 @@
 //! `gitfleet plan --base BASE [--rev REV]`: what a change does to the specs
 //! and to the plan (the pull-request preview).
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use miette::{Result, miette};
@@ -11,12 +12,15 @@ use reconciler::plan_diff::diff_plans;
 use reconciler::queue_totals::queue_totals;
 use reconciler::reconcile::prune::{self, PrunePolicy};
 use reconciler::report::preview::{MAX_ERRORS, PREVIEW_FORMAT_VERSION, Preview, Revision};
+use reconciler::simulate::{Comparison, Options, Report, simulate};
 use reconciler::source::rev_label;
+use reconciler::spec::Fleet;
 use reconciler::specdiff::{DocSet, diff};
 
 use super::git::{SpecsAt, load_reporting, open, read_at};
 use super::input;
-use crate::render::emit;
+use super::simulate::tripped;
+use crate::render::{SimulatedPreview, emit};
 
 /// Runs the preview of `base` → `--rev` (default `HEAD`).
 pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
@@ -80,6 +84,14 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
     } else {
         None
     };
+    let simulation = match &args.simulate {
+        Some(trace) => {
+            let fleets = (base_loaded.is_valid() && head_loaded.is_valid())
+                .then_some((&base_loaded.fleet, &head_loaded.fleet));
+            Some(whatif(args, trace, fleets)?)
+        }
+        None => None,
+    };
     let changed = spec.has_changes() || plan_diff.as_ref().is_some_and(|p| p.has_changes());
     let preview = Preview {
         format_version: PREVIEW_FORMAT_VERSION,
@@ -91,14 +103,76 @@ pub fn run(args: &super::plan::Args, base: &str) -> Result<ExitCode> {
         changed,
         prune,
     };
-    emit(&preview, args.output.output)?;
+    let gate = match &simulation {
+        Some(Some((comparison, base, head))) => {
+            emit(
+                &SimulatedPreview {
+                    preview: &preview,
+                    simulation: Some(comparison),
+                },
+                args.output.output,
+            )?;
+            super::simulate::gate_exit("plan", &tripped(&args.fail_on, head, Some(base))?)
+        }
+        Some(None) => {
+            emit(
+                &SimulatedPreview {
+                    preview: &preview,
+                    simulation: None,
+                },
+                args.output.output,
+            )?;
+            eprintln!(
+                "warning: --simulate: not replayed, a revision does not validate{}",
+                if args.fail_on.is_empty() {
+                    ""
+                } else {
+                    " (--fail-on not evaluated)"
+                }
+            );
+            (!args.fail_on.is_empty()).then_some(ExitCode::FAILURE)
+        }
+        None => {
+            emit(&preview, args.output.output)?;
+            None
+        }
+    };
     Ok(if !preview.head.valid {
         ExitCode::FAILURE
+    } else if let Some(code) = gate {
+        code
     } else if args.detailed_exitcode && preview.changed {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The replays of `--simulate TRACE` under the base and head fleets (None
+/// when a revision does not validate): their comparison and both reports.
+fn whatif(
+    args: &super::plan::Args,
+    trace: &Path,
+    fleets: Option<(&Fleet, &Fleet)>,
+) -> Result<Option<(Comparison, Report, Report)>> {
+    let parsed = super::simulate::read_trace_file(trace, args.trace_format, None)?;
+    let Some((base_fleet, head_fleet)) = fleets else {
+        return Ok(None);
+    };
+    let options = Options::default();
+    let dropped = parsed.dropped.len() as u64;
+    let replay = |fleet: &Fleet, side: &str| {
+        simulate(fleet, &parsed.jobs, dropped, &options, &mut |_| {}).map_err(|e| {
+            miette!(
+                "--simulate {}: under the {side} revision: {e}",
+                trace.display()
+            )
+        })
+    };
+    let base = replay(base_fleet, "base")?;
+    let head = replay(head_fleet, "head")?;
+    let comparison = Comparison::new(&trace.display().to_string(), &base, &head);
+    Ok(Some((comparison, base, head)))
 }
 
 /// A revision's line in the preview: its commit and whether it validates.

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr, miette};
-use reconciler::simulate::{Gate, Limits, Options, Policy, Progress, simulate};
+use reconciler::simulate::{
+    Gate, Limits, Options, Policy, Progress, Report, plot, simulate, simulate_series, write_charts,
+};
 use reconciler::spec::Duration;
 use reconciler::trace::{Source, Trace, TraceFormat, parse};
 
@@ -55,10 +57,16 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub until: Option<Duration>,
     /// Exit 3 when this holds on the report: METRIC OP NUMBER, e.g.
-    /// `p95_wait_s > 3600` or `queues.nlp.avg_wait_s >= 600` (repeatable;
-    /// METRIC as in the JSON).
+    /// `p95_wait_s > 3600`, `queues.nlp.avg_wait_s >= 600` or
+    /// `p95_wait(queue=nlp) > 600` (repeatable; METRIC as in the JSON,
+    /// docs/simulate.md).
     #[arg(long, value_name = "EXPR")]
     pub fail_on: Vec<Gate>,
+    /// Also write SVG charts into DIR (created if missing): allocation.svg
+    /// (allocated GPUs over time), queue-depth.svg (pending jobs per
+    /// top-level queue over time), wait-cdf.svg (waits per queue).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -111,6 +119,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let Some((fleet, _)) = super::input::load_specs(&args.specs)? else {
         return Ok(ExitCode::FAILURE);
     };
+    if let Some(dir) = &args.plot {
+        plot::create_dir(dir).map_err(|e| miette!("{e}"))?;
+    }
     let options = Options {
         arrival_scale: args.arrival_scale,
         limits: match args.limits {
@@ -146,36 +157,62 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             bar.set_message(format!("{} plans", p.plans));
         }
     };
-    let report = simulate(
-        &fleet,
-        &trace.jobs,
-        trace.dropped.len() as u64,
-        &options,
-        &mut progress,
-    )
-    .map_err(|e| miette!("{e}"))?;
+    let dropped = trace.dropped.len() as u64;
+    let (report, series) = match &args.plot {
+        None => (
+            simulate(&fleet, &trace.jobs, dropped, &options, &mut progress),
+            None,
+        ),
+        Some(_) => match simulate_series(&fleet, &trace.jobs, dropped, &options, &mut progress) {
+            Ok((report, series)) => (Ok(report), Some(series)),
+            Err(e) => (Err(e), None),
+        },
+    };
+    let report = report.map_err(|e| miette!("{e}"))?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    if let (Some(dir), Some(series)) = (&args.plot, &series) {
+        let files = write_charts(dir, series).map_err(|e| miette!("{e}"))?;
+        eprintln!("wrote {} charts to {}", files.len(), dir.display());
+    }
+    let tripped = tripped(&args.fail_on, &report, None)?;
+    emit(&SimulateReport(report), args.output.output)?;
+    Ok(gate_exit("simulate", &tripped).unwrap_or(ExitCode::SUCCESS))
+}
+
+/// The `--fail-on` expressions that hold on `report` (`base`: the base
+/// revision's replay, for `plan --simulate`).
+pub fn tripped(gates: &[Gate], report: &Report, base: Option<&Report>) -> Result<Vec<String>> {
     let mut tripped = Vec::new();
-    for gate in &args.fail_on {
-        if gate.trips(&report).map_err(|e| miette!("{e}"))? {
+    for gate in gates {
+        if gate
+            .trips_against(report, base)
+            .map_err(|e| miette!("{e}"))?
+        {
             tripped.push(gate.text().to_string());
         }
     }
-    emit(&SimulateReport(report), args.output.output)?;
-    if tripped.is_empty() {
-        return Ok(ExitCode::SUCCESS);
+    Ok(tripped)
+}
+
+/// Exit 3 naming each expression that holds, if any does.
+pub fn gate_exit(command: &str, tripped: &[String]) -> Option<ExitCode> {
+    for gate in tripped {
+        eprintln!("{command}: --fail-on `{gate}` holds");
     }
-    for gate in &tripped {
-        eprintln!("simulate: --fail-on `{gate}` holds");
-    }
-    Ok(ExitCode::from(3))
+    (!tripped.is_empty()).then(|| ExitCode::from(3))
 }
 
 /// Reads and parses the trace (and its node file).
 fn read_trace(args: &Args) -> Result<Trace> {
-    let (format, sibling) = match args.trace_format {
+    read_trace_file(&args.trace, args.trace_format, args.trace_nodes.as_deref())
+}
+
+/// Reads and parses the trace `path` in `format`, with its node file
+/// (`nodes`, default the format's file beside the trace).
+pub fn read_trace_file(path: &Path, format: FormatArg, nodes: Option<&Path>) -> Result<Trace> {
+    let (format, sibling) = match format {
         FormatArg::Gitfleet => (TraceFormat::Gitfleet, None),
         FormatArg::Philly => (TraceFormat::Philly, Some("philly_vc_nodes.csv")),
         FormatArg::Alibaba => (
@@ -183,16 +220,11 @@ fn read_trace(args: &Args) -> Result<Trace> {
             Some("alibaba_gpu_v2023_openb_node_list_gpu_node.csv"),
         ),
     };
-    let jobs_name = args.trace.display().to_string();
-    let jobs_text = read(&args.trace)?;
-    let nodes_path = args.trace_nodes.clone().or_else(|| {
-        sibling.map(|name| {
-            args.trace
-                .parent()
-                .unwrap_or_else(|| Path::new("."))
-                .join(name)
-        })
-    });
+    let jobs_name = path.display().to_string();
+    let jobs_text = read(path)?;
+    let nodes_path = nodes
+        .map(Path::to_path_buf)
+        .or_else(|| sibling.map(|name| path.parent().unwrap_or_else(|| Path::new(".")).join(name)));
     let nodes = match &nodes_path {
         Some(path) if format != TraceFormat::Gitfleet => {
             Some((path.display().to_string(), read(path)?))

@@ -17,7 +17,7 @@ use miette::{IntoDiagnostic, Result};
 pub use audit::AuditReport;
 pub use explain::ExplainReport;
 pub use history::HistoryReport;
-pub use plan::PlanReport;
+pub use plan::{PlanReport, SimulatedPreview};
 pub use simulate::SimulateReport;
 pub use whatif::SuggestedPlanReport;
 

@@ -5,8 +5,12 @@ use std::io::Write;
 
 use miette::Result;
 use reconciler::plan::Plan;
-use reconciler::report::preview::{Preview, preview_markdown, preview_text};
+use reconciler::report::preview::{
+    COMMENT_LIMIT, Preview, preview_markdown, preview_markdown_with, preview_text,
+};
 use reconciler::report::{plan_markdown, plan_text};
+use reconciler::simulate::{Comparison, comparison_markdown, comparison_text};
+use serde::Serialize;
 
 use super::Render;
 
@@ -43,5 +47,59 @@ impl Render for Preview {
 
     fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, self)
+    }
+}
+
+/// The preview of a change with `--simulate`'s what-if (`None`: not
+/// replayed, a revision does not validate).
+pub struct SimulatedPreview<'a> {
+    /// The preview.
+    pub preview: &'a Preview,
+    /// Both replays and the per-queue deltas.
+    pub simulation: Option<&'a Comparison>,
+}
+
+/// The preview's JSON with the `simulation` key added (`null` when not
+/// replayed).
+#[derive(Serialize)]
+struct SimulatedJson<'a> {
+    #[serde(flatten)]
+    preview: &'a Preview,
+    simulation: Option<&'a Comparison>,
+}
+
+impl Render for SimulatedPreview<'_> {
+    fn text(&self) -> String {
+        let mut out = preview_text(self.preview);
+        match self.simulation {
+            Some(c) => out.push_str(&comparison_text(c)),
+            None => {
+                out.push_str("\nSimulated what-if: not replayed (a revision does not validate)\n")
+            }
+        }
+        out
+    }
+
+    fn markdown(&self) -> Result<String> {
+        let section = match self.simulation {
+            Some(c) => comparison_markdown(c),
+            None => "#### Simulated what-if\n\nNot replayed: a revision does not validate.\n\n"
+                .to_string(),
+        };
+        Ok(preview_markdown_with(
+            self.preview,
+            COMMENT_LIMIT.saturating_sub(section.len()),
+            &section,
+        ))
+    }
+
+    fn json<W: Write>(&self, out: W) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(
+            out,
+            &SimulatedJson {
+                preview: self.preview,
+                simulation: self.simulation,
+            },
+        )
     }
 }

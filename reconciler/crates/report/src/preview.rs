@@ -180,6 +180,12 @@ pub fn preview_markdown(preview: &Preview) -> String {
 /// [`preview_markdown`] with another size limit (in bytes, which is never
 /// less than characters).
 pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
+    preview_markdown_with(preview, limit, "")
+}
+
+/// [`preview_markdown_limited`] with `section` (Markdown, e.g. `plan
+/// --simulate`'s what-if) right after the heading, never cut.
+pub fn preview_markdown_with(preview: &Preview, limit: usize, section: &str) -> String {
     let mut head = String::new();
     let verdict = if !preview.head.valid {
         "❌ does not validate"
@@ -202,6 +208,7 @@ pub fn preview_markdown_limited(preview: &Preview, limit: usize) -> String {
         preview.head.rev,
         short(&preview.head.commit)
     );
+    head.push_str(section);
     let mut blocks: Vec<Piece> = Vec::new();
     for rev in [&preview.base, &preview.head] {
         if let Some(note) = invalid_note(rev) {

@@ -1,7 +1,12 @@
 //! `--fail-on EXPR`: a bound on a report's metric, for CI. An expression is
-//! `METRIC OP NUMBER`: METRIC a field of `metrics` (`p95_wait_s`,
-//! `gpu_alloc`, …) or `queues.NAME.FIELD` (`queues.nlp.avg_wait_s`), OP one
-//! of `>`, `>=`, `<`, `<=`, `==`, `!=`. It fails (the gate trips) when the
+//! `METRIC OP BOUND`: METRIC a field of `metrics` (`p95_wait_s`,
+//! `gpu_alloc`, …) or of a queue, `queues.NAME.FIELD`
+//! (`queues.nlp.avg_wait_s`), also written `FIELD(queue=NAME)` or
+//! `FIELD(NAME)`, where a field's `_s` may be left out (`p95_wait(queue=nlp)`);
+//! OP one of `>`, `>=`, `<`, `<=`, `==`, `!=`; BOUND a number, or under
+//! `plan --simulate` the same metric in the base revision's replay: `base`,
+//! `F * base`, `base * F`, each optionally `+ N` or `- N`
+//! (`p95_wait(queue=nlp) > 1.2 * base`). It fails (the gate trips) when the
 //! comparison holds.
 
 use crate::Report;
@@ -12,7 +17,7 @@ pub struct Gate {
     text: String,
     metric: Vec<String>,
     op: Op,
-    bound: f64,
+    bound: Bound,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,22 +30,47 @@ enum Op {
     Ne,
 }
 
+/// The right-hand side: a number, or `factor × base + offset`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Bound {
+    Number(f64),
+    Base { factor: f64, offset: f64 },
+}
+
+/// Queue fields a gate may name (with or without their `_s`).
+const QUEUE_FIELDS: [&str; 7] = [
+    "jobs",
+    "avg_wait_s",
+    "p50_wait_s",
+    "p95_wait_s",
+    "gpu_hours",
+    "gpu_share",
+    "preemptions",
+];
+
 /// What is wrong with an expression.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GateError {
-    /// It does not have the shape `METRIC OP NUMBER`.
+    /// It does not have the shape `METRIC OP BOUND`.
     #[error(
-        "--fail-on `{0}`: expected METRIC OP NUMBER, e.g. `p95_wait_s > 3600` or `queues.nlp.avg_wait_s >= 600`"
+        "--fail-on `{0}`: expected METRIC OP BOUND, e.g. `p95_wait_s > 3600`, `queues.nlp.avg_wait_s >= 600` or (plan --simulate) `p95_wait(queue=nlp) > 1.2 * base`"
     )]
     Syntax(String),
     /// It names a metric the report does not have.
-    #[error("--fail-on `{expr}`: no metric `{metric}` in the report")]
+    #[error("--fail-on `{expr}`: no metric `{metric}` in the {side} report")]
     Metric {
         /// The expression.
         expr: String,
         /// The metric.
         metric: String,
+        /// `head` (or the only one) or `base`.
+        side: &'static str,
     },
+    /// It compares with `base` where there is no base revision.
+    #[error(
+        "--fail-on `{0}`: `base` is the base revision's replay, which only `gitfleet plan --base B --simulate TRACE` has"
+    )]
+    NoBase(String),
 }
 
 impl std::str::FromStr for Gate {
@@ -61,21 +91,72 @@ impl std::str::FromStr for Gate {
             .filter_map(|(sym, op)| text.find(sym).map(|at| (at, *sym, *op)))
             .min_by_key(|(at, sym, _)| (*at, std::cmp::Reverse(sym.len())))
             .ok_or_else(syntax)?;
-        let metric = text[..at].trim();
-        let bound: f64 = text[at + sym.len()..]
-            .trim()
-            .parse()
-            .map_err(|_| syntax())?;
-        if metric.is_empty() || !bound.is_finite() {
-            return Err(syntax());
-        }
+        let metric = metric_path(text[..at].trim()).ok_or_else(syntax)?;
+        let bound = parse_bound(&text[at + sym.len()..]).ok_or_else(syntax)?;
         Ok(Gate {
             text: text.trim().to_string(),
-            metric: metric.split('.').map(str::to_string).collect(),
+            metric,
             op,
             bound,
         })
     }
+}
+
+/// `p95_wait_s`, `queues.nlp.p95_wait_s`, `p95_wait(queue=nlp)` or
+/// `p95_wait(nlp)` as a path into the report.
+fn metric_path(metric: &str) -> Option<Vec<String>> {
+    if metric.is_empty() {
+        return None;
+    }
+    let Some((field, rest)) = metric.split_once('(') else {
+        return Some(metric.split('.').map(str::to_string).collect());
+    };
+    let arg = rest.strip_suffix(')')?.trim();
+    let queue = arg.split_once('=').map_or(Some(arg), |(key, value)| {
+        (key.trim() == "queue").then_some(value.trim())
+    })?;
+    let field = field.trim();
+    if queue.is_empty() || field.is_empty() {
+        return None;
+    }
+    let with_s = format!("{field}_s");
+    let field = if QUEUE_FIELDS.contains(&with_s.as_str()) {
+        with_s
+    } else {
+        field.to_string()
+    };
+    Some(vec!["queues".to_string(), queue.to_string(), field])
+}
+
+/// `NUMBER`, or `[F *] base [* F] [+|- N]`.
+fn parse_bound(text: &str) -> Option<Bound> {
+    let s: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let number = |t: &str| t.parse::<f64>().ok().filter(|n| n.is_finite());
+    let offset = |t: &str| if t.is_empty() { Some(0.0) } else { number(t) };
+    if let Some(rest) = s.strip_prefix("base") {
+        let Some(rest) = rest.strip_prefix('*') else {
+            return Some(Bound::Base {
+                factor: 1.0,
+                offset: offset(rest)?,
+            });
+        };
+        // The factor ends at a sign that is not an exponent's.
+        let bytes = rest.as_bytes();
+        let split = (1..bytes.len())
+            .find(|&i| matches!(bytes[i], b'+' | b'-') && !matches!(bytes[i - 1], b'e' | b'E'))
+            .unwrap_or(bytes.len());
+        return Some(Bound::Base {
+            factor: number(&rest[..split])?,
+            offset: offset(&rest[split..])?,
+        });
+    }
+    if let Some(at) = s.find("*base") {
+        return Some(Bound::Base {
+            factor: number(&s[..at])?,
+            offset: offset(&s[at + "*base".len()..])?,
+        });
+    }
+    number(&s).map(Bound::Number)
 }
 
 impl Gate {
@@ -84,19 +165,40 @@ impl Gate {
         &self.text
     }
 
-    /// Whether the gate trips on `report` (the comparison holds).
+    /// Whether it compares with the base revision's replay.
+    pub fn uses_base(&self) -> bool {
+        matches!(self.bound, Bound::Base { .. })
+    }
+
+    /// Whether the gate trips on `report` (the comparison holds); an error
+    /// if it compares with `base`.
     pub fn trips(&self, report: &Report) -> Result<bool, GateError> {
-        let value = self.value(report).ok_or_else(|| GateError::Metric {
+        self.trips_against(report, None)
+    }
+
+    /// Whether the gate trips on `head`, `base` being the base revision's
+    /// replay (`plan --simulate`).
+    pub fn trips_against(&self, head: &Report, base: Option<&Report>) -> Result<bool, GateError> {
+        let missing = |side| GateError::Metric {
             expr: self.text.clone(),
             metric: self.metric.join("."),
-        })?;
+            side,
+        };
+        let value = self.value(head).ok_or_else(|| missing("head"))?;
+        let bound = match self.bound {
+            Bound::Number(n) => n,
+            Bound::Base { factor, offset } => {
+                let base = base.ok_or_else(|| GateError::NoBase(self.text.clone()))?;
+                factor * self.value(base).ok_or_else(|| missing("base"))? + offset
+            }
+        };
         Ok(match self.op {
-            Op::Gt => value > self.bound,
-            Op::Ge => value >= self.bound,
-            Op::Lt => value < self.bound,
-            Op::Le => value <= self.bound,
-            Op::Eq => value == self.bound,
-            Op::Ne => value != self.bound,
+            Op::Gt => value > bound,
+            Op::Ge => value >= bound,
+            Op::Lt => value < bound,
+            Op::Le => value <= bound,
+            Op::Eq => value == bound,
+            Op::Ne => value != bound,
         })
     }
 
@@ -120,8 +222,18 @@ impl Gate {
                 match *field {
                     "jobs" => q.jobs as f64,
                     "avg_wait_s" => q.avg_wait_s as f64,
+                    "p50_wait_s" => q.p50_wait_s as f64,
                     "p95_wait_s" => q.p95_wait_s as f64,
                     "gpu_hours" => q.gpu_hours,
+                    "gpu_share" => {
+                        let total: f64 = r.queues.values().map(|q| q.gpu_hours).sum();
+                        if total > 0.0 {
+                            q.gpu_hours / total
+                        } else {
+                            0.0
+                        }
+                    }
+                    "preemptions" => q.preemptions as f64,
                     _ => return None,
                 }
             }
@@ -181,7 +293,58 @@ mod tests {
             .trips(&report());
         assert_eq!(
             e.err().map(|e| e.to_string()),
-            Some("--fail-on `queues.cv.avg_wait_s > 1`: no metric `queues.cv.avg_wait_s` in the report".to_string())
+            Some("--fail-on `queues.cv.avg_wait_s > 1`: no metric `queues.cv.avg_wait_s` in the head report".to_string())
         );
+    }
+
+    #[test]
+    fn queue_functions_and_base_bounds() {
+        let head = report();
+        let mut base = report();
+        base.queues.get_mut("nlp").unwrap().avg_wait_s = 400;
+        base.metrics.p95_wait_s = 3000;
+        let trips = |e: &str| {
+            e.parse::<Gate>()
+                .unwrap()
+                .trips_against(&head, Some(&base))
+                .unwrap()
+        };
+        // nlp: 600 at head, 400 at base
+        assert!(trips("avg_wait(queue=nlp) > 1.2 * base"));
+        assert!(!trips("avg_wait(queue=nlp) > 1.5 * base"));
+        assert!(trips("avg_wait(nlp) >= base*1.5"));
+        assert!(!trips("queues.nlp.avg_wait_s > base + 200"));
+        assert!(trips("queues.nlp.avg_wait_s > base + 199.5"));
+        assert!(trips("avg_wait(queue=nlp) != base"));
+        // p95: 4000 at head, 3000 at base
+        assert!(trips("p95_wait_s > 1.3e0*base-1e2"));
+        assert!(!trips("p95_wait_s < 2 * base - 2000"));
+        assert_eq!(
+            "queues.nlp.gpu_share == 0"
+                .parse::<Gate>()
+                .unwrap()
+                .trips(&head),
+            Ok(true)
+        );
+        let gate: Gate = "p95_wait(queue=nlp) > 1.2 * base".parse().unwrap();
+        assert!(gate.uses_base());
+        assert_eq!(
+            gate.trips(&head).err().map(|e| e.to_string()),
+            Some("--fail-on `p95_wait(queue=nlp) > 1.2 * base`: `base` is the base revision's replay, which only `gitfleet plan --base B --simulate TRACE` has".to_string())
+        );
+        let mut no_nlp = report();
+        no_nlp.queues.clear();
+        assert!(matches!(
+            gate.trips_against(&head, Some(&no_nlp)),
+            Err(GateError::Metric { side: "base", .. })
+        ));
+        for bad in [
+            "p95_wait(team=nlp) > 1",
+            "p95_wait() > 1",
+            "p95_wait_s > 2 * bas",
+            "x > base * y",
+        ] {
+            assert!(bad.parse::<Gate>().is_err(), "{bad}");
+        }
     }
 }

@@ -9,22 +9,28 @@
 //!
 //! docs/simulate.md defines every metric of the [`Report`].
 
+mod compare;
 pub mod gate;
 mod jobs;
 pub mod limits;
 mod metrics;
+pub mod plot;
 mod policy;
 mod replay;
 mod report;
+mod samples;
 
 use model::spec::{Duration, Fleet};
 use model::time::Timestamp;
 
+pub use compare::{Comparison, Delta, QueueSide, Side};
 pub use gate::{Gate, GateError};
 pub use limits::Limits;
 pub use metrics::{Metrics, QueueMetrics, Report, Totals};
+pub use plot::{PlotError, write_charts};
 pub use policy::Policy;
-pub use report::{markdown, text};
+pub use report::{comparison_markdown, comparison_text, markdown, text};
+pub use samples::Series;
 
 /// How the replay runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,18 +156,7 @@ pub fn replay(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Report, Vec<JobLife>), SimulateError> {
-    let scale = options.arrival_scale;
-    if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
-        return Err(SimulateError::ArrivalScale(scale.to_string()));
-    }
-    let prepared = jobs::prepare(fleet, trace, options)?;
-    let outcome = replay::run(fleet, &prepared, options, progress)?;
-    let report = metrics::report(
-        &prepared,
-        &outcome,
-        options.policy,
-        dropped + prepared.dropped.len() as u64,
-    );
+    let (prepared, outcome, report) = run(fleet, trace, dropped, options, false, progress)?;
     let offset = |t: Timestamp| {
         Duration::from_millis((t - origin()).num_milliseconds().max(0).unsigned_abs())
     };
@@ -184,6 +179,43 @@ pub fn replay(
         })
         .collect();
     Ok((report, lives))
+}
+
+/// [`simulate`], with the [`Series`] that `--plot` draws (recorded at
+/// each event instant; the replay without it records nothing).
+pub fn simulate_series(
+    fleet: &Fleet,
+    trace: &[trace::TraceJob],
+    dropped: u64,
+    options: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Report, Series), SimulateError> {
+    let (prepared, mut outcome, report) = run(fleet, trace, dropped, options, true, progress)?;
+    Ok((report, samples::series(&prepared, &mut outcome)))
+}
+
+/// The replay and its report; `record`: keep the samples of `--plot`.
+fn run(
+    fleet: &Fleet,
+    trace: &[trace::TraceJob],
+    dropped: u64,
+    options: &Options,
+    record: bool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(jobs::Prepared, replay::Outcome, Report), SimulateError> {
+    let scale = options.arrival_scale;
+    if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
+        return Err(SimulateError::ArrivalScale(scale.to_string()));
+    }
+    let prepared = jobs::prepare(fleet, trace, options)?;
+    let outcome = replay::run(fleet, &prepared, options, record, progress)?;
+    let report = metrics::report(
+        &prepared,
+        &outcome,
+        options.policy,
+        dropped + prepared.dropped.len() as u64,
+    );
+    Ok((prepared, outcome, report))
 }
 
 /// The origin of virtual time (any fixed instant: reports are relative).

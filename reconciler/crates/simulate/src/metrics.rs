@@ -63,6 +63,13 @@ pub struct QueueMetrics {
     pub p95_wait_s: u64,
     /// GPU-hours its jobs held (preempted runs included).
     pub gpu_hours: f64,
+    /// Median queueing delay (not in `simulate -o json`; in `plan
+    /// --simulate`'s comparison and `--fail-on`).
+    #[serde(skip)]
+    pub p50_wait_s: u64,
+    /// Times its jobs were preempted (as `p50_wait_s`).
+    #[serde(skip)]
+    pub preemptions: u64,
 }
 
 /// Figures beside the JSON's.
@@ -84,7 +91,7 @@ pub struct Totals {
 pub(crate) fn report(prepared: &Prepared, out: &Outcome, policy: Policy, dropped: u64) -> Report {
     let end = out.end;
     let mut waits: Vec<i64> = Vec::new();
-    let mut per_queue: BTreeMap<&str, (Vec<i64>, u128)> = BTreeMap::new();
+    let mut per_queue: BTreeMap<&str, (Vec<i64>, u128, u64)> = BTreeMap::new();
     let mut jct_sum: i128 = 0;
     let mut jct_n: i128 = 0;
     let mut totals = Totals {
@@ -102,6 +109,7 @@ pub(crate) fn report(prepared: &Prepared, out: &Outcome, policy: Policy, dropped
         let q = per_queue.entry(job.queue()).or_default();
         q.0.push(wait);
         q.1 += run.gpu_ms;
+        q.2 += u64::from(run.preemptions);
         lost += run.lost_gpu_ms;
         if run.first_start.is_none() {
             totals.never_started += 1;
@@ -140,12 +148,14 @@ pub(crate) fn report(prepared: &Prepared, out: &Outcome, policy: Policy, dropped
     };
     let queues = per_queue
         .into_iter()
-        .map(|(name, (mut w, gpu_ms))| {
+        .map(|(name, (mut w, gpu_ms, preemptions))| {
             let m = QueueMetrics {
                 jobs: w.len() as u64,
                 avg_wait_s: mean(&w),
                 p95_wait_s: percentile(&mut w, 0.95),
                 gpu_hours: hours(gpu_ms),
+                p50_wait_s: percentile(&mut w, 0.50),
+                preemptions,
             };
             (name.to_string(), m)
         })

@@ -12,6 +12,7 @@ use model::time::{Timestamp, after};
 use sim::{JobFacts, Rules, RunLength, StopKind, World, WorldEvent};
 
 use crate::jobs::{Prepared, SimJob, index};
+use crate::samples::Samples;
 use crate::{Options, Policy, Progress, SimulateError};
 
 /// One job's life in the replay.
@@ -56,6 +57,8 @@ pub(crate) struct Outcome {
     pub preemptions: u64,
     /// Plans computed.
     pub plans: u64,
+    /// The time series, when asked for ([`run`]'s `record`).
+    pub samples: Option<Samples>,
 }
 
 /// How many instants in a row may fall at the same time before the replay
@@ -88,11 +91,13 @@ struct Replay<'a> {
     nodes_stale: bool,
 }
 
-/// Replays the prepared jobs on `fleet`.
+/// Replays the prepared jobs on `fleet`; with `record`, keeps the
+/// [`Samples`] of every event instant.
 pub(crate) fn run(
     fleet: &Fleet,
     prepared: &Prepared,
     options: &Options,
+    record: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, SimulateError> {
     let jobs = &prepared.jobs;
@@ -116,6 +121,7 @@ pub(crate) fn run(
         world,
         out: Outcome {
             runs: vec![JobRun::default(); jobs.len()],
+            samples: record.then(|| Samples::new(fleet, jobs)),
             ..Outcome::default()
         },
         allocated: 0,
@@ -185,6 +191,9 @@ pub(crate) fn run(
         if r.elastic {
             r.wake_for_scale_down(now);
         }
+        if let Some(samples) = &mut r.out.samples {
+            samples.push(now, r.allocated, r.capacity);
+        }
     }
     progress(Progress {
         arrived: next_arrival as u64,
@@ -228,6 +237,9 @@ impl Replay<'_> {
     }
 
     fn enqueue(&mut self, i: usize, since: Timestamp) {
+        if let Some(samples) = &mut self.out.samples {
+            samples.queued(i);
+        }
         self.qpos[i] = self.queued.len();
         self.queued.push(QueuedJob {
             job: self.jobs[i].object.metadata.name.clone(),
@@ -240,6 +252,9 @@ impl Replay<'_> {
         let p = std::mem::replace(&mut self.qpos[i], usize::MAX);
         if p == usize::MAX {
             return;
+        }
+        if let Some(samples) = &mut self.out.samples {
+            samples.unqueued(i);
         }
         self.queued.swap_remove(p);
         if let Some(moved) = self.queued.get(p).and_then(|q| index(&q.job)) {
