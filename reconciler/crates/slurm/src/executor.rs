@@ -36,7 +36,8 @@ pub struct SlurmExecutor<R> {
     store: Arc<dyn KeyValue>,
     pending: Option<(SlurmState, Diff)>,
     nodes: Vec<ObservedNode>,
-    scheduler: Option<Scheduler<R>>,
+    /// Boxed: scheduler mode's state is large and optional.
+    scheduler: Option<Box<Scheduler<R>>>,
 }
 
 impl<R: Runner> SlurmExecutor<R> {
@@ -64,7 +65,7 @@ impl<R: Runner> SlurmExecutor<R> {
     /// Scheduler mode: besides the accounts and QOS, gitfleet places the
     /// jobs and Slurm runs them ([`Scheduler`]).
     pub fn with_scheduler(mut self, scheduler: Scheduler<R>) -> Self {
-        self.scheduler = Some(scheduler);
+        self.scheduler = Some(Box::new(scheduler));
         self
     }
 
