@@ -1,8 +1,9 @@
 //! The Slurm executor's scheduler mode against real Slurm daemons (see
 //! tests/slurm_support): `gitfleet apply --executor slurm --slurm-mode
 //! scheduler` places a gang pinned to the planned nodes, preempts it for a
-//! job reclaiming its guarantee, drains a node Slurm took down, and does
-//! nothing the second time.
+//! job reclaiming its guarantee, drains a node Slurm took down, cancels a
+//! job removed from Git, places the preempted gang again, and does nothing
+//! the next time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod slurm_support;
@@ -127,6 +128,14 @@ fn queue(c: &Cluster) -> Vec<String> {
         .collect()
 }
 
+/// Whether a `queue` line is of a job that ended (not pending, running or
+/// completing: its GPUs are free).
+fn ended(line: &str) -> bool {
+    !["|PENDING|", "|RUNNING|", "|COMPLETING|"]
+        .iter()
+        .any(|s| line.contains(s))
+}
+
 /// Waits until `check` holds of the queue (at most 20 s).
 fn wait_for(c: &Cluster, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
     let started = Instant::now();
@@ -182,7 +191,7 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
     assert!(t.contains("preempt train"), "{t}");
     wait_for(&cluster, "train stopped", |q| {
         q.iter()
-            .any(|l| l.starts_with("gitfleet-train|") && !l.contains("RUNNING"))
+            .any(|l| l.starts_with("gitfleet-train|") && ended(l))
     });
     // …and once it stopped, urgent starts on one of its nodes.
     let out = apply(&cluster, &fleet, &state);
@@ -215,6 +224,28 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
     assert!(node.contains("DRAIN"), "{node}");
     assert!(node.contains("Reason=gitfleet: GPUs"), "{node}");
 
+    // urgent removed from Git is cancelled; then train, pending since its
+    // preemption, starts again as a new Slurm job (a new attempt).
+    std::fs::remove_file(fleet.join("urgent.yaml")).unwrap();
+    let out = apply(&cluster, &fleet, &state);
+    assert!(words(&out).contains("cancel urgent"), "{}", text(&out));
+    wait_for(&cluster, "urgent cancelled", |q| {
+        q.iter()
+            .any(|l| l.starts_with("gitfleet-urgent|") && ended(l))
+    });
+    let out = apply(&cluster, &fleet, &state);
+    assert!(words(&out).contains("place train"), "{}", text(&out));
+    let q = wait_for(&cluster, "train running again", |q| {
+        q.iter().any(|l| l == "gitfleet-train|RUNNING|gpu-[1-2]")
+    });
+    assert_eq!(
+        q.iter()
+            .filter(|l| l.starts_with("gitfleet-train|"))
+            .count(),
+        2,
+        "the preempted Slurm job and the new one: {q:?}"
+    );
+
     // Nothing left to do: nothing is submitted, cancelled or drained again
     // (a drain carried out again would overwrite this reason).
     slurm(
@@ -231,7 +262,7 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
     let out = apply(&cluster, &fleet, &state);
     let t = words(&out);
     assert!(
-        !t.contains("place train") && !t.contains("place urgent") && !t.contains("preempt train"),
+        !t.contains("place train") && !t.contains("cancel urgent") && !t.contains("preempt train"),
         "{t}"
     );
     // The drain stays in the plan (the node is still unhealthy) but is
