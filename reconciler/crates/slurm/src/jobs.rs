@@ -32,6 +32,9 @@ pub struct Submit {
     pub time_limit: Option<Duration>,
     /// What each replica runs.
     pub command: Vec<String>,
+    /// Environment values of every replica (plain ones only: the batch
+    /// script is readable in Slurm).
+    pub env: Vec<(String, String)>,
 }
 
 impl Submit {
@@ -68,8 +71,18 @@ impl Submit {
         if let Some(limit) = self.time_limit {
             args.push(format!("--time={}", limit.as_secs().div_ceil(60).max(1)));
         }
-        let command: Vec<String> = self.command.iter().map(|a| shell_quote(a)).collect();
-        args.push(format!("--wrap=srun {}", command.join(" ")));
+        let mut line: Vec<String> = Vec::new();
+        if !self.env.is_empty() {
+            line.push("env".to_string());
+            line.extend(
+                self.env
+                    .iter()
+                    .map(|(k, v)| shell_quote(&format!("{k}={v}"))),
+            );
+        }
+        line.push("srun".to_string());
+        line.extend(self.command.iter().map(|a| shell_quote(a)));
+        args.push(format!("--wrap={}", line.join(" ")));
         args
     }
 }
@@ -362,7 +375,18 @@ mod tests {
             gres_type: "h100".into(),
             time_limit: Some("90s".parse().unwrap()),
             command: vec!["python".into(), "train.py".into(), "--name=it's".into()],
+            env: Vec::new(),
         }
+    }
+
+    #[test]
+    fn env_values_go_before_srun_quoted() {
+        let mut gang = gang();
+        gang.env = vec![("A".into(), "1".into()), ("B".into(), "x y".into())];
+        assert_eq!(
+            gang.sbatch_args().last().unwrap(),
+            r"--wrap=env A=1 'B=x y' srun python train.py '--name=it'\''s'"
+        );
     }
 
     #[test]

@@ -292,6 +292,21 @@ impl<R: Runner> Scheduler<R> {
         if spec.spec.command.is_empty() {
             return Err(refused("place", job, "no command to run"));
         }
+        let mut env = Vec::new();
+        for (name, value) in &spec.spec.env {
+            match value.inline() {
+                Some(v) if !value.is_sensitive() => env.push((name.clone(), v.to_string())),
+                _ => {
+                    return Err(refused(
+                        "place",
+                        job,
+                        format!(
+                            "env {name}: sensitive values and `valueFrom` are not passed to Slurm jobs yet (the batch script is readable in Slurm)"
+                        ),
+                    ));
+                }
+            }
+        }
         let gres_type = self
             .nodes
             .get(first)
@@ -318,6 +333,7 @@ impl<R: Runner> Scheduler<R> {
             gres_type,
             time_limit: spec.spec.time_limit,
             command: spec.spec.command.clone(),
+            env,
         })
     }
 
@@ -602,6 +618,16 @@ mod tests {
             (2, 16, "1")
         );
         assert_eq!(submit.gres_type, "h100-sxm-80gb", "from the job's model");
+        job.spec
+            .env
+            .insert("WANDB".into(), model::spec::EnvValue::Plain("run-1".into()));
+        let submit = s.submission("train", &even, &job, None).unwrap();
+        assert_eq!(submit.env, [("WANDB".to_string(), "run-1".to_string())]);
+        let token: model::spec::EnvValue =
+            serde_json::from_str(r#"{"value": "s3cr3t", "sensitive": true}"#).unwrap();
+        job.spec.env.insert("TOKEN".into(), token);
+        let e = s.submission("train", &even, &job, None).unwrap_err();
+        assert!(e.to_string().contains("env TOKEN: sensitive"), "{e}");
         job.spec.command.clear();
         let e = s.submission("train", &even, &job, None).unwrap_err();
         assert!(e.to_string().contains("no command"), "{e}");
