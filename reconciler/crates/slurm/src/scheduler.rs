@@ -437,6 +437,7 @@ mod tests {
     #[derive(Debug, Default)]
     struct Recorded {
         squeue: Mutex<String>,
+        sacct: Mutex<String>,
         calls: Mutex<Vec<String>>,
     }
 
@@ -448,7 +449,7 @@ mod tests {
                 "sinfo" => "gpu-1|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-2|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-3|down|gpu*|gpu:a100-sxm4-80gb:8|test\n".into(),
                 "squeue" => self.squeue.lock().unwrap().clone(),
                 "sbatch" => "42\n".into(),
-                "sacct" => String::new(),
+                "sacct" => self.sacct.lock().unwrap().clone(),
                 _ => String::new(),
             })
         }
@@ -587,6 +588,55 @@ mod tests {
             ["scontrol update NodeName=gpu-3 State=DRAIN Reason=gitfleet: GPUs 0-7 unhealthy"]
         );
         assert!(s.already_done(&drain));
+    }
+
+    #[test]
+    fn a_job_gone_from_the_queue_is_read_from_sacct_by_its_id() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
+        *slurm.sacct.lock().unwrap() = "42|gitfleet-train|COMPLETED|0:0\n".into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        store
+            .write(&[("slurm/job/train".into(), Some("42".into()))])
+            .unwrap();
+        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store.clone());
+        let fleet = fleet();
+        s.set_fleet(&fleet);
+        let placement = [NodeGpus {
+            node: "gpu-1".into(),
+            gpus: (0..8).collect(),
+        }];
+        let view = |job| JobView {
+            job,
+            placement: &placement,
+            started: None,
+            stop: None,
+            spec: None,
+            grace: "0s".parse().unwrap(),
+        };
+        let now = at("2026-11-23T00:00:00Z");
+        let seen = s.observe(now, &[view("train"), view("lost")]).unwrap();
+        assert_eq!(
+            seen.events,
+            [
+                Event::Exited {
+                    job: "lost".into(),
+                    at: now,
+                    exit_code: None
+                },
+                Event::Exited {
+                    job: "train".into(),
+                    at: now,
+                    exit_code: Some(0)
+                }
+            ]
+        );
+        assert!(
+            slurm
+                .take()
+                .contains(&"sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode -j 42".to_string())
+        );
+        assert!(store.entries("slurm/job/").unwrap().is_empty(), "forgotten");
     }
 
     #[test]
