@@ -26,7 +26,7 @@ use reconciler::kube::nodes::{DEFAULT_POOL_LABEL, DEFAULT_RACK_LABEL, NodeLabels
 use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
-use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, SlurmExecutor};
+use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, Scheduler, SlurmExecutor};
 use reconciler::spec::Fleet;
 
 /// Which executor carries out plans.
@@ -70,7 +70,8 @@ pub struct ExecutorArgs {
 pub enum SlurmMode {
     /// gitfleet owns accounts, shares, limits and QOS; Slurm schedules.
     Accounting,
-    /// gitfleet places jobs and Slurm runs them (not built yet).
+    /// As accounting, and gitfleet places the jobs: Slurm runs them
+    /// pinned to the planned nodes (docs/slurm.md).
     Scheduler,
 }
 
@@ -109,6 +110,10 @@ pub struct SlurmArgs {
     /// The cluster's slurm.conf (default: $SLURM_CONF, else Slurm's own).
     #[arg(long, value_name = "FILE")]
     pub slurm_conf: Option<PathBuf>,
+    /// Scheduler mode: the Slurm user jobs are submitted as, added to the
+    /// accounts of the queues it submits to (default: this process's user).
+    #[arg(long, value_name = "USER")]
+    pub slurm_user: Option<String>,
 }
 
 impl SlurmArgs {
@@ -260,9 +265,12 @@ impl ExecutorArgs {
             ExecutorKind::Local if self.observed.is_none() => Err(miette!(
                 "the local executor needs this host's GPUs: pass --observed FILE (e.g. from `gitfleet inventory`)"
             )),
-            ExecutorKind::Slurm if self.slurm.slurm_mode == SlurmMode::Scheduler => Err(miette!(
-                "the slurm executor's scheduler mode is not available yet; use --slurm-mode accounting (docs/slurm.md)"
-            )),
+            ExecutorKind::Slurm
+                if self.slurm.slurm_user.is_some()
+                    && self.slurm.slurm_mode != SlurmMode::Scheduler =>
+            {
+                Err(miette!("--slurm-user applies to --slurm-mode scheduler"))
+            }
             ExecutorKind::Slurm if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
                     "--now and --sim-step apply to the sim executor; the slurm executor runs on the wall clock"
@@ -302,12 +310,21 @@ impl ExecutorArgs {
                     bin_dir: self.slurm.slurm_bin_dir.clone(),
                     conf: self.slurm.slurm_conf.clone(),
                 };
-                let slurm = SlurmExecutor::new(
-                    runner,
+                let mut slurm = SlurmExecutor::new(
+                    runner.clone(),
                     self.slurm.slurm_cluster.clone(),
                     self.slurm.mapping()?,
                     store.clone(),
                 );
+                if self.slurm.slurm_mode == SlurmMode::Scheduler {
+                    let user = match &self.slurm.slurm_user {
+                        Some(user) => user.clone(),
+                        None => this_user()?,
+                    };
+                    let scheduler =
+                        Scheduler::new(runner, user, self.slurm.mapping()?, store.clone());
+                    slurm = slurm.with_scheduler(scheduler);
+                }
                 Ok((AnyExecutor::Slurm(slurm), Box::new(WallClock)))
             }
             #[cfg(feature = "kube")]
@@ -320,6 +337,19 @@ impl ExecutorArgs {
             (ExecutorKind::Local, _) => Err(miette!("no executor for these arguments")),
         }
     }
+}
+
+/// The user this process runs as (`id -un`).
+fn this_user() -> Result<String> {
+    let out = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .map_err(|e| miette!("cannot run `id -un`: {e}; pass --slurm-user"))?;
+    let user = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || user.is_empty() {
+        return Err(miette!("`id -un` named no user; pass --slurm-user"));
+    }
+    Ok(user)
 }
 
 impl SimArgs {
@@ -343,7 +373,7 @@ pub enum AnyExecutor {
     Sim(SimExecutor),
     /// This host's GPUs, replicas as child processes.
     Local(LocalExecutor),
-    /// A Slurm cluster (accounting mode).
+    /// A Slurm cluster (accounting or scheduler mode).
     Slurm(SlurmExecutor<ProcessRunner>),
     /// A Kubernetes cluster, replicas as Pods.
     #[cfg(feature = "kube")]

@@ -5,85 +5,12 @@
 //! apt-get) unless GITFLEET_REQUIRE_SLURM is set (scripts/test sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod slurm_support;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// The cluster; stopped when dropped (also when the test fails).
-struct Cluster {
-    dir: PathBuf,
-    conf: PathBuf,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(format!("{ROOT}/tests/slurm/stop-cluster.sh"))
-            .arg(&self.dir)
-            .status();
-    }
-}
-
-fn start(dir: &Path) -> Option<Cluster> {
-    let required = std::env::var_os("GITFLEET_REQUIRE_SLURM").is_some();
-    let started = std::time::Instant::now();
-    let out = Command::new("bash")
-        .arg(format!("{ROOT}/tests/slurm/start-cluster.sh"))
-        .arg(dir)
-        .output()
-        .unwrap();
-    let cluster = Cluster {
-        dir: dir.to_path_buf(),
-        conf: dir.join("slurm.conf"),
-    };
-    match out.status.code() {
-        Some(0) => {
-            eprintln!("slurm cluster up in {:.1?}", started.elapsed());
-            Some(cluster)
-        }
-        Some(3) if !required => {
-            eprintln!(
-                "skipping: Slurm is not installed and cannot be here ({})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            None
-        }
-        _ => panic!(
-            "start-cluster.sh failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            logs(dir)
-        ),
-    }
-}
-
-fn logs(dir: &Path) -> String {
-    let mut text = String::new();
-    for name in ["slurmdbd.log", "slurmctld.log", "mariadb.log"] {
-        if let Ok(log) = std::fs::read_to_string(dir.join("log").join(name)) {
-            let tail: Vec<&str> = log.lines().rev().take(15).collect();
-            text += &format!(
-                "--- {name}\n{}\n",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-    }
-    text
-}
-
-fn sacctmgr(c: &Cluster, args: &[&str]) -> String {
-    let out = Command::new("sacctmgr")
-        .env("SLURM_CONF", &c.conf)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sacctmgr {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use slurm_support::{Cluster, ROOT, logs, sacctmgr, start, text};
 
 fn gitfleet(c: &Cluster, fleet: &Path, state: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gitfleet"))
@@ -97,14 +24,6 @@ fn gitfleet(c: &Cluster, fleet: &Path, state: &Path, extra: &[&str]) -> Output {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// `Account|Parent|Fairshare|GrpTRES` of the account associations.
@@ -276,10 +195,12 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         account: "nlp".into(),
         qos: None,
         nodes: vec!["gpu-1".into(), "gpu-2".into()],
+        tasks_per_node: 1,
         gpus_per_node: 8,
         gres_type: "h100-sxm-80gb".into(),
         time_limit: Some("10m".parse().unwrap()),
         command: vec!["sleep".into(), "300".into()],
+        env: Vec::new(),
     };
     let id = jobs.submit(&gang).unwrap();
     // Submitting the same placement again (a crash before it was recorded)
@@ -327,7 +248,7 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
 }
 
 #[test]
-fn scheduler_mode_and_bad_gres_types_are_refused_before_anything_runs() {
+fn bad_slurm_arguments_are_refused_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let run = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_gitfleet"))
@@ -343,10 +264,10 @@ fn scheduler_mode_and_bad_gres_types_are_refused_before_anything_runs() {
             .output()
             .unwrap()
     };
-    let out = run(&["--slurm-mode", "scheduler"]);
+    let out = run(&["--slurm-user", "alice"]);
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("scheduler mode is not available yet"),
+        text(&out).contains("--slurm-user applies to --slurm-mode scheduler"),
         "{}",
         text(&out)
     );

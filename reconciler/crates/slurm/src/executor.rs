@@ -1,11 +1,12 @@
-//! The `slurm` executor in accounting mode: gitfleet owns the policy
+//! The `slurm` executor. Accounting mode: gitfleet owns the policy
 //! (accounts, shares, limits, QOS), Slurm schedules. `set_fleet` computes
 //! the diff between `sacctmgr show` and the fleet (cheap: three reads);
 //! `apply_config` runs it, and remembers what it applied through the
 //! [`KeyValue`] handle so the next diff can tell a hand edit (drift) from a
 //! change in Git. Slurm owns the nodes and runs the jobs: the executor
 //! reports the pools' nodes as declared (so no scaling is planned) and
-//! refuses to run jobs.
+//! refuses to run jobs. Scheduler mode ([`SlurmExecutor::with_scheduler`])
+//! does all that and runs the fleet's jobs through [`Scheduler`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,11 +21,12 @@ use model::spec::Fleet;
 use crate::desired::{Mapping, desired};
 use crate::diff::{Diff, diff};
 use crate::sacctmgr::{RunError, Runner, Sacctmgr};
+use crate::scheduler::Scheduler;
 use crate::state::SlurmState;
 
 const LAST_APPLIED: &str = "slurm/last-applied";
 
-/// The Slurm executor (accounting mode).
+/// The Slurm executor (accounting mode, or scheduler mode with a [`Scheduler`]).
 #[derive(Debug)]
 pub struct SlurmExecutor<R> {
     runner: Option<R>,
@@ -34,6 +36,8 @@ pub struct SlurmExecutor<R> {
     store: Arc<dyn KeyValue>,
     pending: Option<(SlurmState, Diff)>,
     nodes: Vec<ObservedNode>,
+    /// Boxed: scheduler mode's state is large and optional.
+    scheduler: Option<Box<Scheduler<R>>>,
 }
 
 impl<R: Runner> SlurmExecutor<R> {
@@ -54,7 +58,15 @@ impl<R: Runner> SlurmExecutor<R> {
             store,
             pending: None,
             nodes: Vec::new(),
+            scheduler: None,
         }
+    }
+
+    /// Scheduler mode: besides the accounts and QOS, gitfleet places the
+    /// jobs and Slurm runs them ([`Scheduler`]).
+    pub fn with_scheduler(mut self, scheduler: Scheduler<R>) -> Self {
+        self.scheduler = Some(Box::new(scheduler));
+        self
     }
 
     fn client(&mut self) -> Result<&Sacctmgr<R>, ExecError> {
@@ -94,6 +106,9 @@ impl<R: Runner> SlurmExecutor<R> {
             message: e.to_string(),
         })?;
         self.nodes = derive_inventory(fleet).nodes;
+        if let Some(scheduler) = &mut self.scheduler {
+            scheduler.set_fleet(fleet);
+        }
         let last = self.last_applied()?;
         let client = self.client()?;
         let current = client.read().map_err(|e| error("sacctmgr show", e))?;
@@ -141,11 +156,12 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let scheduler = self.scheduler.is_some();
         Capabilities {
             scales_pools: false,
-            grace_periods: false,
-            exit_codes: false,
-            runs_jobs: false,
+            grace_periods: scheduler,
+            exit_codes: scheduler,
+            runs_jobs: scheduler,
         }
     }
 
@@ -166,9 +182,12 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
 
     fn observe(
         &mut self,
-        _now: Timestamp,
-        _running: &[JobView<'_>],
+        now: Timestamp,
+        running: &[JobView<'_>],
     ) -> impl Future<Output = Result<Observation, ExecError>> + Send {
+        if let Some(scheduler) = &mut self.scheduler {
+            return std::future::ready(scheduler.observe(now, running));
+        }
         // Accounting mode: Slurm runs the jobs and owns the nodes, which
         // are taken to be as the pools declare them.
         std::future::ready(Ok(Observation {
@@ -177,7 +196,10 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
         }))
     }
 
-    fn already_done(&self, _action: &Action) -> bool {
+    fn already_done(&self, action: &Action) -> bool {
+        if let Some(scheduler) = &self.scheduler {
+            return scheduler.already_done(action);
+        }
         // Scaling and draining are Slurm's in accounting mode: not carried out.
         true
     }
@@ -185,9 +207,12 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
     fn execute(
         &mut self,
         action: &Action,
-        _ctx: &ActionContext<'_>,
+        ctx: &ActionContext<'_>,
         _now: Timestamp,
     ) -> impl Future<Output = Result<Outcome, ExecError>> + Send {
+        if let Some(scheduler) = &mut self.scheduler {
+            return std::future::ready(scheduler.execute(action, ctx));
+        }
         std::future::ready(Err(ExecError::Action {
             action: action.kind(),
             subject: action.target().to_string(),

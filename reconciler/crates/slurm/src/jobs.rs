@@ -20,9 +20,11 @@ pub struct Submit {
     pub account: String,
     /// The QOS (the job's priority class), if any.
     pub qos: Option<String>,
-    /// The planned nodes, one replica each.
+    /// The planned nodes, each once.
     pub nodes: Vec<String>,
-    /// GPUs per replica.
+    /// Replicas (tasks) on each node.
+    pub tasks_per_node: u32,
+    /// GPUs per node (of all its replicas).
     pub gpus_per_node: u32,
     /// The GPUs' GRES type.
     pub gres_type: String,
@@ -30,6 +32,9 @@ pub struct Submit {
     pub time_limit: Option<Duration>,
     /// What each replica runs.
     pub command: Vec<String>,
+    /// Environment values of every replica (plain ones only: the batch
+    /// script is readable in Slurm).
+    pub env: Vec<(String, String)>,
 }
 
 impl Submit {
@@ -43,9 +48,10 @@ impl Submit {
         format!("gitfleet:{}:{}", self.job, self.attempt)
     }
 
-    /// `sbatch` arguments: held, pinned, one task per node.
+    /// `sbatch` arguments: held, pinned, `tasks_per_node` tasks per node.
     pub fn sbatch_args(&self) -> Vec<String> {
         let n = self.nodes.len();
+        let per_node = self.tasks_per_node.max(1);
         let mut args = vec![
             "--parsable".to_string(),
             "--hold".to_string(),
@@ -53,8 +59,8 @@ impl Submit {
             format!("--comment={}", self.comment()),
             format!("--account={}", self.account),
             format!("--nodes={n}"),
-            format!("--ntasks={n}"),
-            "--ntasks-per-node=1".to_string(),
+            format!("--ntasks={}", n as u64 * u64::from(per_node)),
+            format!("--ntasks-per-node={per_node}"),
             format!("--nodelist={}", self.nodes.join(",")),
             format!("--gres=gpu:{}:{}", self.gres_type, self.gpus_per_node),
             "--output=/dev/null".to_string(),
@@ -65,8 +71,18 @@ impl Submit {
         if let Some(limit) = self.time_limit {
             args.push(format!("--time={}", limit.as_secs().div_ceil(60).max(1)));
         }
-        let command: Vec<String> = self.command.iter().map(|a| shell_quote(a)).collect();
-        args.push(format!("--wrap=srun {}", command.join(" ")));
+        let mut line: Vec<String> = Vec::new();
+        if !self.env.is_empty() {
+            line.push("env".to_string());
+            line.extend(
+                self.env
+                    .iter()
+                    .map(|(k, v)| shell_quote(&format!("{k}={v}"))),
+            );
+        }
+        line.push("srun".to_string());
+        line.extend(self.command.iter().map(|a| shell_quote(a)));
+        args.push(format!("--wrap={}", line.join(" ")));
         args
     }
 }
@@ -100,6 +116,107 @@ pub struct SlurmJob {
     pub nodes: String,
     /// Its GPUs per node (`gpu:h100:8(IDX:0-7)`).
     pub gres_detail: Vec<String>,
+    /// How it ended, once it has: the exit code (128 + N when killed by
+    /// signal N).
+    pub exit_code: Option<i32>,
+}
+
+impl SlurmJob {
+    /// Whether it still holds (or waits for) its nodes: pending, running,
+    /// suspended, completing, requeued…
+    pub fn active(&self) -> bool {
+        is_active(&self.state)
+    }
+}
+
+/// Whether a Slurm job state still holds or waits for resources.
+pub fn is_active(state: &str) -> bool {
+    matches!(
+        state.split_whitespace().next().unwrap_or(""),
+        "PENDING"
+            | "RUNNING"
+            | "SUSPENDED"
+            | "COMPLETING"
+            | "CONFIGURING"
+            | "REQUEUED"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "RESIZING"
+            | "SIGNALING"
+            | "STAGE_OUT"
+            | "STOPPED"
+    )
+}
+
+/// The exit code of a raw wait status (`squeue --json`'s `exit_code`).
+fn wait_status(status: i64) -> i32 {
+    let signal = status & 0x7f;
+    let code = if signal != 0 {
+        128 + signal
+    } else {
+        (status >> 8) & 0xff
+    };
+    i32::try_from(code).unwrap_or(-1)
+}
+
+/// The exit code of an ended job: what its state and code say (`None`
+/// for a job cancelled or lost without a code).
+fn ended_code(state: &str, code: i32) -> Option<i32> {
+    let state = state.split_whitespace().next().unwrap_or("");
+    match (state, code) {
+        ("COMPLETED", c) => Some(c),
+        (_, 0) => None,
+        (_, c) => Some(c),
+    }
+}
+
+/// The `sacct` fields [`parse_sacct`] reads
+/// (`sacct -X -n -P -j IDS -o JobIDRaw,JobName,State,ExitCode`).
+pub const SACCT_FORMAT: &str = "JobIDRaw,JobName,State,ExitCode";
+
+/// A job as `sacct --parsable2` shows it, once it left the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountedJob {
+    /// Slurm's job id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its state (`COMPLETED`, `CANCELLED`, `FAILED`, …; the first word).
+    pub state: String,
+    /// How it ended (as [`SlurmJob::exit_code`]), when it has.
+    pub exit_code: Option<i32>,
+}
+
+/// Reads `sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode` output
+/// (`ExitCode` is `code:signal`).
+pub fn parse_sacct(text: &str) -> Result<Vec<AccountedJob>, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split('|').collect();
+            let [id, name, state, exit] = fields.as_slice() else {
+                return Err(format!("sacct: unexpected line `{line}`"));
+            };
+            let id = id
+                .parse()
+                .map_err(|_| format!("sacct: bad job id in `{line}`"))?;
+            let state = state.split_whitespace().next().unwrap_or("").to_string();
+            let (code, signal) = exit.split_once(':').unwrap_or((exit, "0"));
+            let code: i32 = code.parse().unwrap_or(0);
+            let signal: i32 = signal.parse().unwrap_or(0);
+            let code = if signal != 0 { 128 + signal } else { code };
+            Ok(AccountedJob {
+                id,
+                name: (*name).to_string(),
+                exit_code: if is_active(&state) {
+                    None
+                } else {
+                    ended_code(&state, code)
+                },
+                state,
+            })
+        })
+        .collect()
 }
 
 /// Reads `squeue --json` output (Slurm 22.05, data parser 0.0.38).
@@ -112,14 +229,20 @@ pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
     let text = |j: &Value, k: &str| j.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     jobs.iter()
         .map(|j| {
+            let state = text(j, "job_state");
+            let exit_code = match j.get("exit_code").and_then(Value::as_i64) {
+                Some(status) if !is_active(&state) => ended_code(&state, wait_status(status)),
+                _ => None,
+            };
             Ok(SlurmJob {
+                exit_code,
                 id: j
                     .get("job_id")
                     .and_then(Value::as_u64)
                     .ok_or("squeue --json: a job without `job_id`")?,
                 name: text(j, "name"),
                 comment: text(j, "comment"),
-                state: text(j, "job_state"),
+                state,
                 reason: text(j, "state_reason"),
                 nodes: text(j, "nodes"),
                 gres_detail: j
@@ -149,7 +272,12 @@ impl<R: Runner> Jobs<R> {
         Jobs { runner }
     }
 
-    /// Every job in the queue.
+    /// The command runner.
+    pub fn runner(&self) -> &R {
+        &self.runner
+    }
+
+    /// Every job in the queue (finished ones too, for `MinJobAge`).
     pub fn list(&self) -> Result<Vec<SlurmJob>, RunError> {
         let out = self.runner.run("squeue", &["--json".to_string()])?;
         parse_squeue(&out).map_err(|message| RunError::Failed {
@@ -171,12 +299,44 @@ impl<R: Runner> Jobs<R> {
         if let Some(job) = self.find(submit)? {
             return Ok(job.id);
         }
+        self.sbatch(submit)
+    }
+
+    fn sbatch(&self, submit: &Submit) -> Result<u64, RunError> {
         let out = self.runner.run("sbatch", &submit.sbatch_args())?;
         let id = out.trim().split(';').next().unwrap_or("");
         id.parse().map_err(|_| RunError::Failed {
             command: "sbatch --parsable".into(),
             status: "unreadable output".into(),
             stderr: out.trim().to_string(),
+        })
+    }
+
+    /// Submits the gang (unless this placement was submitted already) and
+    /// releases it if it is held: idempotent across crashes. Its id.
+    pub fn start(&self, submit: &Submit) -> Result<u64, RunError> {
+        let id = match self.find(submit)? {
+            Some(job) if job.reason != "JobHeldUser" => return Ok(job.id),
+            Some(job) => job.id,
+            None => self.sbatch(submit)?,
+        };
+        self.release(id)?;
+        Ok(id)
+    }
+
+    /// Ended jobs as `sacct` knows them (those no longer in the queue).
+    pub fn accounted(&self, ids: &[u64]) -> Result<Vec<AccountedJob>, RunError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let args = ["-X", "-n", "-P", "-o", SACCT_FORMAT, "-j", &list.join(",")];
+        let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+        let out = self.runner.run("sacct", &args)?;
+        parse_sacct(&out).map_err(|message| RunError::Failed {
+            command: "sacct".into(),
+            status: "unreadable output".into(),
+            stderr: message,
         })
     }
 
@@ -210,11 +370,23 @@ mod tests {
             account: "nlp".into(),
             qos: Some("high".into()),
             nodes: vec!["gpu-1".into(), "gpu-2".into()],
+            tasks_per_node: 1,
             gpus_per_node: 8,
             gres_type: "h100".into(),
             time_limit: Some("90s".parse().unwrap()),
             command: vec!["python".into(), "train.py".into(), "--name=it's".into()],
+            env: Vec::new(),
         }
+    }
+
+    #[test]
+    fn env_values_go_before_srun_quoted() {
+        let mut gang = gang();
+        gang.env = vec![("A".into(), "1".into()), ("B".into(), "x y".into())];
+        assert_eq!(
+            gang.sbatch_args().last().unwrap(),
+            r"--wrap=env A=1 'B=x y' srun python train.py '--name=it'\''s'"
+        );
     }
 
     #[test]
@@ -251,8 +423,72 @@ mod tests {
         assert_eq!(jobs[0].state, "RUNNING");
         assert_eq!(jobs[0].nodes, "gpu-[1-2]");
         assert_eq!(jobs[0].gres_detail[1], "gpu:h100-sxm-80gb:8(IDX:0-7)");
+        assert_eq!(jobs[0].exit_code, None, "still running");
+        assert!(jobs[0].active());
         assert!(parse_squeue("{}").is_err());
         assert!(parse_squeue(r#"{"jobs":[{"name":"x"}]}"#).is_err());
+    }
+
+    // A gang whose step was sent SIGTERM (exit 143), one cancelled
+    // by hand (no code), one completed (22.05.8).
+    const ENDED: &str = r#"{"jobs":[
+      {"job_id":4,"name":"gitfleet-a","comment":"gitfleet:a:1","job_state":"FAILED","state_reason":"NonZeroExitCode","exit_code":36608,"nodes":"gpu-1"},
+      {"job_id":5,"name":"gitfleet-b","comment":"gitfleet:b:1","job_state":"CANCELLED","exit_code":0,"nodes":"gpu-2"},
+      {"job_id":6,"name":"gitfleet-c","comment":"gitfleet:c:2","job_state":"COMPLETED","exit_code":0,"nodes":"gpu-3"},
+      {"job_id":7,"name":"gitfleet-d","comment":"gitfleet:d:1","job_state":"COMPLETING","exit_code":9,"nodes":"gpu-3"}]}"#;
+
+    #[test]
+    fn reads_how_jobs_ended_from_squeue() {
+        let jobs = parse_squeue(ENDED).unwrap();
+        let seen: Vec<(bool, Option<i32>)> =
+            jobs.iter().map(|j| (j.active(), j.exit_code)).collect();
+        assert_eq!(
+            seen,
+            [
+                (false, Some(143)),
+                (false, None),
+                (false, Some(0)),
+                (true, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_sacct_parsable2() {
+        // sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode -j 1,2,3,4 (22.05.8)
+        let text = "1|gitfleet-a|FAILED|15:0
+2|gitfleet-b|CANCELLED by 0|0:15
+3|gitfleet-c|COMPLETED|0:0
+4|gitfleet-d|RUNNING|0:0
+";
+        let jobs = parse_sacct(text).unwrap();
+        let seen: Vec<(u64, &str, Option<i32>)> = jobs
+            .iter()
+            .map(|j| (j.id, j.state.as_str(), j.exit_code))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1, "FAILED", Some(15)),
+                (2, "CANCELLED", Some(143)),
+                (3, "COMPLETED", Some(0)),
+                (4, "RUNNING", None)
+            ]
+        );
+        assert!(
+            parse_sacct(
+                "1|x|FAILED
+"
+            )
+            .is_err()
+        );
+        assert!(
+            parse_sacct(
+                "x|y|FAILED|0:0
+"
+            )
+            .is_err()
+        );
     }
 
     /// Answers squeue from a recorded output and counts sbatch calls.

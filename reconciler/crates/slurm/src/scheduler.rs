@@ -1,0 +1,685 @@
+//! Scheduler mode: gitfleet decides placement, Slurm runs the jobs.
+//!
+//! - Place: one Slurm job per gang, `sbatch` pinned to the planned nodes
+//!   (`--nodelist`, `--ntasks-per-node`, `--gres=gpu:<type>:<n>`), held,
+//!   then released ([`Jobs::start`]). Its comment `gitfleet:<job>:<attempt>`
+//!   is looked up before submitting, so an intent carried out again after a
+//!   crash never submits twice. Its id is kept in the [`KeyValue`] store.
+//! - Observe: `sinfo` for the nodes ([`crate::nodes`]), `squeue --json`
+//!   for the jobs (finished ones stay there `MinJobAge`), `sacct` for those
+//!   that left it; a job no longer active is `Exited` (with its code) or,
+//!   when gitfleet stopped it, `Stopped`.
+//! - Preempt: `scancel --signal=TERM`, then plain `scancel` once the
+//!   class's grace period is over. Terminate and cancel: `scancel`.
+//! - Drain: `scontrol update NodeName=… State=DRAIN Reason=gitfleet: …`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use exec::{ActionContext, Event, ExecError, JobView, KeyValue, Observation, Outcome, StopKind};
+use model::observed::{NodeGpus, Timestamp};
+use model::plan::Action;
+use model::spec::{Fleet, JobSpec, Object};
+
+use crate::desired::Mapping;
+use crate::jobs::{Jobs, SlurmJob, Submit};
+use crate::nodes::{PoolInfo, SINFO_FORMAT, SlurmNode, observed, parse_sinfo, pools};
+use crate::sacctmgr::{RunError, Runner};
+
+const JOB_IDS: &str = "slurm/job/";
+
+/// Scheduler mode's part of the Slurm executor.
+#[derive(Debug)]
+pub struct Scheduler<R> {
+    jobs: Jobs<R>,
+    user: String,
+    mapping: Mapping,
+    store: Arc<dyn KeyValue>,
+    pools: Vec<PoolInfo>,
+    default_class: Option<String>,
+    /// The nodes at the last observation.
+    nodes: BTreeMap<String, SlurmNode>,
+    /// Nodes drained since.
+    drained: BTreeSet<String>,
+    /// Accounts `user` was associated with by this process.
+    joined: BTreeSet<String>,
+    /// Slurm jobs killed after their grace period.
+    killed: BTreeSet<u64>,
+}
+
+fn failed(action: &'static str, subject: &str, e: RunError) -> ExecError {
+    if e.is_unreachable() {
+        ExecError::Transient {
+            what: format!("slurm {action} {subject}"),
+            message: e.to_string(),
+            retry_after: None,
+        }
+    } else {
+        ExecError::Action {
+            action,
+            subject: subject.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn refused(action: &'static str, subject: &str, message: impl Into<String>) -> ExecError {
+    ExecError::Action {
+        action,
+        subject: subject.to_string(),
+        message: message.into(),
+    }
+}
+
+/// The Slurm job name of a gitfleet job.
+pub fn job_name(job: &str) -> String {
+    format!("gitfleet-{job}")
+}
+
+fn is_gitfleets(slurm: &SlurmJob, job: &str) -> bool {
+    slurm.name == job_name(job) && slurm.comment.starts_with(&format!("gitfleet:{job}:"))
+}
+
+/// The nodes of a placement, in order, each with its replica count.
+fn per_node(placement: &[NodeGpus]) -> Vec<(&str, u32)> {
+    let mut nodes: Vec<(&str, u32)> = Vec::new();
+    for part in placement {
+        match nodes.iter_mut().find(|(n, _)| *n == part.node) {
+            Some((_, k)) => *k += 1,
+            None => nodes.push((&part.node, 1)),
+        }
+    }
+    nodes
+}
+
+impl<R: Runner> Scheduler<R> {
+    /// Runs jobs through `runner` as `user` (who must be allowed to add
+    /// its own associations, e.g. a Slurm operator or root).
+    pub fn new(runner: R, user: String, mapping: Mapping, store: Arc<dyn KeyValue>) -> Self {
+        Scheduler {
+            jobs: Jobs::new(runner),
+            user,
+            mapping,
+            store,
+            pools: Vec::new(),
+            default_class: None,
+            nodes: BTreeMap::new(),
+            drained: BTreeSet::new(),
+            joined: BTreeSet::new(),
+            killed: BTreeSet::new(),
+        }
+    }
+
+    /// Takes the fleet's pools and default class.
+    pub fn set_fleet(&mut self, fleet: &Fleet) {
+        self.pools = pools(fleet, &self.mapping);
+        self.default_class = fleet
+            .priority_classes
+            .iter()
+            .find(|c| c.spec.default)
+            .map(|c| c.name().to_string());
+    }
+
+    fn stored_ids(&self) -> Result<BTreeMap<String, u64>, ExecError> {
+        Ok(self
+            .store
+            .entries(JOB_IDS)?
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(JOB_IDS)?.to_string(), v.parse().ok()?)))
+            .collect())
+    }
+
+    /// The nodes and what the running jobs did.
+    pub fn observe(
+        &mut self,
+        now: Timestamp,
+        running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
+        let out = self
+            .jobs
+            .runner()
+            .run("sinfo", &args(&["-h", "-N", "-o", SINFO_FORMAT]))
+            .map_err(|e| failed("observe", "sinfo", e))?;
+        let nodes = parse_sinfo(&out).map_err(ExecError::Inventory)?;
+        self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
+        self.drained
+            .retain(|n| self.nodes.get(n).is_some_and(SlurmNode::drained));
+        let observed_nodes = self
+            .nodes
+            .values()
+            .map(|n| observed(n, &self.pools))
+            .collect();
+
+        let queue = self
+            .jobs
+            .list()
+            .map_err(|e| failed("observe", "squeue", e))?;
+        let ids = self.stored_ids()?;
+        let mut events = Vec::new();
+        let mut forget = Vec::new();
+        let mut lost: Vec<(&JobView<'_>, u64)> = Vec::new();
+        for view in running {
+            let id = ids.get(view.job).copied();
+            let found = queue
+                .iter()
+                .filter(|j| Some(j.id) == id || (id.is_none() && is_gitfleets(j, view.job)))
+                .max_by_key(|j| j.id);
+            match found {
+                Some(job) if job.active() => self.after_grace(now, view, job.id)?,
+                Some(job) => {
+                    events.push(ended(view, now, job.exit_code));
+                    forget.push(view.job.to_string());
+                }
+                None => match id {
+                    Some(id) => lost.push((view, id)),
+                    None => {
+                        events.push(ended(view, now, None));
+                    }
+                },
+            }
+        }
+        if !lost.is_empty() {
+            let ids: Vec<u64> = lost.iter().map(|(_, id)| *id).collect();
+            let accounted = self
+                .jobs
+                .accounted(&ids)
+                .map_err(|e| failed("observe", "sacct", e))?;
+            for (view, id) in lost {
+                let record = accounted.iter().find(|a| a.id == id);
+                if record.is_some_and(|a| crate::jobs::is_active(&a.state)) {
+                    continue;
+                }
+                events.push(ended(view, now, record.and_then(|a| a.exit_code)));
+                forget.push(view.job.to_string());
+            }
+        }
+        if !forget.is_empty() {
+            let changes: Vec<(String, Option<String>)> = forget
+                .into_iter()
+                .map(|job| (format!("{JOB_IDS}{job}"), None))
+                .collect();
+            self.store.write(&changes)?;
+        }
+        Ok(Observation {
+            events,
+            nodes: observed_nodes,
+        })
+    }
+
+    /// A preempted job still running past its grace period is cancelled.
+    fn after_grace(
+        &mut self,
+        now: Timestamp,
+        view: &JobView<'_>,
+        id: u64,
+    ) -> Result<(), ExecError> {
+        let Some(stop) = view.stop else {
+            return Ok(());
+        };
+        let over = model::time::after(stop.since, view.grace) <= now;
+        if stop.kind == StopKind::Preempt && over && self.killed.insert(id) {
+            self.jobs
+                .cancel(id, None)
+                .map_err(|e| failed("preempt", view.job, e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether `action` needs nothing more: pools are Slurm's (no scaling),
+    /// and a drained node stays drained.
+    pub fn already_done(&self, action: &Action) -> bool {
+        match action {
+            Action::Scale { .. } => true,
+            Action::Drain { node, .. } => {
+                self.drained.contains(node) || self.nodes.get(node).is_some_and(SlurmNode::drained)
+            }
+            _ => false,
+        }
+    }
+
+    /// Carries out one action.
+    pub fn execute(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+    ) -> Result<Outcome, ExecError> {
+        match action {
+            Action::Place { job, placement, .. } => self.place(job, placement, ctx),
+            Action::Preempt { job, .. } => self.stop(StopKind::Preempt, job, ctx),
+            Action::Terminate { job, .. } => self.stop(StopKind::Terminate, job, ctx),
+            Action::Cancel { job, .. } => self.stop(StopKind::Cancel, job, ctx),
+            Action::Drain { node, reason } => {
+                let reason = format!("Reason=gitfleet: {reason}");
+                self.jobs
+                    .runner()
+                    .run(
+                        "scontrol",
+                        &args(&[
+                            "update",
+                            &format!("NodeName={node}"),
+                            "State=DRAIN",
+                            &reason,
+                        ]),
+                    )
+                    .map_err(|e| failed("drain", node, e))?;
+                self.drained.insert(node.clone());
+                Ok(Outcome::Done)
+            }
+            // Slurm's nodes are as slurm.conf declares them.
+            Action::Scale { .. } => Ok(Outcome::Done),
+        }
+    }
+
+    /// The `sbatch` submission of a placement.
+    pub fn submission(
+        &self,
+        job: &str,
+        placement: &[NodeGpus],
+        spec: &Object<JobSpec>,
+        attempt: Option<&str>,
+    ) -> Result<Submit, ExecError> {
+        let nodes = per_node(placement);
+        let Some(&(first, k)) = nodes.first() else {
+            return Err(refused("place", job, "an empty placement"));
+        };
+        if nodes.iter().any(|(_, n)| *n != k) {
+            return Err(refused(
+                "place",
+                job,
+                "replicas spread unevenly over nodes: Slurm's --ntasks-per-node and --gres are the same on every node",
+            ));
+        }
+        if spec.spec.command.is_empty() {
+            return Err(refused("place", job, "no command to run"));
+        }
+        let mut env = Vec::new();
+        for (name, value) in &spec.spec.env {
+            match value.inline() {
+                Some(v) if !value.is_sensitive() => env.push((name.clone(), v.to_string())),
+                _ => {
+                    return Err(refused(
+                        "place",
+                        job,
+                        format!(
+                            "env {name}: sensitive values and `valueFrom` are not passed to Slurm jobs yet (the batch script is readable in Slurm)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let gres_type = self
+            .nodes
+            .get(first)
+            .and_then(|n| n.gpus.first())
+            .map(|(t, _)| t.clone())
+            .filter(|t| !t.is_empty())
+            .or_else(|| {
+                let model = spec.spec.gpu.as_ref()?.models.first()?;
+                Some(self.mapping.gres_type(model))
+            })
+            .ok_or_else(|| refused("place", job, format!("node {first}: no GPU type known")))?;
+        Ok(Submit {
+            job: job.to_string(),
+            attempt: attempt.unwrap_or("1").to_string(),
+            account: spec.spec.queue.clone(),
+            qos: spec
+                .spec
+                .priority_class
+                .clone()
+                .or_else(|| self.default_class.clone()),
+            nodes: nodes.iter().map(|(n, _)| (*n).to_string()).collect(),
+            tasks_per_node: k,
+            gpus_per_node: k * spec.spec.gpus_per_replica,
+            gres_type,
+            time_limit: spec.spec.time_limit,
+            command: spec.spec.command.clone(),
+            env,
+        })
+    }
+
+    fn place(
+        &mut self,
+        job: &str,
+        placement: &[NodeGpus],
+        ctx: &ActionContext<'_>,
+    ) -> Result<Outcome, ExecError> {
+        let spec = ctx
+            .spec
+            .ok_or_else(|| refused("place", job, "the job is not in Git"))?;
+        let submit = self.submission(job, placement, spec, ctx.attempt.as_deref())?;
+        self.join(&submit.account)
+            .map_err(|e| failed("place", job, e))?;
+        let id = self
+            .jobs
+            .start(&submit)
+            .map_err(|e| failed("place", job, e))?;
+        self.store
+            .write(&[(format!("{JOB_IDS}{job}"), Some(id.to_string()))])?;
+        Ok(Outcome::Done)
+    }
+
+    /// Associates the submitting user with `account` (once per process;
+    /// an association that exists already is fine).
+    fn join(&mut self, account: &str) -> Result<(), RunError> {
+        if self.joined.contains(account) {
+            return Ok(());
+        }
+        let user = &self.user;
+        match self.jobs.runner().run(
+            "sacctmgr",
+            &args(&["-i", "add", "user", user, &format!("account={account}")]),
+        ) {
+            Ok(_) => {}
+            Err(RunError::Failed { stderr, .. }) if stderr.contains("Nothing new added") => {}
+            Err(e) => return Err(e),
+        }
+        self.joined.insert(account.to_string());
+        Ok(())
+    }
+
+    fn stop(
+        &mut self,
+        kind: StopKind,
+        job: &str,
+        ctx: &ActionContext<'_>,
+    ) -> Result<Outcome, ExecError> {
+        let action = kind.as_str();
+        let active: Vec<u64> = self
+            .jobs
+            .list()
+            .map_err(|e| failed(kind.as_str(), job, e))?
+            .into_iter()
+            .filter(|j| is_gitfleets(j, job) && j.active())
+            .map(|j| j.id)
+            .collect();
+        if active.is_empty() {
+            return Ok(Outcome::Done);
+        }
+        for id in active {
+            let graceful = kind == StopKind::Preempt && ctx.grace.as_secs() > 0;
+            let signal = graceful.then_some("TERM");
+            tracing::debug!(job, id, action, "scancel");
+            self.jobs
+                .cancel(id, signal)
+                .map_err(|e| failed(kind.as_str(), job, e))?;
+        }
+        Ok(Outcome::Underway)
+    }
+}
+
+fn ended(view: &JobView<'_>, now: Timestamp, exit_code: Option<i32>) -> Event {
+    if view.stop.is_some() {
+        Event::Stopped {
+            job: view.job.to_string(),
+            at: now,
+        }
+    } else {
+        Event::Exited {
+            job: view.job.to_string(),
+            at: now,
+            exit_code,
+        }
+    }
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|a| (*a).to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exec::{MemoryKv, StopView};
+    use std::sync::Mutex;
+
+    /// Answers `sinfo` and `squeue` from recorded outputs, `sbatch` with
+    /// job 42, and keeps every command line.
+    #[derive(Debug, Default)]
+    struct Recorded {
+        squeue: Mutex<String>,
+        sacct: Mutex<String>,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl Runner for Arc<Recorded> {
+        fn run(&self, program: &str, args: &[String]) -> Result<String, RunError> {
+            let line = format!("{program} {}", args.join(" "));
+            self.calls.lock().unwrap().push(line);
+            Ok(match program {
+                "sinfo" => "gpu-1|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-2|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-3|down|gpu*|gpu:a100-sxm4-80gb:8|test\n".into(),
+                "squeue" => self.squeue.lock().unwrap().clone(),
+                "sbatch" => "42\n".into(),
+                "sacct" => self.sacct.lock().unwrap().clone(),
+                _ => String::new(),
+            })
+        }
+    }
+
+    impl Recorded {
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.calls.lock().unwrap())
+        }
+        fn queue(&self, state: &str, reason: &str) {
+            *self.squeue.lock().unwrap() = format!(
+                r#"{{"jobs":[{{"job_id":42,"name":"gitfleet-train","comment":"gitfleet:train:1","job_state":"{state}","state_reason":"{reason}","exit_code":36608,"nodes":"gpu-[1-2]"}}]}}"#
+            );
+        }
+    }
+
+    fn fleet() -> Fleet {
+        let yaml = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: nlp}\nspec:\n  quota:\n    - {model: H100-SXM-80GB, guaranteed: 16, limit: 16}\n---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 1, preemptible: true, gracePeriod: 30s, default: true}\n---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: h100}\nspec:\n  gpu: {model: H100-SXM-80GB, count: 8}\n  size: {min: 2, max: 2}\n---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: a100}\nspec:\n  gpu: {model: A100-SXM4-80GB, count: 8}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: train}\nspec:\n  queue: nlp\n  replicas: 2\n  gpusPerReplica: 8\n  timeLimit: 5m\n  command: [sleep, '300']\n";
+        let loaded = load::load_fleet(&[load::SourceFile::new("f.yaml", yaml)]);
+        assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
+        loaded.fleet
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn places_once_preempts_with_grace_reports_the_stop_and_drains() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut s = Scheduler::new(slurm.clone(), "gitfleet".into(), Mapping::default(), store);
+        let fleet = fleet();
+        s.set_fleet(&fleet);
+        let now = at("2026-11-23T00:00:00Z");
+
+        let seen = s.observe(now, &[]).unwrap();
+        assert!(seen.events.is_empty());
+        let pools: Vec<_> = seen.nodes.iter().map(|n| n.pool.as_deref()).collect();
+        assert_eq!(pools, [Some("h100"), Some("h100"), Some("a100")]);
+        assert!(seen.nodes[2].gpus.iter().all(|g| !g.healthy), "down");
+        slurm.take();
+
+        let placement: Vec<NodeGpus> = ["gpu-1", "gpu-2"]
+            .iter()
+            .map(|n| NodeGpus {
+                node: (*n).to_string(),
+                gpus: (0..8).collect(),
+            })
+            .collect();
+        let place = Action::Place {
+            job: "train".into(),
+            placement: placement.clone(),
+            reason: String::new(),
+        };
+        let ctx = ActionContext {
+            spec: fleet.jobs.first(),
+            attempt: Some("1".into()),
+            grace: "30s".parse().unwrap(),
+            revision: "r1",
+        };
+        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
+        assert_eq!(
+            slurm.take(),
+            [
+                "sacctmgr -i add user gitfleet account=nlp",
+                "squeue --json",
+                "sbatch --parsable --hold --job-name=gitfleet-train --comment=gitfleet:train:1 --account=nlp --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=gpu-1,gpu-2 --gres=gpu:h100-sxm-80gb:8 --output=/dev/null --qos=low --time=5 --wrap=srun sleep 300",
+                "scontrol release 42",
+            ]
+        );
+
+        // Carried out again (a crash before it was recorded): found, not
+        // submitted twice; a job already released is left alone.
+        slurm.queue("RUNNING", "None");
+        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
+        assert_eq!(slurm.take(), ["squeue --json"]);
+
+        let preempt = Action::Preempt {
+            job: "train".into(),
+            for_job: "other".into(),
+            reason: String::new(),
+        };
+        assert_eq!(s.execute(&preempt, &ctx).unwrap(), Outcome::Underway);
+        assert_eq!(slurm.take(), ["squeue --json", "scancel --signal=TERM 42"]);
+
+        // Still running within the grace period: left; after it: cancelled.
+        let mut view = JobView {
+            job: "train",
+            placement: &placement,
+            started: Some(now),
+            stop: Some(StopView {
+                kind: StopKind::Preempt,
+                since: now,
+            }),
+            spec: fleet.jobs.first(),
+            grace: "30s".parse().unwrap(),
+        };
+        let seen = s.observe(at("2026-11-23T00:00:10Z"), &[view]).unwrap();
+        assert!(seen.events.is_empty());
+        assert!(!slurm.take().iter().any(|c| c.starts_with("scancel")));
+        s.observe(at("2026-11-23T00:00:31Z"), &[view]).unwrap();
+        assert!(slurm.take().contains(&"scancel 42".to_string()));
+
+        // Ended: a stop (it was told to), an exit code otherwise.
+        slurm.queue("FAILED", "NonZeroExitCode");
+        let seen = s.observe(at("2026-11-23T00:00:40Z"), &[view]).unwrap();
+        assert_eq!(
+            seen.events,
+            [Event::Stopped {
+                job: "train".into(),
+                at: at("2026-11-23T00:00:40Z")
+            }]
+        );
+        view.stop = None;
+        let seen = s.observe(at("2026-11-23T00:00:41Z"), &[view]).unwrap();
+        assert_eq!(
+            seen.events,
+            [Event::Exited {
+                job: "train".into(),
+                at: at("2026-11-23T00:00:41Z"),
+                exit_code: Some(143)
+            }]
+        );
+
+        let drain = Action::Drain {
+            node: "gpu-3".into(),
+            reason: "GPUs 0-7 unhealthy".into(),
+        };
+        assert!(!s.already_done(&drain));
+        slurm.take();
+        assert_eq!(s.execute(&drain, &ctx).unwrap(), Outcome::Done);
+        assert_eq!(
+            slurm.take(),
+            ["scontrol update NodeName=gpu-3 State=DRAIN Reason=gitfleet: GPUs 0-7 unhealthy"]
+        );
+        assert!(s.already_done(&drain));
+    }
+
+    #[test]
+    fn a_job_gone_from_the_queue_is_read_from_sacct_by_its_id() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
+        *slurm.sacct.lock().unwrap() = "42|gitfleet-train|COMPLETED|0:0\n".into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        store
+            .write(&[("slurm/job/train".into(), Some("42".into()))])
+            .unwrap();
+        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store.clone());
+        let fleet = fleet();
+        s.set_fleet(&fleet);
+        let placement = [NodeGpus {
+            node: "gpu-1".into(),
+            gpus: (0..8).collect(),
+        }];
+        let view = |job| JobView {
+            job,
+            placement: &placement,
+            started: None,
+            stop: None,
+            spec: None,
+            grace: "0s".parse().unwrap(),
+        };
+        let now = at("2026-11-23T00:00:00Z");
+        let seen = s.observe(now, &[view("train"), view("lost")]).unwrap();
+        assert_eq!(
+            seen.events,
+            [
+                Event::Exited {
+                    job: "lost".into(),
+                    at: now,
+                    exit_code: None
+                },
+                Event::Exited {
+                    job: "train".into(),
+                    at: now,
+                    exit_code: Some(0)
+                }
+            ]
+        );
+        assert!(
+            slurm
+                .take()
+                .contains(&"sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode -j 42".to_string())
+        );
+        assert!(store.entries("slurm/job/").unwrap().is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn uneven_gangs_and_jobs_without_a_command_are_refused() {
+        let slurm = Arc::new(Recorded::default());
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let s = Scheduler::new(slurm, "u".into(), Mapping::default(), store);
+        let fleet = fleet();
+        let job = fleet.jobs.first().unwrap();
+        let part = |n: &str| NodeGpus {
+            node: n.into(),
+            gpus: vec![0],
+        };
+        let uneven = [part("gpu-1"), part("gpu-1"), part("gpu-2")];
+        let e = s.submission("train", &uneven, job, None).unwrap_err();
+        assert!(e.to_string().contains("unevenly"), "{e}");
+        let even = [part("gpu-1"), part("gpu-1")];
+        let mut job = job.clone();
+        job.spec.gpu = Some(model::spec::GpuSelector {
+            models: vec!["H100-SXM-80GB".into()],
+        });
+        let submit = s.submission("train", &even, &job, None).unwrap();
+        assert_eq!(
+            (
+                submit.tasks_per_node,
+                submit.gpus_per_node,
+                submit.attempt.as_str()
+            ),
+            (2, 16, "1")
+        );
+        assert_eq!(submit.gres_type, "h100-sxm-80gb", "from the job's model");
+        job.spec
+            .env
+            .insert("WANDB".into(), model::spec::EnvValue::Plain("run-1".into()));
+        let submit = s.submission("train", &even, &job, None).unwrap();
+        assert_eq!(submit.env, [("WANDB".to_string(), "run-1".to_string())]);
+        let token: model::spec::EnvValue =
+            serde_json::from_str(r#"{"value": "s3cr3t", "sensitive": true}"#).unwrap();
+        job.spec.env.insert("TOKEN".into(), token);
+        let e = s.submission("train", &even, &job, None).unwrap_err();
+        assert!(e.to_string().contains("env TOKEN: sensitive"), "{e}");
+        job.spec.command.clear();
+        let e = s.submission("train", &even, &job, None).unwrap_err();
+        assert!(e.to_string().contains("no command"), "{e}");
+    }
+}
