@@ -37,6 +37,7 @@ pub mod scale;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Client;
@@ -145,7 +146,14 @@ pub struct KubeExecutor {
     scales: BTreeMap<String, i32>,
     /// The Lease this replica must hold to write, if elected.
     elector: Option<Elector>,
+    /// The wall clock the Lease is kept on.
+    clock: LeaseClock,
 }
+
+/// The clock leader election reads: the wall clock, or a test's. Not the
+/// loop's `now`, which is when the iteration started, not when each write
+/// is made.
+pub type LeaseClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 impl std::fmt::Debug for KubeExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -219,6 +227,7 @@ impl KubeExecutor {
     fn with(connection: Connection, config: KubeConfig) -> Self {
         KubeExecutor {
             elector: config.lease.clone().map(Elector::new),
+            clock: Arc::new(chrono::Utc::now),
             connection,
             config,
             drained: BTreeSet::new(),
@@ -228,6 +237,12 @@ impl KubeExecutor {
             pool_sizes: BTreeMap::new(),
             scales: BTreeMap::new(),
         }
+    }
+
+    /// The same executor keeping its Lease on `clock` (tests).
+    pub fn with_lease_clock(mut self, clock: LeaseClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The client, made now if it is not yet.
@@ -587,7 +602,8 @@ impl KubeExecutor {
 
     /// Before a write: whether this replica still leads (renewing the
     /// Lease when due); an error when it does not, so nothing is written.
-    async fn check_leading(&mut self, client: &Client, now: Timestamp) -> Result<(), ExecError> {
+    async fn check_leading(&mut self, client: &Client) -> Result<(), ExecError> {
+        let now = (self.clock)();
         let Some(elector) = self.elector.as_mut() else {
             return Ok(());
         };
@@ -644,10 +660,11 @@ impl Executor for KubeExecutor {
         "kube"
     }
 
-    async fn lead(&mut self, now: Timestamp) -> Result<(), ExecError> {
+    async fn lead(&mut self, _now: Timestamp) -> Result<(), ExecError> {
         if self.elector.is_none() {
             return Ok(());
         }
+        let now = (self.clock)();
         let client = self.connect()?;
         let Some(elector) = self.elector.as_mut() else {
             return Ok(());
@@ -791,10 +808,10 @@ impl Executor for KubeExecutor {
         &mut self,
         action: &Action,
         ctx: &ActionContext<'_>,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> Result<Outcome, ExecError> {
         let client = &self.connect()?;
-        self.check_leading(client, now).await?;
+        self.check_leading(client).await?;
         match action {
             Action::Place { job, placement, .. } => self.place(client, job, placement, ctx).await,
             Action::Preempt { job, .. } => self.stop(client, StopKind::Preempt, job, ctx).await,

@@ -7,6 +7,7 @@
 mod api_server;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use api_server::{mock_client, status, step};
 use exec::{ActionContext, ExecError, Executor, Outcome};
@@ -42,10 +43,16 @@ fn config() -> LeaseConfig {
     LeaseConfig::new("gitfleet", "pod-a")
 }
 
-fn executor(client: Client) -> KubeExecutor {
+/// An executor electing itself `pod-a` on the Lease `gitfleet/gitfleet`,
+/// its Lease kept on a clock the test sets (seconds after [`at`]`(0)`).
+fn executor(client: Client) -> (KubeExecutor, Arc<AtomicI64>) {
     let mut config = KubeConfig::new(Namespaces::Fixed("ml".to_string()));
     config.lease = Some(LeaseConfig::new("gitfleet", "pod-a"));
-    KubeExecutor::new(client, config)
+    let clock = Arc::new(AtomicI64::new(0));
+    let read = clock.clone();
+    let kube = KubeExecutor::new(client, config)
+        .with_lease_clock(Arc::new(move || at(read.load(Ordering::SeqCst))));
+    (kube, clock)
 }
 
 fn drain(node: &str) -> Action {
@@ -116,7 +123,7 @@ async fn a_fresh_lease_of_another_replica_is_followed_and_nothing_is_written() {
         200,
         lease("pod-b", at(-5), "7", 1),
     )]);
-    let mut kube = executor(client);
+    let (mut kube, clock) = executor(client);
     let err = kube.lead(at(0)).await.unwrap_err();
     assert!(
         matches!(&err, ExecError::NotLeader { holder, lease, .. }
@@ -126,6 +133,7 @@ async fn a_fresh_lease_of_another_replica_is_followed_and_nothing_is_written() {
     assert!(err.is_transient());
     assert_eq!(err.retry_after(), Some(std::time::Duration::from_secs(5)));
     // A follower's action is refused before any request.
+    clock.store(1, Ordering::SeqCst);
     let err = kube
         .execute(&drain("gpu-1"), &ctx(), at(1))
         .await
@@ -193,18 +201,23 @@ async fn leadership_lost_mid_iteration_stops_every_further_write() {
         // Renewal due: someone else wrote the Lease meanwhile.
         step("PUT", LEASE, 409, status(409, "Conflict")),
     ]);
-    let mut kube = executor(client);
+    let (mut kube, clock) = executor(client);
     kube.lead(at(0)).await.unwrap();
-    let done = kube.execute(&drain("gpu-1"), &ctx(), at(1)).await.unwrap();
+    // Every action of an iteration gets the iteration's start as `now`;
+    // the Lease is kept on the wall clock instead.
+    clock.store(1, Ordering::SeqCst);
+    let done = kube.execute(&drain("gpu-1"), &ctx(), at(0)).await.unwrap();
     assert_eq!(done, Outcome::Done);
+    clock.store(6, Ordering::SeqCst);
     let err = kube
-        .execute(&drain("gpu-2"), &ctx(), at(6))
+        .execute(&drain("gpu-2"), &ctx(), at(0))
         .await
         .unwrap_err();
     assert!(matches!(err, ExecError::NotLeader { .. }), "{err}");
     // No request at all now, until the next iteration's try to lead.
+    clock.store(7, Ordering::SeqCst);
     let err = kube
-        .execute(&drain("gpu-3"), &ctx(), at(7))
+        .execute(&drain("gpu-3"), &ctx(), at(0))
         .await
         .unwrap_err();
     assert!(matches!(err, ExecError::NotLeader { .. }), "{err}");
@@ -222,7 +235,7 @@ async fn a_standby_replicas_iteration_records_nothing() {
         200,
         lease("pod-b", at(-1), "7", 1),
     )]);
-    let kube = executor(client);
+    let (kube, _clock) = executor(client);
     let dir = tempfile::tempdir().unwrap();
     let fleet = dir.path().join("fleet");
     std::fs::create_dir_all(&fleet).unwrap();
