@@ -144,8 +144,9 @@ pub struct KubeExecutor {
     pool_sizes: BTreeMap<String, (u32, u32)>,
     /// Pool → its scale target's `spec.replicas`, as last read or written.
     scales: BTreeMap<String, i32>,
-    /// The Lease this replica must hold to write, if elected.
-    elector: Option<Elector>,
+    /// The Lease this replica must hold to write, if elected (shared with
+    /// the task that renews it between iterations).
+    lease: Option<SharedLease>,
     /// The wall clock the Lease is kept on.
     clock: LeaseClock,
 }
@@ -154,6 +155,57 @@ pub struct KubeExecutor {
 /// loop's `now`, which is when the iteration started, not when each write
 /// is made.
 pub type LeaseClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// The elector and the client its renewal task uses: held here, the task
+/// holding only a weak reference, so that dropping the executor ends the
+/// task and closes the connection.
+struct LeaseSlot {
+    elector: Elector,
+    client: Option<Client>,
+    /// Which renewal task is the current one (older ones end).
+    generation: u64,
+}
+
+type SharedLease = Arc<tokio::sync::Mutex<LeaseSlot>>;
+
+/// Renews the Lease while this replica leads, between iterations too (the
+/// loop's interval may be longer than the Lease lasts): wakes every
+/// [`lease::LeaseConfig::renew_every`], renews when due, and ends when the
+/// executor is gone, the Lease is lost, or a newer task took over.
+fn spawn_renewal(
+    slot: &SharedLease,
+    generation: u64,
+    every: std::time::Duration,
+    clock: LeaseClock,
+) {
+    let weak = Arc::downgrade(slot);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(slot) = weak.upgrade() else {
+                return;
+            };
+            let mut slot = slot.lock().await;
+            let Some(client) = slot.client.clone() else {
+                return;
+            };
+            if slot.generation != generation || !slot.elector.is_leading() {
+                return;
+            }
+            match slot.elector.may_write(&client, clock()).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!("lost the Lease between iterations: writing nothing");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot renew the Lease: writing nothing");
+                    return;
+                }
+            }
+        }
+    });
+}
 
 impl std::fmt::Debug for KubeExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -226,7 +278,13 @@ impl KubeExecutor {
 
     fn with(connection: Connection, config: KubeConfig) -> Self {
         KubeExecutor {
-            elector: config.lease.clone().map(Elector::new),
+            lease: config.lease.clone().map(|c| {
+                Arc::new(tokio::sync::Mutex::new(LeaseSlot {
+                    elector: Elector::new(c),
+                    client: None,
+                    generation: 0,
+                }))
+            }),
             clock: Arc::new(chrono::Utc::now),
             connection,
             config,
@@ -604,9 +662,11 @@ impl KubeExecutor {
     /// Lease when due); an error when it does not, so nothing is written.
     async fn check_leading(&mut self, client: &Client) -> Result<(), ExecError> {
         let now = (self.clock)();
-        let Some(elector) = self.elector.as_mut() else {
+        let Some(slot) = &self.lease else {
             return Ok(());
         };
+        let mut slot = slot.lock().await;
+        let elector = &mut slot.elector;
         let leading = elector
             .may_write(client, now)
             .await
@@ -661,20 +721,23 @@ impl Executor for KubeExecutor {
     }
 
     async fn lead(&mut self, _now: Timestamp) -> Result<(), ExecError> {
-        if self.elector.is_none() {
-            return Ok(());
-        }
-        let now = (self.clock)();
-        let client = self.connect()?;
-        let Some(elector) = self.elector.as_mut() else {
+        let Some(shared) = self.lease.clone() else {
             return Ok(());
         };
-        let was_leading = elector.is_leading();
-        let lease = elector.config().name.clone();
-        match elector.try_lead(&client, now).await {
+        let now = (self.clock)();
+        let client = self.connect()?;
+        let mut slot = shared.lock().await;
+        slot.client = Some(client.clone());
+        let was_leading = slot.elector.is_leading();
+        let lease = slot.elector.config().name.clone();
+        match slot.elector.try_lead(&client, now).await {
             Ok(Leadership::Leading) => {
                 if !was_leading {
-                    tracing::info!(lease, identity = %elector.config().identity, "leading");
+                    let config = slot.elector.config();
+                    tracing::info!(lease, identity = %config.identity, "leading");
+                    let every = config.renew_every();
+                    slot.generation += 1;
+                    spawn_renewal(&shared, slot.generation, every, self.clock.clone());
                 }
                 Ok(())
             }
@@ -682,7 +745,7 @@ impl Executor for KubeExecutor {
                 if was_leading {
                     tracing::warn!(lease, holder, "lost the Lease: writing nothing");
                 }
-                Err(Self::not_leader(elector, holder))
+                Err(Self::not_leader(&slot.elector, holder))
             }
             Err(e) => Err(action_error("lead", &lease, &e)),
         }

@@ -259,3 +259,30 @@ async fn a_standby_replicas_iteration_records_nothing() {
     drop(reconciler);
     server.await.unwrap();
 }
+
+#[tokio::test]
+async fn the_leader_renews_between_iterations_and_stops_when_dropped() {
+    let (client, server) = mock_client(vec![
+        step("GET", LEASE, 404, status(404, "NotFound")),
+        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
+        // The renewal task, while the loop sleeps.
+        step("PUT", LEASE, 200, lease("pod-a", at(2), "2", 0)),
+    ]);
+    let mut config = KubeConfig::new(Namespaces::Fixed("ml".to_string()));
+    // Renewed every second.
+    config.lease = Some(LeaseConfig {
+        duration_secs: 3,
+        ..LeaseConfig::new("gitfleet", "pod-a")
+    });
+    let clock = Arc::new(AtomicI64::new(0));
+    let read = clock.clone();
+    let mut kube = KubeExecutor::new(client, config)
+        .with_lease_clock(Arc::new(move || at(read.load(Ordering::SeqCst))));
+    kube.lead(at(0)).await.unwrap();
+    clock.store(2, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[2].body["metadata"]["resourceVersion"], "1");
+    assert_eq!(seen[2].body["spec"]["renewTime"], micro(at(2)));
+}
