@@ -29,6 +29,7 @@
 //! pool's scale target and the Lease.
 
 pub mod errors;
+mod leader;
 pub mod lease;
 pub mod names;
 pub mod nodes;
@@ -52,6 +53,7 @@ use model::plan::Action;
 use model::spec::{Duration, Fleet};
 
 use errors::{action_error, already_exists, conflict, not_found, observe_error};
+use leader::{LeaseSlot, SharedLease, spawn_renewal};
 use lease::{Elector, Leadership, LeaseConfig};
 use names::{JOB_LABEL, MANAGED_SELECTOR, job_selector};
 use nodes::NodeLabels;
@@ -61,6 +63,8 @@ use status::JobState;
 
 /// A cluster's configuration (kubeconfig or in-cluster), as kube-rs reads it.
 pub use kube::Config as ClusterConfig;
+
+pub use leader::LeaseClock;
 
 /// The field manager of gitfleet's writes.
 pub const FIELD_MANAGER: &str = "gitfleet";
@@ -149,62 +153,6 @@ pub struct KubeExecutor {
     lease: Option<SharedLease>,
     /// The wall clock the Lease is kept on.
     clock: LeaseClock,
-}
-
-/// The clock leader election reads: the wall clock, or a test's. Not the
-/// loop's `now`, which is when the iteration started, not when each write
-/// is made.
-pub type LeaseClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// The elector and the client its renewal task uses: held here, the task
-/// holding only a weak reference, so that dropping the executor ends the
-/// task and closes the connection.
-struct LeaseSlot {
-    elector: Elector,
-    client: Option<Client>,
-    /// Which renewal task is the current one (older ones end).
-    generation: u64,
-}
-
-type SharedLease = Arc<tokio::sync::Mutex<LeaseSlot>>;
-
-/// Renews the Lease while this replica leads, between iterations too (the
-/// loop's interval may be longer than the Lease lasts): wakes every
-/// [`lease::LeaseConfig::renew_every`], renews when due, and ends when the
-/// executor is gone, the Lease is lost, or a newer task took over.
-fn spawn_renewal(
-    slot: &SharedLease,
-    generation: u64,
-    every: std::time::Duration,
-    clock: LeaseClock,
-) {
-    let weak = Arc::downgrade(slot);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Some(slot) = weak.upgrade() else {
-                return;
-            };
-            let mut slot = slot.lock().await;
-            let Some(client) = slot.client.clone() else {
-                return;
-            };
-            if slot.generation != generation || !slot.elector.is_leading() {
-                return;
-            }
-            match slot.elector.may_write(&client, clock()).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!("lost the Lease between iterations: writing nothing");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot renew the Lease: writing nothing");
-                    return;
-                }
-            }
-        }
-    });
 }
 
 impl std::fmt::Debug for KubeExecutor {
