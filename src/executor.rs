@@ -21,13 +21,19 @@ use reconciler::exec::{
     ActionContext, Capabilities, ExecError, Executor, JobView, Observation, Outcome,
 };
 #[cfg(feature = "kube")]
+use reconciler::kube::lease::{DEFAULT_LEASE, LeaseConfig};
+#[cfg(feature = "kube")]
 use reconciler::kube::nodes::{DEFAULT_POOL_LABEL, DEFAULT_RACK_LABEL, NodeLabels};
+#[cfg(feature = "kube")]
+use reconciler::kube::scale::{ScaleTarget, parse_target};
 #[cfg(feature = "kube")]
 use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
 use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, Scheduler, SlurmExecutor};
 use reconciler::spec::Fleet;
+#[cfg(feature = "kube")]
+use std::collections::BTreeMap;
 
 /// Which executor carries out plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -165,6 +171,20 @@ pub struct KubeArgs {
     /// The Node label naming a node's rack.
     #[arg(long, value_name = "LABEL", default_value = DEFAULT_RACK_LABEL)]
     pub kube_rack_label: String,
+    /// The object whose `/scale` subresource sizes a pool (repeatable),
+    /// e.g. h100-a=cluster.x-k8s.io/v1beta1/MachineDeployment/capi/h100-a.
+    /// Pools without one are not scaled.
+    #[arg(long, value_name = "POOL=GROUP/VERSION/KIND/NAMESPACE/NAME")]
+    pub kube_scale_target: Vec<String>,
+    /// The Lease that elects the one replica that writes, in the
+    /// kubeconfig context's namespace (in a cluster: the service
+    /// account's).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE)]
+    pub kube_lease: String,
+    /// No leader election: this process writes without holding a Lease
+    /// (only when nothing else reconciles the cluster).
+    #[arg(long, conflicts_with = "kube_lease")]
+    pub kube_no_leader_election: bool,
 }
 
 #[cfg(feature = "kube")]
@@ -175,6 +195,21 @@ impl KubeArgs {
             || self.kube_namespace_per_queue
             || self.kube_pool_label != DEFAULT_POOL_LABEL
             || self.kube_rack_label != DEFAULT_RACK_LABEL
+            || !self.kube_scale_target.is_empty()
+            || self.kube_lease != DEFAULT_LEASE
+            || self.kube_no_leader_election
+    }
+
+    /// The scale targets by pool.
+    fn scale_targets(&self) -> Result<BTreeMap<String, ScaleTarget>> {
+        let mut targets = BTreeMap::new();
+        for given in &self.kube_scale_target {
+            let (pool, target) = parse_target(given).map_err(|e| miette!("{e}"))?;
+            if targets.insert(pool.clone(), target).is_some() {
+                return Err(miette!("--kube-scale-target: pool {pool} is given twice"));
+            }
+        }
+        Ok(targets)
     }
 
     /// The cluster's configuration, or why there is none.
@@ -202,15 +237,42 @@ impl KubeArgs {
                     .unwrap_or_else(|| cluster.default_namespace.clone()),
             )
         };
+        let lease = (!self.kube_no_leader_election).then(|| LeaseConfig {
+            name: self.kube_lease.clone(),
+            ..LeaseConfig::new(cluster.default_namespace.clone(), identity())
+        });
         let config = KubeConfig {
             namespaces,
             labels: NodeLabels {
                 pool: self.kube_pool_label.clone(),
                 rack: self.kube_rack_label.clone(),
             },
+            scale_targets: self.scale_targets()?,
+            lease,
         };
         Ok(KubeExecutor::from_config(cluster, config))
     }
+}
+
+/// This process's Lease holder identity: `$POD_NAME` (the Deployment
+/// sets it from the downward API), else the host name and process id.
+#[cfg(feature = "kube")]
+fn identity() -> String {
+    if let Ok(pod) = std::env::var("POD_NAME")
+        && !pod.is_empty()
+    {
+        return pod;
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "gitfleet".to_string());
+    format!("{host}-{}", std::process::id())
 }
 
 /// Arguments of the sim executor (the embedded virtual fleet).
@@ -256,7 +318,10 @@ impl ExecutorArgs {
             }
             // No cluster configuration: refused before the state is opened.
             #[cfg(feature = "kube")]
-            ExecutorKind::Kube => self.kube.cluster().map(|_| ()),
+            ExecutorKind::Kube => {
+                self.kube.scale_targets()?;
+                self.kube.cluster().map(|_| ())
+            }
             ExecutorKind::Local if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
                     "--now and --sim-step apply to the sim executor; the local executor runs on the wall clock"
@@ -422,6 +487,16 @@ impl Executor for AnyExecutor {
             AnyExecutor::Slurm(e) => e.observe(now, running).await,
             #[cfg(feature = "kube")]
             AnyExecutor::Kube(e) => e.observe(now, running).await,
+        }
+    }
+
+    async fn lead(&mut self, now: Timestamp) -> Result<(), ExecError> {
+        match self {
+            AnyExecutor::Sim(e) => e.lead(now).await,
+            AnyExecutor::Local(e) => e.lead(now).await,
+            AnyExecutor::Slurm(e) => e.lead(now).await,
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(e) => e.lead(now).await,
         }
     }
 

@@ -100,3 +100,40 @@ fn kube_options_belong_to_the_kube_executor() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_malformed_scale_target_is_refused_before_the_cluster_is_looked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    for (target, expected) in [
+        (
+            "h100-a=cluster.x-k8s.io/v1beta1/MachineDeployment/capi",
+            "--kube-scale-target h100-a=cluster.x-k8s.io/v1beta1/MachineDeployment/capi: expected POOL=GROUP/VERSION/KIND/NAMESPACE/NAME",
+        ),
+        (
+            "h100-a=g/v1/K/ns/a",
+            "--kube-scale-target: pool h100-a is given twice",
+        ),
+    ] {
+        let out = without_cluster(
+            tmp.path(),
+            &[
+                "reconcile",
+                "examples/fleet",
+                "--once",
+                "--executor",
+                "kube",
+                "--kube-scale-target",
+                "h100-a=g/v1/K/ns/b",
+                "--kube-scale-target",
+                target,
+                "--state",
+                state.to_str().unwrap(),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!state.exists());
+    }
+}

@@ -288,6 +288,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         ProgressBar::hidden()
     };
     let mut failed = false;
+    let mut standing_by = false;
     let result = runtime.block_on(run_loop(reconciler, clock, options, signals, |event| {
         spinner.suspend(|| match &event {
             LoopEvent::Listening(addr) => {
@@ -299,6 +300,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             LoopEvent::Iterated { iteration, status } => {
                 print_iteration(iteration, status);
                 failed = iteration.refused.is_some();
+                standing_by = false;
+            }
+            // Another replica leads: said once, not at every try.
+            LoopEvent::Failed(error) if error.is_following() => {
+                if !standing_by {
+                    eprintln!("standing by: {error}");
+                }
+                standing_by = true;
             }
             LoopEvent::Failed(error) => eprintln!("error: {error}"),
             LoopEvent::Woken => tracing::info!("webhook: reconciling now"),

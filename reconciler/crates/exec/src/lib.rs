@@ -57,6 +57,17 @@ pub enum ExecError {
     /// The executor's inventory could not be read.
     #[error("inventory: {0}")]
     Inventory(String),
+    /// Another replica leads (the kube executor's Lease): this one writes
+    /// nothing and tries again after `retry_after` (transient).
+    #[error("not the leader: {holder} holds the lease {lease}")]
+    NotLeader {
+        /// The Lease, `namespace/name`.
+        lease: String,
+        /// Who holds it, as far as known.
+        holder: String,
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
     /// The executor's own stored values could not be read or written.
     #[error(transparent)]
     Store(#[from] KvError),
@@ -65,13 +76,17 @@ pub enum ExecError {
 impl ExecError {
     /// Whether the same call may succeed if tried again later.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ExecError::Transient { .. })
+        matches!(
+            self,
+            ExecError::Transient { .. } | ExecError::NotLeader { .. }
+        )
     }
 
     /// How long the fleet asked to wait before the next try, if it said.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             ExecError::Transient { retry_after, .. } => *retry_after,
+            ExecError::NotLeader { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }
@@ -218,6 +233,15 @@ pub trait Executor: Send {
     /// Gives the executor the desired fleet before it is observed (the sim
     /// executor scales pools and seeds its nodes from it).
     fn set_fleet(&mut self, fleet: &Fleet) -> impl Future<Output = Result<(), ExecError>> + Send;
+
+    /// Called first in every iteration, before anything is carried out or
+    /// recorded: an executor that must be the only writer (the kube
+    /// executor's Lease) returns [`ExecError::NotLeader`] while another
+    /// replica leads, and the iteration stops there. Leads by default.
+    fn lead(&mut self, now: Timestamp) -> impl Future<Output = Result<(), ExecError>> + Send {
+        let _ = now;
+        std::future::ready(Ok(()))
+    }
 
     /// Changes to the fleet's own configuration that the fleet given to
     /// `set_fleet` asks for (the Slurm executor's accounts and QOS), one

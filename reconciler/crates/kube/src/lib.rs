@@ -15,19 +15,30 @@
 //!   loop's events; a gang with a failed replica has its other Pods
 //!   deleted and is reported when all have ended; a Pod on a Node that is
 //!   gone has ended with no code.
-//! - Drain: cordon (`spec.unschedulable`).
+//! - Scale: the `/scale` subresource of the pool's configured target
+//!   ([`scale::ScaleTarget`]), within the pool's size.
+//! - Drain: cordon (`spec.unschedulable`) and taint
+//!   `gitfleet.io/unhealthy-gpu:NoSchedule`; running Pods stay.
+//! - One writer: with a Lease configured ([`lease::Elector`]) every
+//!   iteration starts by acquiring or renewing it, and every write
+//!   checks it is still held; a replica that does not lead writes nothing.
 //!
 //! Objects without gitfleet's managed-by label are never listed, changed
 //! or deleted: every list carries [`names::MANAGED_SELECTOR`] and every
-//! write names an object gitfleet created.
+//! write names an object gitfleet created, except a drained Node, a
+//! pool's scale target and the Lease.
 
 pub mod errors;
+mod leader;
+pub mod lease;
 pub mod names;
 pub mod nodes;
 pub mod pods;
+pub mod scale;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Client;
@@ -42,13 +53,18 @@ use model::plan::Action;
 use model::spec::{Duration, Fleet};
 
 use errors::{action_error, already_exists, conflict, not_found, observe_error};
+use leader::{LeaseSlot, SharedLease, spawn_renewal};
+use lease::{Elector, Leadership, LeaseConfig};
 use names::{JOB_LABEL, MANAGED_SELECTOR, job_selector};
 use nodes::NodeLabels;
 use pods::Gang;
+use scale::ScaleTarget;
 use status::JobState;
 
 /// A cluster's configuration (kubeconfig or in-cluster), as kube-rs reads it.
 pub use kube::Config as ClusterConfig;
+
+pub use leader::LeaseClock;
 
 /// The field manager of gitfleet's writes.
 pub const FIELD_MANAGER: &str = "gitfleet";
@@ -70,6 +86,24 @@ pub struct KubeConfig {
     pub namespaces: Namespaces,
     /// Which Node labels name the pool and the rack.
     pub labels: NodeLabels,
+    /// Pool → the object whose `/scale` subresource sizes it
+    /// (`--kube-scale-target`); pools without one are not scaled.
+    pub scale_targets: BTreeMap<String, ScaleTarget>,
+    /// The Lease to hold before writing; `None`: no leader election.
+    pub lease: Option<LeaseConfig>,
+}
+
+impl KubeConfig {
+    /// Jobs in `namespaces`, the default Node labels, no scale targets,
+    /// no leader election.
+    pub fn new(namespaces: Namespaces) -> Self {
+        KubeConfig {
+            namespaces,
+            labels: NodeLabels::default(),
+            scale_targets: BTreeMap::new(),
+            lease: None,
+        }
+    }
 }
 
 /// Why the executor could not start.
@@ -102,14 +136,23 @@ enum Connection {
 pub struct KubeExecutor {
     connection: Connection,
     config: KubeConfig,
-    /// Nodes cordoned at the last observation.
-    cordoned: BTreeSet<String>,
+    /// Nodes cordoned and tainted (drained) at the last observation.
+    drained: BTreeSet<String>,
     /// Since when each node has had no job (kept in memory).
     idle: BTreeMap<String, Timestamp>,
     /// Queue → its top-level queue (from the fleet).
     top_queue: BTreeMap<String, String>,
     /// Pool → the GPU model it declares (from the fleet).
     pool_models: BTreeMap<String, String>,
+    /// Pool → its `size` (min, max) (from the fleet).
+    pool_sizes: BTreeMap<String, (u32, u32)>,
+    /// Pool → its scale target's `spec.replicas`, as last read or written.
+    scales: BTreeMap<String, i32>,
+    /// The Lease this replica must hold to write, if elected (shared with
+    /// the task that renews it between iterations).
+    lease: Option<SharedLease>,
+    /// The wall clock the Lease is kept on.
+    clock: LeaseClock,
 }
 
 impl std::fmt::Debug for KubeExecutor {
@@ -136,6 +179,13 @@ fn post_params() -> PostParams {
     PostParams {
         dry_run: false,
         field_manager: Some(FIELD_MANAGER.to_string()),
+    }
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
     }
 }
 
@@ -176,13 +226,29 @@ impl KubeExecutor {
 
     fn with(connection: Connection, config: KubeConfig) -> Self {
         KubeExecutor {
+            lease: config.lease.clone().map(|c| {
+                Arc::new(tokio::sync::Mutex::new(LeaseSlot {
+                    elector: Elector::new(c),
+                    client: None,
+                    generation: 0,
+                }))
+            }),
+            clock: Arc::new(chrono::Utc::now),
             connection,
             config,
-            cordoned: BTreeSet::new(),
+            drained: BTreeSet::new(),
             idle: BTreeMap::new(),
             top_queue: BTreeMap::new(),
             pool_models: BTreeMap::new(),
+            pool_sizes: BTreeMap::new(),
+            scales: BTreeMap::new(),
         }
+    }
+
+    /// The same executor keeping its Lease on `clock` (tests).
+    pub fn with_lease_clock(mut self, clock: LeaseClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The client, made now if it is not yet.
@@ -458,6 +524,109 @@ impl KubeExecutor {
         Ok(())
     }
 
+    /// Cordons `node` and taints it [`nodes::UNHEALTHY_TAINT`] (NoSchedule:
+    /// its running Pods stay) in one patch, keeping its other taints; the
+    /// patch carries the Node's resourceVersion, so a taint written by
+    /// someone else meanwhile is not lost (409: transient, tried again).
+    async fn drain(&mut self, client: &Client, node: &str) -> Result<Outcome, ExecError> {
+        let api: Api<Node> = Api::all(client.clone());
+        let current = api
+            .get(node)
+            .await
+            .map_err(|e| action_error("drain", node, &e))?;
+        if let Some(patch) = nodes::drain_patch(&current) {
+            api.patch(node, &patch_params(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| action_error("drain", node, &e))?;
+        }
+        self.drained.insert(node.to_string());
+        Ok(Outcome::Done)
+    }
+
+    /// The replicas a scale of `pool` to `to` writes (within its size).
+    fn replicas_for(&self, pool: &str, to: u32) -> i32 {
+        scale::clamp(to, self.pool_sizes.get(pool).copied())
+    }
+
+    /// Reads each scale target's `spec.replicas` (so a scale already made
+    /// is not made again); one that cannot be read is forgotten.
+    async fn read_scales(&mut self, client: &Client) {
+        for (pool, target) in &self.config.scale_targets {
+            match target.api(client).get_scale(&target.name).await {
+                Ok(s) => match s.spec.and_then(|s| s.replicas) {
+                    Some(replicas) => {
+                        self.scales.insert(pool.clone(), replicas);
+                    }
+                    None => {
+                        self.scales.remove(pool);
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(pool, error = %e, "cannot read the pool's scale target");
+                    self.scales.remove(pool);
+                }
+            }
+        }
+    }
+
+    /// Sets the `/scale` of `pool`'s target to `to` (within the pool's
+    /// size), unless it is that already.
+    async fn scale(&mut self, client: &Client, pool: &str, to: u32) -> Result<Outcome, ExecError> {
+        let Some(target) = self.config.scale_targets.get(pool) else {
+            return Err(job_error(
+                "scale",
+                pool,
+                format!(
+                    "pool {pool} has no scale target: give --kube-scale-target {pool}=GROUP/VERSION/KIND/NAMESPACE/NAME (docs/kubernetes.md)"
+                ),
+            ));
+        };
+        let replicas = self.replicas_for(pool, to);
+        let api = target.api(client);
+        let current = api
+            .get_scale(&target.name)
+            .await
+            .map_err(|e| action_error("scale", pool, &e))?;
+        if current.spec.and_then(|s| s.replicas) != Some(replicas) {
+            let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}}));
+            api.patch_scale(&target.name, &patch_params(), &patch)
+                .await
+                .map_err(|e| action_error("scale", pool, &e))?;
+        }
+        self.scales.insert(pool.to_string(), replicas);
+        Ok(Outcome::Done)
+    }
+
+    fn not_leader(elector: &Elector, holder: String) -> ExecError {
+        let config = elector.config();
+        ExecError::NotLeader {
+            lease: format!("{}/{}", config.namespace, config.name),
+            holder,
+            retry_after: config.renew_every(),
+        }
+    }
+
+    /// Before a write: whether this replica still leads (renewing the
+    /// Lease when due); an error when it does not, so nothing is written.
+    async fn check_leading(&mut self, client: &Client) -> Result<(), ExecError> {
+        let now = (self.clock)();
+        let Some(slot) = &self.lease else {
+            return Ok(());
+        };
+        let mut slot = slot.lock().await;
+        let elector = &mut slot.elector;
+        let leading = elector
+            .may_write(client, now)
+            .await
+            .map_err(|e| action_error("renew lease", &elector.config().name, &e))?;
+        if leading {
+            Ok(())
+        } else {
+            let holder = "another replica (this one lost the Lease)".to_string();
+            Err(Self::not_leader(elector, holder))
+        }
+    }
+
     /// The event of one job the reconciler thinks runs, if it ended.
     async fn poll_job(
         &self,
@@ -499,9 +668,40 @@ impl Executor for KubeExecutor {
         "kube"
     }
 
+    async fn lead(&mut self, _now: Timestamp) -> Result<(), ExecError> {
+        let Some(shared) = self.lease.clone() else {
+            return Ok(());
+        };
+        let now = (self.clock)();
+        let client = self.connect()?;
+        let mut slot = shared.lock().await;
+        slot.client = Some(client.clone());
+        let was_leading = slot.elector.is_leading();
+        let lease = slot.elector.config().name.clone();
+        match slot.elector.try_lead(&client, now).await {
+            Ok(Leadership::Leading) => {
+                if !was_leading {
+                    let config = slot.elector.config();
+                    tracing::info!(lease, identity = %config.identity, "leading");
+                    let every = config.renew_every();
+                    slot.generation += 1;
+                    spawn_renewal(&shared, slot.generation, every, self.clock.clone());
+                }
+                Ok(())
+            }
+            Ok(Leadership::Following { holder }) => {
+                if was_leading {
+                    tracing::warn!(lease, holder, "lost the Lease: writing nothing");
+                }
+                Err(Self::not_leader(&slot.elector, holder))
+            }
+            Err(e) => Err(action_error("lead", &lease, &e)),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            scales_pools: false,
+            scales_pools: !self.config.scale_targets.is_empty(),
             grace_periods: true,
             exit_codes: true,
             runs_jobs: true,
@@ -532,6 +732,11 @@ impl Executor for KubeExecutor {
             .pools
             .iter()
             .map(|p| (p.name().to_string(), p.spec.gpu.model.clone()))
+            .collect();
+        self.pool_sizes = fleet
+            .pools
+            .iter()
+            .map(|p| (p.name().to_string(), (p.spec.size.min, p.spec.size.max)))
             .collect();
         Ok(())
     }
@@ -574,15 +779,15 @@ impl Executor for KubeExecutor {
         let busy = busy_nodes(running, &events);
         let pool_models = &self.pool_models;
         let mut observed = Vec::new();
-        self.cordoned.clear();
+        self.drained.clear();
         for node in &node_list.items {
             let Some(mut o) = nodes::observed_node(node, &self.config.labels, |pool| {
                 pool_models.get(pool).cloned()
             }) else {
                 continue;
             };
-            if nodes::cordoned(node) {
-                self.cordoned.insert(o.name.clone());
+            if nodes::drained(node) {
+                self.drained.insert(o.name.clone());
             }
             o.idle_since = if busy.contains(&o.name.as_str()) {
                 self.idle.remove(&o.name);
@@ -593,6 +798,7 @@ impl Executor for KubeExecutor {
             observed.push(o);
         }
         self.idle.retain(|name, _| present.contains(name.as_str()));
+        self.read_scales(client).await;
         Ok(Observation {
             events,
             nodes: observed,
@@ -601,7 +807,10 @@ impl Executor for KubeExecutor {
 
     fn already_done(&self, action: &Action) -> bool {
         match action {
-            Action::Drain { node, .. } => self.cordoned.contains(node),
+            Action::Drain { node, .. } => self.drained.contains(node),
+            Action::Scale { pool, to, .. } => {
+                self.scales.get(pool) == Some(&self.replicas_for(pool, *to))
+            }
             _ => false,
         }
     }
@@ -613,29 +822,14 @@ impl Executor for KubeExecutor {
         _now: Timestamp,
     ) -> Result<Outcome, ExecError> {
         let client = &self.connect()?;
+        self.check_leading(client).await?;
         match action {
             Action::Place { job, placement, .. } => self.place(client, job, placement, ctx).await,
             Action::Preempt { job, .. } => self.stop(client, StopKind::Preempt, job, ctx).await,
             Action::Terminate { job, .. } => self.stop(client, StopKind::Terminate, job, ctx).await,
             Action::Cancel { job, .. } => self.stop(client, StopKind::Cancel, job, ctx).await,
-            Action::Scale { pool, .. } => Err(job_error(
-                "scale",
-                pool,
-                "the kube executor does not scale pools yet",
-            )),
-            Action::Drain { node, .. } => {
-                let api: Api<Node> = Api::all(client.clone());
-                let patch = Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}}));
-                let pp = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.to_string()),
-                    ..PatchParams::default()
-                };
-                api.patch(node, &pp, &patch)
-                    .await
-                    .map_err(|e| action_error("drain", node, &e))?;
-                self.cordoned.insert(node.clone());
-                Ok(Outcome::Done)
-            }
+            Action::Scale { pool, to, .. } => self.scale(client, pool, *to).await,
+            Action::Drain { node, .. } => self.drain(client, node).await,
         }
     }
 }

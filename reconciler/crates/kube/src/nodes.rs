@@ -88,6 +88,53 @@ pub fn cordoned(node: &Node) -> bool {
     node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
 }
 
+/// The taint a drain puts on a node with an unhealthy GPU (effect
+/// `NoSchedule`: nothing new lands there, nothing running is evicted).
+pub const UNHEALTHY_TAINT: &str = "gitfleet.io/unhealthy-gpu";
+
+fn has_unhealthy_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == UNHEALTHY_TAINT && t.effect == "NoSchedule")
+        })
+}
+
+/// Whether the node is drained: cordoned and tainted [`UNHEALTHY_TAINT`].
+pub fn drained(node: &Node) -> bool {
+    cordoned(node) && has_unhealthy_taint(node)
+}
+
+/// The merge patch that drains `node` (cordon, and its taints plus
+/// [`UNHEALTHY_TAINT`]: a merge patch replaces the list, so every taint
+/// it has is written back), guarded by its resourceVersion; `None` when
+/// it is drained already.
+pub fn drain_patch(node: &Node) -> Option<serde_json::Value> {
+    if drained(node) {
+        return None;
+    }
+    let mut taints: Vec<serde_json::Value> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !has_unhealthy_taint(node) {
+        taints.push(serde_json::json!({"key": UNHEALTHY_TAINT, "effect": "NoSchedule"}));
+    }
+    let mut patch = serde_json::json!({"spec": {"unschedulable": true, "taints": taints}});
+    if let Some(rv) = &node.metadata.resource_version {
+        patch["metadata"] = serde_json::json!({"resourceVersion": rv});
+    }
+    Some(patch)
+}
+
 /// The observed node of a cluster Node; `None` for a node with neither
 /// GPUs nor a pool (not gitfleet's).
 ///
@@ -226,6 +273,40 @@ mod tests {
         }
         assert!(cordoned(&gpu_node("c", true, "True")));
         assert!(!cordoned(&gpu_node("c", false, "True")));
+    }
+
+    #[test]
+    fn drain_patch_keeps_other_taints_and_is_none_when_drained() {
+        let mut n = gpu_node("t", false, "True");
+        n.metadata.resource_version = Some("41".to_string());
+        n.spec.as_mut().unwrap().taints = Some(vec![
+            serde_json::from_value(
+                json!({"key": "dedicated", "value": "ml", "effect": "NoExecute"}),
+            )
+            .unwrap(),
+        ]);
+        let patch = drain_patch(&n).unwrap();
+        assert_eq!(
+            patch,
+            json!({"metadata": {"resourceVersion": "41"},
+                   "spec": {"unschedulable": true, "taints": [
+                       {"key": "dedicated", "value": "ml", "effect": "NoExecute"},
+                       {"key": UNHEALTHY_TAINT, "effect": "NoSchedule"}]}})
+        );
+        // Tainted but not cordoned: cordoned, the taint not doubled.
+        n.spec.as_mut().unwrap().taints = Some(vec![
+            serde_json::from_value(json!({"key": UNHEALTHY_TAINT, "effect": "NoSchedule"}))
+                .unwrap(),
+        ]);
+        assert!(!drained(&n));
+        let patch = drain_patch(&n).unwrap();
+        assert_eq!(patch["spec"]["taints"].as_array().unwrap().len(), 1);
+        // Cordoned by someone else, not tainted: not drained.
+        n.spec.as_mut().unwrap().unschedulable = Some(true);
+        assert!(drained(&n));
+        assert!(drain_patch(&n).is_none());
+        n.spec.as_mut().unwrap().taints = None;
+        assert!(!drained(&n));
     }
 
     #[test]

@@ -15,20 +15,13 @@ use kube::Client;
 use serde_json::{Value, json};
 
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Outcome, StopKind, StopView};
-use gitfleet_kube::nodes::NodeLabels;
 use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::{NodeGpus, Timestamp};
 use model::plan::Action;
 use model::spec::{Duration, JobSpec, Object};
 
 fn executor(client: Client) -> KubeExecutor {
-    KubeExecutor::new(
-        client,
-        KubeConfig {
-            namespaces: Namespaces::Fixed("ml".to_string()),
-            labels: NodeLabels::default(),
-        },
-    )
+    KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())))
 }
 
 fn now() -> Timestamp {
@@ -108,7 +101,17 @@ fn unbound_pod() -> Value {
     pod
 }
 
+/// A GPU node; a cordoned one is drained (cordoned and tainted).
 fn gpu_node(name: &str, cordoned: bool) -> Value {
+    let mut node = plain_gpu_node(name, cordoned);
+    if cordoned {
+        node["spec"]["taints"] =
+            json!([{"key": "gitfleet.io/unhealthy-gpu", "effect": "NoSchedule"}]);
+    }
+    node
+}
+
+fn plain_gpu_node(name: &str, cordoned: bool) -> Value {
     json!({"metadata": {"name": name, "labels": {
               "gitfleet.io/pool": "h100", "topology.kubernetes.io/zone": "z1",
               "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
@@ -712,18 +715,21 @@ async fn an_unreachable_api_server_is_transient_and_forbidden_is_not() {
 }
 
 #[tokio::test]
-async fn drain_cordons_the_node() {
-    let (client, server) = mock_client(vec![step(
-        "PATCH",
-        "/api/v1/nodes/gpu-3",
-        200,
-        gpu_node("gpu-3", true),
-    )]);
+async fn drain_cordons_and_taints_the_node_keeping_its_taints() {
+    let mut node = plain_gpu_node("gpu-3", false);
+    node["metadata"]["resourceVersion"] = json!("812");
+    node["spec"]["taints"] = json!([{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]);
+    let (client, server) = mock_client(vec![
+        step("GET", "/api/v1/nodes/gpu-3", 200, node),
+        step("PATCH", "/api/v1/nodes/gpu-3", 200, gpu_node("gpu-3", true))
+            .query("fieldManager", "gitfleet"),
+    ]);
     let mut kube = executor(client);
     let action = Action::Drain {
         node: "gpu-3".to_string(),
         reason: "GPU 2 unhealthy".to_string(),
     };
+    assert!(!kube.already_done(&action));
     assert_eq!(
         kube.execute(&action, &ctx(None, 0), now()).await.unwrap(),
         Outcome::Done
@@ -731,19 +737,55 @@ async fn drain_cordons_the_node() {
     assert!(kube.already_done(&action));
     drop(kube);
     let seen = server.await.unwrap();
-    assert_eq!(seen[0].body, json!({"spec": {"unschedulable": true}}));
+    // One merge patch, guarded by the resourceVersion read; no eviction.
+    assert_eq!(
+        seen[1].body,
+        json!({"metadata": {"resourceVersion": "812"},
+               "spec": {"unschedulable": true, "taints": [
+                   {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+                   {"key": "gitfleet.io/unhealthy-gpu", "effect": "NoSchedule"}]}})
+    );
+}
+
+#[tokio::test]
+async fn drain_of_a_drained_node_writes_nothing_and_a_conflict_is_transient() {
+    let (client, server) = mock_client(vec![
+        step("GET", "/api/v1/nodes/gpu-4", 200, gpu_node("gpu-4", true)),
+        step(
+            "GET",
+            "/api/v1/nodes/gpu-5",
+            200,
+            plain_gpu_node("gpu-5", true),
+        ),
+        step("PATCH", "/api/v1/nodes/gpu-5", 409, status(409, "Conflict")),
+    ]);
+    let mut kube = executor(client);
+    let drain = |node: &str| Action::Drain {
+        node: node.to_string(),
+        reason: "x".to_string(),
+    };
+    assert_eq!(
+        kube.execute(&drain("gpu-4"), &ctx(None, 0), now())
+            .await
+            .unwrap(),
+        Outcome::Done
+    );
+    // Cordoned by someone else but not tainted: patched; a taint written
+    // meanwhile (409) is read again next time.
+    let err = kube
+        .execute(&drain("gpu-5"), &ctx(None, 0), now())
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(!kube.already_done(&drain("gpu-5")));
+    drop(kube);
+    server.await.unwrap();
 }
 
 #[tokio::test]
 async fn per_queue_namespaces_follow_the_top_level_queue() {
     let (client, server) = mock_client(vec![]);
-    let mut kube = KubeExecutor::new(
-        client,
-        KubeConfig {
-            namespaces: Namespaces::PerQueue,
-            labels: NodeLabels::default(),
-        },
-    );
+    let mut kube = KubeExecutor::new(client, KubeConfig::new(Namespaces::PerQueue));
     let queue = |name: &str, parent: Option<&str>| Object {
         metadata: model::spec::Metadata {
             name: name.to_string(),
@@ -779,6 +821,137 @@ async fn per_queue_namespaces_follow_the_top_level_queue() {
         .await
         .unwrap_err();
     assert!(!err.is_transient());
+    drop(kube);
+    server.await.unwrap();
+}
+
+const MD_SCALE: &str =
+    "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/md-h100/scale";
+
+fn scale_answer(replicas: i32) -> Value {
+    json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+           "metadata": {"name": "md-h100", "namespace": "capi"},
+           "spec": {"replicas": replicas}, "status": {"replicas": replicas}})
+}
+
+/// An executor scaling pool `h100` (size 1..=4) through a Cluster API
+/// MachineDeployment.
+async fn scaling_executor(client: Client) -> KubeExecutor {
+    let mut config = KubeConfig::new(Namespaces::Fixed("ml".to_string()));
+    let (pool, target) = gitfleet_kube::scale::parse_target(
+        "h100=cluster.x-k8s.io/v1beta1/MachineDeployment/capi/md-h100",
+    )
+    .unwrap();
+    config.scale_targets.insert(pool, target);
+    let mut kube = KubeExecutor::new(client, config);
+    let pool = Object {
+        metadata: model::spec::Metadata {
+            name: "h100".to_string(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        },
+        spec: serde_json::from_value(json!({
+            "gpu": {"model": "H100-SXM-80GB", "count": 8}, "size": {"min": 1, "max": 4}
+        }))
+        .unwrap(),
+        origin: model::diag::Origin::new(
+            "test.yaml".into(),
+            model::diag::Pos { line: 1, column: 1 },
+        ),
+    };
+    let fleet = model::spec::Fleet {
+        pools: vec![pool],
+        ..model::spec::Fleet::default()
+    };
+    kube.set_fleet(&fleet).await.unwrap();
+    kube
+}
+
+fn scale_to(pool: &str, to: u32) -> Action {
+    Action::Scale {
+        pool: pool.to_string(),
+        from: 2,
+        to,
+        reason: "x".to_string(),
+        nodes: vec![],
+    }
+}
+
+#[tokio::test]
+async fn scale_reads_then_patches_the_targets_scale_within_the_pools_size() {
+    let (client, server) = mock_client(vec![
+        step("GET", MD_SCALE, 200, scale_answer(2)),
+        step("PATCH", MD_SCALE, 200, scale_answer(3)).query("fieldManager", "gitfleet"),
+        // Beyond the pool's max: 4 written, not 9.
+        step("GET", MD_SCALE, 200, scale_answer(3)),
+        step("PATCH", MD_SCALE, 200, scale_answer(4)),
+    ]);
+    let mut kube = scaling_executor(client).await;
+    assert!(exec::Executor::capabilities(&kube).scales_pools);
+    assert!(!kube.already_done(&scale_to("h100", 3)));
+    let done = kube
+        .execute(&scale_to("h100", 3), &ctx(None, 0), now())
+        .await
+        .unwrap();
+    assert_eq!(done, Outcome::Done);
+    assert!(kube.already_done(&scale_to("h100", 3)));
+    assert!(!kube.already_done(&scale_to("h100", 2)));
+    let done = kube
+        .execute(&scale_to("h100", 9), &ctx(None, 0), now())
+        .await
+        .unwrap();
+    assert_eq!(done, Outcome::Done);
+    // 9 clamps to 4, which is what the target has now.
+    assert!(kube.already_done(&scale_to("h100", 9)));
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].body, Value::Null);
+    assert_eq!(seen[1].body, json!({"spec": {"replicas": 3}}));
+    assert_eq!(seen[3].body, json!({"spec": {"replicas": 4}}));
+}
+
+#[tokio::test]
+async fn scale_to_the_size_it_has_patches_nothing_and_observe_reads_it() {
+    let (client, server) = mock_client(vec![
+        // Below the pool's min: 1 is meant, which the target has.
+        step("GET", MD_SCALE, 200, scale_answer(1)),
+        // Observation reads the target's size after nodes and Pods.
+        step("GET", "/api/v1/nodes", 200, list("NodeList", vec![])),
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list("PodList", vec![]),
+        ),
+        step("GET", MD_SCALE, 200, scale_answer(3)),
+        // A server error is transient.
+        step("GET", MD_SCALE, 500, status(500, "InternalError")),
+    ]);
+    let mut kube = scaling_executor(client).await;
+    let done = kube
+        .execute(&scale_to("h100", 0), &ctx(None, 0), now())
+        .await
+        .unwrap();
+    assert_eq!(done, Outcome::Done);
+    assert!(kube.already_done(&scale_to("h100", 0)));
+    kube.observe(now(), &[]).await.unwrap();
+    assert!(kube.already_done(&scale_to("h100", 3)));
+    assert!(!kube.already_done(&scale_to("h100", 1)));
+    let err = kube
+        .execute(&scale_to("h100", 2), &ctx(None, 0), now())
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    // A pool without a target: a permanent error naming the option.
+    let err = kube
+        .execute(&scale_to("a100", 2), &ctx(None, 0), now())
+        .await
+        .unwrap_err();
+    assert!(!err.is_transient());
+    assert!(
+        err.to_string().contains("--kube-scale-target a100="),
+        "{err}"
+    );
     drop(kube);
     server.await.unwrap();
 }

@@ -11,7 +11,6 @@ mod api_server;
 use std::sync::Arc;
 
 use api_server::{list, mock_client, ok_status, step};
-use gitfleet_kube::nodes::NodeLabels;
 use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::Timestamp;
 use reconcile::state::{Phase, Store};
@@ -115,13 +114,7 @@ async fn reconcile_places_the_gang_then_records_its_end() {
             list("PodList", vec![ended_pod(0, "p-0"), ended_pod(1, "p-1")]),
         ),
     ]);
-    let kube = KubeExecutor::new(
-        client,
-        KubeConfig {
-            namespaces: Namespaces::Fixed("ml".to_string()),
-            labels: NodeLabels::default(),
-        },
-    );
+    let kube = KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())));
     let dir = tempfile::tempdir().unwrap();
     let fleet = dir.path().join("fleet");
     std::fs::create_dir_all(&fleet).unwrap();

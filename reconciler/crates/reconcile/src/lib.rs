@@ -66,6 +66,12 @@ impl ReconcileError {
         matches!(self, ReconcileError::Exec(e) if e.is_transient())
     }
 
+    /// Whether another replica leads ([`ExecError::NotLeader`]): this one
+    /// waits, which is no failure.
+    pub fn is_following(&self) -> bool {
+        matches!(self, ReconcileError::Exec(ExecError::NotLeader { .. }))
+    }
+
     /// How long the executor asked to wait before the next try, if it said.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
@@ -289,6 +295,8 @@ impl<E: Executor> Reconciler<E> {
     /// Reads the desired fleet, observes, and plans; carries nothing out but
     /// intents left by a crash and the fleet's own events.
     pub async fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
+        // A replica that does not lead carries out and records nothing.
+        self.executor.lead(now).await?;
         let recovered = self.recover(now).await?;
         let (revision, refused) = self.desired(now)?;
         let mut records = self.store.jobs()?;

@@ -222,7 +222,9 @@ pub async fn iterate_and_record<E: Executor>(
     let iteration = match result {
         Ok(iteration) => iteration,
         Err(e) => {
-            shared.metrics.record_error();
+            if !e.is_following() {
+                shared.metrics.record_error();
+            }
             return Err(e);
         }
     };
@@ -421,6 +423,13 @@ pub async fn run_loop<E: Executor>(
                 let transient = iteration.executed.iter().any(|e| e.transient);
                 failures = if transient { failures + 1 } else { 0 };
                 observer(LoopEvent::Iterated { iteration, status });
+            }
+            Err(e) if e.is_following() => {
+                // A standby replica: it waits for the Lease, no backoff.
+                tracing::info!(reason = %e, "standing by");
+                failures = 1;
+                retry_after = e.retry_after();
+                observer(LoopEvent::Failed(e));
             }
             Err(e) => {
                 tracing::error!(error = %e, transient = e.is_transient(), "reconcile iteration failed");

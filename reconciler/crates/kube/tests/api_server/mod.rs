@@ -1,7 +1,7 @@
 //! A mocked API server for the kube executor's tests: tower-test's
 //! `mock::pair` behind a kube-rs `Client`, answering a script of expected
 //! requests in order and failing on any other, and on any request that the
-//! ClusterRole of `deploy/kubernetes/rbac.yaml` does not allow.
+//! ClusterRole and Roles of `deploy/kubernetes/rbac.yaml` do not allow.
 
 #![allow(dead_code)] // each test file uses its part
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers stop at the first surprise
@@ -166,34 +166,50 @@ pub fn list(kind: &str, items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "7"}, "items": items})
 }
 
-/// What the ClusterRole in `deploy/kubernetes/rbac.yaml` grants, as
-/// (resource, verb) pairs of the core API group.
-fn granted() -> BTreeSet<(String, String)> {
+/// What the ClusterRole and Roles in `deploy/kubernetes/rbac.yaml` grant,
+/// as (API group, resource, verb).
+fn granted() -> BTreeSet<(String, String, String)> {
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../../deploy/kubernetes/rbac.yaml"
     );
     let text = std::fs::read_to_string(file).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
     let mut granted = BTreeSet::new();
-    for rule in role["rules"].as_array().unwrap() {
-        assert_eq!(rule["apiGroups"], json!([""]), "core group only: {rule}");
-        for resource in rule["resources"].as_array().unwrap() {
-            for verb in rule["verbs"].as_array().unwrap() {
-                granted.insert((
-                    resource.as_str().unwrap().to_string(),
-                    verb.as_str().unwrap().to_string(),
-                ));
+    for role in docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        granted.insert((
+                            group.as_str().unwrap().to_string(),
+                            resource.as_str().unwrap().to_string(),
+                            verb.as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
             }
         }
     }
     granted
 }
 
-/// The (resource, verb) a core-API request needs in RBAC terms.
-fn needs(method: &str, path: &str) -> (String, String) {
-    let parts: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
+/// The (API group, resource, verb) a request needs in RBAC terms.
+fn needs(method: &str, path: &str) -> (String, String, String) {
+    let (group, tail) = match path.strip_prefix("/api/v1/") {
+        Some(tail) => ("", tail),
+        None => {
+            let rest = path.strip_prefix("/apis/").unwrap();
+            let mut it = rest.splitn(3, '/');
+            let group = it.next().unwrap();
+            let _version = it.next().unwrap();
+            (group, it.next().unwrap())
+        }
+    };
+    let parts: Vec<&str> = tail.split('/').collect();
     let rest = match parts.as_slice() {
         ["namespaces", _, rest @ ..] if !rest.is_empty() => rest,
         all => all,
@@ -212,5 +228,5 @@ fn needs(method: &str, path: &str) -> (String, String) {
         ("PUT", _) => "update",
         _ => panic!("unexpected method {method}"),
     };
-    (resource, verb.to_string())
+    (group.to_string(), resource, verb.to_string())
 }
