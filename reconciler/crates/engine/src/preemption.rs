@@ -287,17 +287,28 @@ fn reclaim_after_subtree_victims(
     let (cands, _) = candidates(e, j, q, req, wider, own_path, limit);
     let mut cands: Vec<(usize, Candidate)> = cands.into_iter().map(|c| (depth(e, &c), c)).collect();
     cands.sort_by_key(|(d, _)| *d);
+    let inside: Vec<bool> = cands.iter().map(|(d, _)| *d < path.len()).collect();
     let cands: Vec<Candidate> = cands.into_iter().map(|(_, c)| c).collect();
-    let (chosen, placement) = search(e, j, q, req, &cands, stopping)?;
-    let victims: Vec<Candidate> = chosen.iter().map(|i| cands[*i].clone()).collect();
-    let after = within_without(e, &victims.iter().collect::<Vec<_>>());
-    let holds = victims.iter().all(|c| match c.rule {
-        Rule::Reclaim { .. } => reclaims(e, q, c.queue, after, own_path),
-        _ => true,
-    });
-    if !holds {
-        return None;
+    let (mut chosen, placement) = search(e, j, q, req, &cands, stopping)?;
+    // The search chose victims for GPUs and limits; while a reclaim is not
+    // allowed yet, add victims inside the subtrees (deepest first), which
+    // free nothing it needs but bring its queues within their guarantees.
+    loop {
+        let gone: Vec<&Candidate> = chosen.iter().map(|i| &cands[*i]).collect();
+        let after = within_without(e, &gone);
+        let holds = gone.iter().all(|c| match c.rule {
+            Rule::Reclaim { .. } => reclaims(e, q, c.queue, after, own_path),
+            _ => true,
+        });
+        if holds {
+            break;
+        }
+        let next = (0..cands.len()).find(|i| {
+            inside[*i] && !chosen.contains(i) && headroom_allows(e, &cands, &chosen, &[], *i, m)
+        })?;
+        chosen.push(next);
     }
+    let victims: Vec<Candidate> = chosen.iter().map(|i| cands[*i].clone()).collect();
     let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
     cost.sort_unstable_by(|a, b| b.cmp(a));
     Some(Found {
