@@ -151,11 +151,6 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
     let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
     if ub < job.gpus {
-        if let Some(found) =
-            reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, &stopping)
-        {
-            return Some(found);
-        }
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
@@ -210,114 +205,10 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         }
         limit *= 4;
     }
-    if let Some(found) = reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, &stopping)
-    {
-        return Some(found);
-    }
     if memo {
         e.preempt_memo.insert(key, e.generation);
     }
     None
-}
-
-/// Rule 5b judged with the victims gone: whether the preemptor's queues stay
-/// within their guarantees counts its victims inside their subtrees as gone
-/// (lower-priority jobs of its own leaf, rule 5a, and reclaimed jobs of
-/// sibling queues). When the search with today's usage found nothing and
-/// such victims could bring a queue of its path within its guarantee, it
-/// searches again as if they were gone, taking them first, and keeps what
-/// it finds only if the victims it chose do bring every queue it reclaims
-/// for within its guarantee.
-fn reclaim_after_subtree_victims(
-    e: &mut Engine,
-    j: JobId,
-    q: QueueId,
-    req: &Request,
-    reclaim: Within,
-    own_path: &[bool],
-    stopping: &Waitable,
-) -> Option<Found> {
-    let m = req.model;
-    let gpus = e.jobs[j as usize].gpus;
-    let path: Vec<QueueId> = e.tree.path(q).take(64).collect();
-    let full: Within = if path.len() >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << path.len()) - 1
-    };
-    // Reclaim needs the leaf within its guarantee, whatever goes.
-    if reclaim == full || gpus > e.tree.guaranteed(q, m) {
-        return None;
-    }
-    let limit = max_candidates(gpus);
-    // What every queue of the path could free inside its subtree.
-    let (all, _) = candidates(e, j, q, req, full, own_path, limit);
-    let within_without = |e: &Engine, gone: &[&Candidate]| -> Within {
-        let mut freed = vec![0u64; path.len()];
-        for c in gone {
-            for a in e.tree.path(c.queue) {
-                if let Some(i) = path.iter().position(|x| *x == a) {
-                    freed[i] += c.gpus;
-                }
-            }
-        }
-        path.iter()
-            .enumerate()
-            .filter(|(i, a)| {
-                e.tree.usage(**a, m).saturating_sub(freed[*i]) + gpus <= e.tree.guaranteed(**a, m)
-            })
-            .fold(0, |mask, (i, _)| mask | (1 << i))
-    };
-    let wider = within_without(e, &all.iter().collect::<Vec<_>>());
-    if wider == reclaim {
-        return None;
-    }
-    // Victims inside the subtree of a queue of the path that is not within
-    // its guarantee yet are what let it reclaim: the search takes them
-    // first, the deepest subtree first (the own leaf's, then its parent's…;
-    // each in victim order), and drops what is not needed.
-    let depth = |e: &Engine, c: &Candidate| -> usize {
-        e.tree
-            .path(c.queue)
-            .filter_map(|a| path.iter().position(|x| *x == a))
-            .filter(|i| reclaim & (1 << i) == 0)
-            .min()
-            .unwrap_or(path.len())
-    };
-    let (cands, _) = candidates(e, j, q, req, wider, own_path, limit);
-    let mut cands: Vec<(usize, Candidate)> = cands.into_iter().map(|c| (depth(e, &c), c)).collect();
-    cands.sort_by_key(|(d, _)| *d);
-    let inside: Vec<bool> = cands.iter().map(|(d, _)| *d < path.len()).collect();
-    let cands: Vec<Candidate> = cands.into_iter().map(|(_, c)| c).collect();
-    let (mut chosen, placement) = search(e, j, q, req, &cands, stopping)?;
-    // The search chose victims for GPUs and limits; while a reclaim is not
-    // allowed yet, add victims inside the subtrees (deepest first), which
-    // free nothing it needs but bring its queues within their guarantees.
-    loop {
-        let gone: Vec<&Candidate> = chosen.iter().map(|i| &cands[*i]).collect();
-        let after = within_without(e, &gone);
-        let holds = gone.iter().all(|c| match c.rule {
-            Rule::Reclaim { .. } => reclaims(e, q, c.queue, after, own_path),
-            _ => true,
-        });
-        if holds {
-            break;
-        }
-        let next = (0..cands.len()).find(|i| {
-            inside[*i] && !chosen.contains(i) && headroom_allows(e, &cands, &chosen, &[], *i, m)
-        })?;
-        chosen.push(next);
-    }
-    let victims: Vec<Candidate> = chosen.iter().map(|i| cands[*i].clone()).collect();
-    let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
-    cost.sort_unstable_by(|a, b| b.cmp(a));
-    Some(Found {
-        req: *req,
-        victims,
-        placement,
-        stopping: stopping.clone(),
-        cost,
-    })
 }
 
 /// Carries out a preemption [`find`] found for job `j`.
