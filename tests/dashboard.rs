@@ -216,6 +216,19 @@ fn the_dashboard_renders_in_a_real_browser() {
         .replace('>', "&gt;");
     assert!(dom.contains(&escaped), "no {escaped:?} in the page");
     assert!(dom.contains(pending["job"].as_str().unwrap()));
+    // Its expected start (the whatif crate's, as `explain` words it).
+    assert!(dom.contains("<th scope=\"col\">Expected start</th>"));
+    let start = pending["expectedStart"]["text"]
+        .as_str()
+        .expect("the first pending job has an expected start");
+    let escaped = start
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(
+        dom.contains(&format!("<td class=\"start\">{escaped}</td>")),
+        "no {escaped:?} in the page"
+    );
     // Revisions and the action log.
     let applied = view["revisions"]["applied"].as_str().unwrap();
     assert!(dom.contains(applied));

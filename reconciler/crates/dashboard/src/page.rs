@@ -221,7 +221,7 @@ fn pending(h: &mut Html, view: &FleetView) {
         h.raw("<p>No job is pending.</p></section>");
         return;
     }
-    h.raw("<table><thead><tr><th scope=\"col\">Job</th><th scope=\"col\">Queue</th><th scope=\"col\">GPUs</th><th scope=\"col\">Model</th><th scope=\"col\">Waiting for</th><th scope=\"col\">Reason</th></tr></thead><tbody>");
+    h.raw("<table><thead><tr><th scope=\"col\">Job</th><th scope=\"col\">Queue</th><th scope=\"col\">GPUs</th><th scope=\"col\">Model</th><th scope=\"col\">Waiting for</th><th scope=\"col\">Reason</th><th scope=\"col\">Expected start</th></tr></thead><tbody>");
     for p in view.pending.iter().take(MAX_ROWS) {
         h.raw("<tr><td><code>")
             .text(&p.job)
@@ -235,7 +235,16 @@ fn pending(h: &mut Html, view: &FleetView) {
             .text(&p.waiting_for)
             .raw("</td><td class=\"reason\">")
             .text(&p.reason)
-            .raw("</td></tr>");
+            .raw("</td><td class=\"start\">");
+        match &p.expected_start {
+            Some(start) => {
+                h.text(&start.text);
+            }
+            None => {
+                h.raw("<span class=\"note\">not computed</span>");
+            }
+        }
+        h.raw("</td></tr>");
     }
     h.raw("</tbody></table>");
     more(
@@ -490,6 +499,12 @@ mod tests {
                 gpus: 8,
                 waiting_for: "quota".into(),
                 reason: "queue <team> is at its limit".into(),
+                expected_start: Some(StartView {
+                    status: "expected".into(),
+                    at: Some("2026-11-21T14:00:00Z".into()),
+                    text: "by 2026-11-21T14:00:00Z, when <j1> ends (time limit or grace period)"
+                        .into(),
+                }),
             }],
             actions: vec![ActionView {
                 time: "2026-11-21T10:00:00Z".into(),
@@ -532,6 +547,19 @@ mod tests {
         // The guarantee's tick at 8 of a limit of 16; 8 own, 4 borrowed.
         assert!(page.contains("style=\"left:50%\""));
         assert!(page.contains("class=\"borrowed\" style=\"width:25%\""));
+    }
+
+    #[test]
+    fn pending_jobs_show_their_expected_start() {
+        let mut v = view();
+        let page = render(&v, Source::Live);
+        assert!(page.contains("<th scope=\"col\">Expected start</th>"));
+        assert!(page.contains(
+            "<td class=\"start\">by 2026-11-21T14:00:00Z, when &lt;j1&gt; ends (time limit or grace period)</td>"
+        ));
+        v.pending[0].expected_start = None;
+        let page = render(&v, Source::Live);
+        assert!(page.contains("<td class=\"start\"><span class=\"note\">not computed</span></td>"));
     }
 
     #[test]

@@ -194,6 +194,28 @@ pub struct PendingView {
     pub waiting_for: String,
     /// The binding constraint in words.
     pub reason: String,
+    /// When it is expected to start (computed for the first
+    /// [`MAX_STARTS`] pending jobs only; `None` for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start: Option<StartView>,
+}
+
+/// Pending jobs whose expected start the view carries (the first ones in
+/// the plan's order; the page lists them first).
+pub const MAX_STARTS: usize = 50;
+
+/// A pending job's expected start (the `whatif` crate's answer, as
+/// `explain` and `plan --suggest -o json` give it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartView {
+    /// `expected`, `later`, `unknown` or `never`.
+    pub status: String,
+    /// RFC 3339: the latest start (`expected`) or the horizon (`later`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// In words.
+    pub text: String,
 }
 
 /// One entry of the action log.

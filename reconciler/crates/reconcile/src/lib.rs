@@ -20,6 +20,7 @@ pub mod run;
 pub mod saved;
 pub mod signatures;
 pub mod source;
+pub mod starts;
 pub mod state;
 pub mod status;
 pub mod view;

@@ -9,6 +9,7 @@
 //! after a backoff that doubles from one second up to the interval, as
 //! kube-rs controllers requeue on error.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -185,6 +186,9 @@ pub struct Shared {
     pub webhook_limit: RateLimit,
     /// The webhook's HMAC secret; `None`: calls are not authenticated.
     pub webhook_secret: Mutex<Option<Vec<u8>>>,
+    /// The dashboard's expected starts, kept while nothing they depend on
+    /// changes.
+    pub starts: crate::starts::StartsCache,
 }
 
 impl Shared {
@@ -271,6 +275,16 @@ pub fn record<E: Executor>(
         .into_iter()
         .map(|(_, entry)| entry)
         .collect();
+    let live = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone());
+    let starts = match (reconciler.fleet(), &live, &iteration.plan) {
+        (Some(fleet), Some(live), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts(
+            fleet,
+            live,
+            iteration.time,
+            iteration.revision.as_ref().map(|r| r.id.as_str()),
+        ),
+        _ => BTreeMap::new(),
+    };
     let view = fleet_view(&ViewInput {
         time: iteration.time,
         executor: reconciler.executor_name(),
@@ -280,6 +294,7 @@ pub fn record<E: Executor>(
         records: &records,
         revisions: &revisions,
         audit: &audit,
+        starts: &starts,
     });
     if let Err(e) = crate::view::write(state_dir, &view) {
         tracing::warn!(error = %e, "cannot write dashboard.json");
@@ -294,8 +309,8 @@ pub fn record<E: Executor>(
     if let Err(e) = status.write(state_dir) {
         tracing::warn!(error = %e, "cannot write status.json");
     }
-    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone())
-        && let Err(e) = crate::live::write(state_dir, &live)
+    if let Some(live) = &live
+        && let Err(e) = crate::live::write(state_dir, live)
     {
         tracing::warn!(error = %e, "cannot write observed.json");
     }

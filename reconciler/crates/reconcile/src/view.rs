@@ -12,7 +12,7 @@ use std::path::Path;
 
 use dashboard::view::{
     ActionView, FORMAT_VERSION, FleetView, GpuTally, GpuView, MAX_PENDING, NodeView, PendingTally,
-    PendingView, PoolView, QueueModel, QueueView, RackView, RevisionsView,
+    PendingView, PoolView, QueueModel, QueueView, RackView, RevisionsView, StartView,
 };
 use model::observed::{ObservedNode, Timestamp};
 use model::plan::{Action, Plan};
@@ -46,6 +46,9 @@ pub struct ViewInput<'a> {
     pub revisions: &'a Revisions,
     /// The newest audit entries, newest first.
     pub audit: &'a [AuditEntry],
+    /// Expected starts of pending jobs (those computed: see
+    /// [`crate::starts`]).
+    pub starts: &'a BTreeMap<String, StartView>,
 }
 
 /// The label of the models a job accepts: the one model, `any`, or several
@@ -106,6 +109,7 @@ pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
                             gpus: spec.map(|s| s.total_gpus()).unwrap_or(0),
                             waiting_for: p.waiting_for.as_deref().unwrap_or("other").to_string(),
                             reason: p.reason.to_string(),
+                            expected_start: input.starts.get(&p.job).cloned(),
                         }
                     })
                     .collect()
@@ -555,6 +559,14 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
             records: &records,
             revisions: &revisions,
             audit: &[],
+            starts: &BTreeMap::from([(
+                "b-wait".to_string(),
+                StartView {
+                    status: "unknown".into(),
+                    at: None,
+                    text: "unknown: a-run runs without a time limit".into(),
+                },
+            )]),
         })
     }
 
@@ -618,6 +630,8 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
         assert_eq!(view.pending[0].model, "A100|H100");
         assert_eq!(view.pending[0].gpus, 8);
         assert_eq!(view.pending[0].waiting_for, "quota");
+        let start = view.pending[0].expected_start.as_ref().unwrap();
+        assert_eq!(start.status, "unknown");
     }
 
     #[test]
@@ -666,6 +680,7 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
             records: &BTreeMap::new(),
             revisions: &Revisions::default(),
             audit: &[],
+            starts: &BTreeMap::new(),
         });
         assert!(view.queues.is_empty() && view.pending.is_empty());
         assert_eq!(view.pools[0].nodes, 1);
