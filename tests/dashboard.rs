@@ -90,7 +90,7 @@ fn browse(chromium: &Path, profile: &Path, url: &str, extra: &[&str]) -> String 
 }
 
 /// A copy of examples/fleet in `dir` with tests/fixtures/waiting-jobs.yaml
-/// added, so that jobs wait (the example alone fits).
+/// added, so that more jobs wait (one of them accepting two models).
 fn example_fleet_with_waiting_jobs(dir: &Path) -> std::path::PathBuf {
     fn copy(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).unwrap();

@@ -87,6 +87,21 @@ fn unknown_revisions_and_paths_are_clear_errors() {
         "{}",
         run.stderr
     );
+    // Bad syntax and too short an id say so, in words without libgit2's
+    // class and code.
+    for (rev, words) in [
+        ("main..", "invalid revision `main..`"),
+        ("a", "ambiguous revision `a`"),
+    ] {
+        let run = gitfleet(repo.path(), &["plan", "--rev", rev, "fleet"]);
+        assert_eq!(run.code, 1, "{rev}");
+        assert!(run.stderr.contains(words), "{rev}: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("class=") && !run.stderr.contains("code="),
+            "{}",
+            run.stderr
+        );
+    }
     let run = gitfleet(repo.path(), &["validate", "--rev", "HEAD", "nothing-here"]);
     assert_eq!(run.code, 1);
     assert!(

@@ -375,7 +375,7 @@ fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
 }
 
 /// A copy of examples/fleet in `dir` with tests/fixtures/waiting-jobs.yaml
-/// added, so that jobs wait (the example alone fits).
+/// added, so that more jobs wait (one of them accepting two models).
 fn example_fleet_with_waiting_jobs(dir: &Path) -> std::path::PathBuf {
     fn copy(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).unwrap();
@@ -542,10 +542,16 @@ fn the_example_fleet_has_per_queue_and_per_pool_series() {
 fn the_loop_serves_the_dashboard_at_the_root() {
     let (_, page) = example_scrape();
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
-    // Live: it refreshes itself; the two waiting jobs with their reasons.
+    // Live: it refreshes itself; the waiting jobs with their reasons (the
+    // example's speech-lm-pretrain and the fixture's three sweeps).
     assert!(page.contains("<meta http-equiv=\"refresh\" content=\"15\">"));
-    assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (2)</h2>"));
-    for job in ["speech-sweep-b", "speech-sweep-c"] {
+    assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (4)</h2>"));
+    for job in [
+        "speech-lm-pretrain",
+        "speech-sweep-a",
+        "speech-sweep-b",
+        "speech-sweep-c",
+    ] {
         assert!(
             page.contains(&format!("<td><code>{job}</code></td>")),
             "{job}"

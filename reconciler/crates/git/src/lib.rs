@@ -32,11 +32,8 @@ pub enum SourceError {
         /// its class and code mean nothing to a user).
         cause: git2::Error,
     },
-    /// The revision does not exist.
-    #[error(
-        "unknown revision `{rev}`: no branch, tag or commit of that name{}",
-        plain(cause)
-    )]
+    /// The revision does not exist, is ambiguous or is not valid syntax.
+    #[error("{}", revision_words(rev, cause))]
     Revision {
         /// The revision as given.
         rev: String,
@@ -127,6 +124,25 @@ fn plain(cause: &git2::Error) -> String {
     format!(": {said}")
 }
 
+/// Why a revision could not be resolved, in words that match the cause:
+/// unknown (not found), ambiguous (an abbreviated id that several objects
+/// share, or one too short), or not valid revision syntax.
+fn revision_words(rev: &str, cause: &git2::Error) -> String {
+    use git2::ErrorCode;
+    match cause.code() {
+        ErrorCode::Ambiguous => format!(
+            "ambiguous revision `{rev}`: more than one object matches it (give more digits of the commit id, or a branch or tag)"
+        ),
+        ErrorCode::InvalidSpec => format!(
+            "invalid revision `{rev}`: not a branch, tag, commit id or revision expression Git understands"
+        ),
+        _ => format!(
+            "unknown revision `{rev}`: no branch, tag or commit of that name{}",
+            plain(cause)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -145,6 +161,32 @@ mod tests {
             "unknown revision `nope`: no branch, tag or commit of that name"
         );
         assert!(std::error::Error::source(&err).is_none());
+        // An abbreviated id several objects share (or too short): ambiguous,
+        // not "no commit of that name".
+        let ambiguous = super::SourceError::Revision {
+            rev: "bad".into(),
+            cause: git2::Error::new(
+                git2::ErrorCode::Ambiguous,
+                git2::ErrorClass::Odb,
+                "ambiguous OID prefix - found multiple pack entries",
+            ),
+        };
+        assert_eq!(
+            ambiguous.to_string(),
+            "ambiguous revision `bad`: more than one object matches it (give more digits of the commit id, or a branch or tag)"
+        );
+        let invalid = super::SourceError::Revision {
+            rev: "a..b..c".into(),
+            cause: git2::Error::new(
+                git2::ErrorCode::InvalidSpec,
+                git2::ErrorClass::Invalid,
+                "failed to parse revision specifier - Invalid pattern 'a..b..c'",
+            ),
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "invalid revision `a..b..c`: not a branch, tag, commit id or revision expression Git understands"
+        );
         let other = git2::Error::new(
             git2::ErrorCode::GenericError,
             git2::ErrorClass::Net,

@@ -182,6 +182,10 @@ pub struct Iteration {
     pub config: Vec<String>,
     /// Wall time the engine took to plan, in seconds (none without a plan).
     pub plan_seconds: Option<f64>,
+    /// The observed state the plan was made from, less its nodes (they are
+    /// `nodes`); empty before the plan is carried out ([`Reconciler::apply`]
+    /// moves it here) and without a plan.
+    pub planned_from: ObservedState,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -316,6 +320,7 @@ impl<E: Executor> Reconciler<E> {
                     nodes: Vec::new(),
                     config: Vec::new(),
                     plan_seconds: None,
+                    planned_from: ObservedState::default(),
                 },
             });
         };
@@ -368,6 +373,7 @@ impl<E: Executor> Reconciler<E> {
                 nodes,
                 config: Vec::new(),
                 plan_seconds: Some(plan_seconds),
+                planned_from: ObservedState::default(),
             },
         })
     }
@@ -377,8 +383,9 @@ impl<E: Executor> Reconciler<E> {
         let Prepared {
             mut iteration,
             mut records,
-            ..
+            observed,
         } = prepared;
+        iteration.planned_from = observed;
         let now = iteration.time;
         if let (Some(plan), Some(revision), Some((_, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())

@@ -275,14 +275,20 @@ pub fn record<E: Executor>(
         .into_iter()
         .map(|(_, entry)| entry)
         .collect();
-    let live = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone());
-    let starts = match (reconciler.fleet(), &live, &iteration.plan) {
-        (Some(fleet), Some(live), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts(
-            fleet,
-            live,
-            iteration.time,
-            iteration.revision.as_ref().map(|r| r.id.as_str()),
-        ),
+    let starts = match (reconciler.fleet(), &iteration.plan) {
+        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => {
+            let observed = model::observed::ObservedState {
+                nodes: iteration.nodes.clone(),
+                ..iteration.planned_from.clone()
+            };
+            shared.starts.starts(
+                fleet,
+                &observed,
+                plan,
+                iteration.time,
+                iteration.revision.as_ref().map(|r| r.id.as_str()),
+            )
+        }
         _ => BTreeMap::new(),
     };
     let view = fleet_view(&ViewInput {
@@ -309,8 +315,8 @@ pub fn record<E: Executor>(
     if let Err(e) = status.write(state_dir) {
         tracing::warn!(error = %e, "cannot write status.json");
     }
-    if let Some(live) = &live
-        && let Err(e) = crate::live::write(state_dir, live)
+    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone())
+        && let Err(e) = crate::live::write(state_dir, &live)
     {
         tracing::warn!(error = %e, "cannot write observed.json");
     }

@@ -1,5 +1,5 @@
 //! Expected starts of the dashboard's pending jobs, computed after an
-//! iteration from the state the next one would plan from.
+//! iteration from its plan and the observed state it was made from.
 //!
 //! [`whatif::expected_starts`] re-runs the engine at every instant a running
 //! job ends, so it costs up to [`HORIZON`]`.max_plans` plans. The loop pays
@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use dashboard::view::{MAX_STARTS, StartView};
 use engine::PlanInput;
 use model::observed::{ObservedState, Timestamp};
+use model::plan::Plan;
 use model::spec::{Duration, Fleet};
 use whatif::{ExpectedStart, Horizon, StartStatus};
 
@@ -32,13 +33,15 @@ pub struct StartsCache {
 }
 
 impl StartsCache {
-    /// The expected starts of the first [`MAX_STARTS`] jobs pending in the
-    /// plan of `observed` at `now`, from the cache when the revision and the
-    /// observed state (less its time) are those of the last call.
+    /// The expected starts of the first [`MAX_STARTS`] jobs pending in
+    /// `plan`, the plan of `observed` at `now`; from the cache when the
+    /// revision and the observed state (less its time) are those of the
+    /// last call.
     pub fn starts(
         &self,
         fleet: &Fleet,
         observed: &ObservedState,
+        plan: &Plan,
         now: Timestamp,
         revision: Option<&str>,
     ) -> BTreeMap<String, StartView> {
@@ -53,26 +56,20 @@ impl StartsCache {
         {
             return starts.clone();
         }
-        let starts = compute(fleet, observed, now, revision);
+        let input = PlanInput {
+            fleet,
+            observed,
+            now,
+            revision,
+        };
+        let starts = compute(&input, plan);
         *last = Some((key, starts.clone()));
         starts
     }
 }
 
-/// One plan, then one simulation for its first pending jobs.
-fn compute(
-    fleet: &Fleet,
-    observed: &ObservedState,
-    now: Timestamp,
-    revision: Option<&str>,
-) -> BTreeMap<String, StartView> {
-    let input = PlanInput {
-        fleet,
-        observed,
-        now,
-        revision,
-    };
-    let plan = engine::plan(&input);
+/// One simulation for the plan's first pending jobs.
+fn compute(input: &PlanInput<'_>, plan: &Plan) -> BTreeMap<String, StartView> {
     let first: Vec<&str> = plan
         .pending
         .iter()
@@ -82,7 +79,7 @@ fn compute(
     if first.is_empty() {
         return BTreeMap::new();
     }
-    whatif::expected_starts(&input, &plan, Some(&first), HORIZON)
+    whatif::expected_starts(input, plan, Some(&first), HORIZON)
         .into_iter()
         .map(|(job, start)| (job, view(start)))
         .collect()
@@ -100,5 +97,106 @@ fn view(start: ExpectedStart) -> StartView {
         status: status.to_string(),
         at: start.at,
         text: start.text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One node of 8 GPUs; `run` holds them for 2 hours (its time limit),
+    /// `wait` needs them.
+    const FLEET: &str = r#"apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: p}
+spec: {gpu: {model: H100, count: 8}, size: {min: 1, max: 1}}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: normal}
+spec: {value: 100, default: true}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: q}
+spec: {quota: [{model: H100, guaranteed: 8, limit: 8}]}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: run}
+spec: {queue: q, gpusPerReplica: 8, timeLimit: 2h}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: wait}
+spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
+"#;
+
+    fn fleet() -> Fleet {
+        let loaded = load::load_fleet(&[load::SourceFile::new("fleet.yaml", FLEET)]);
+        assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics);
+        loaded.fleet
+    }
+
+    fn at(text: &str) -> Timestamp {
+        chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    }
+
+    /// `run` placed at 10:00 on the derived node, as the next iteration
+    /// observes it at `now`.
+    fn observed(fleet: &Fleet, now: Timestamp) -> (ObservedState, Plan) {
+        let start = at("2026-11-21T10:00:00Z");
+        let empty = model::observed::derive_inventory(fleet);
+        let first = engine::plan(&PlanInput {
+            fleet,
+            observed: &empty,
+            now: start,
+            revision: Some("r1"),
+        });
+        let observed = sim::apply_plan(fleet, &empty, &first, start);
+        let plan = engine::plan(&PlanInput {
+            fleet,
+            observed: &observed,
+            now,
+            revision: Some("r1"),
+        });
+        (observed, plan)
+    }
+
+    #[test]
+    fn a_pending_job_starts_when_the_running_one_reaches_its_limit() {
+        let fleet = fleet();
+        let now = at("2026-11-21T10:30:00Z");
+        let (observed, plan) = observed(&fleet, now);
+        assert_eq!(plan.pending[0].job, "wait");
+        let starts = StartsCache::default().starts(&fleet, &observed, &plan, now, Some("r1"));
+        let wait = &starts["wait"];
+        assert_eq!(wait.status, "expected");
+        assert_eq!(wait.at.as_deref(), Some("2026-11-21T12:00:00Z"));
+        assert!(wait.text.contains("when run ends"), "{}", wait.text);
+    }
+
+    #[test]
+    fn the_answer_is_kept_while_revision_and_observed_state_stay() {
+        let fleet = fleet();
+        let now = at("2026-11-21T10:30:00Z");
+        let (observed, plan) = observed(&fleet, now);
+        let cache = StartsCache::default();
+        let first = cache.starts(&fleet, &observed, &plan, now, Some("r1"));
+        // A later time, the same state: the cached answer (a plan without
+        // pending jobs would otherwise give none).
+        let later = at("2026-11-21T11:00:00Z");
+        let mut emptied = plan.clone();
+        emptied.pending.clear();
+        assert_eq!(
+            cache.starts(&fleet, &observed, &emptied, later, Some("r1")),
+            first
+        );
+        // Another revision: computed again.
+        assert!(
+            cache
+                .starts(&fleet, &observed, &emptied, later, Some("r2"))
+                .is_empty()
+        );
     }
 }
