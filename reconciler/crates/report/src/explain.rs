@@ -2,8 +2,22 @@
 
 use std::fmt::Write;
 
-use engine::Explanation;
+use engine::{Explanation, NodeLine};
 use model::plan::Wording;
+use model::text::natural_cmp;
+
+/// The candidate nodes as listed: those with room for a replica first, then
+/// the others, each group in natural order of names (`n-2` before `n-10`).
+fn nodes_in_natural_order(x: &Explanation) -> Vec<&NodeLine> {
+    let mut nodes: Vec<&NodeLine> = x.nodes.iter().collect();
+    nodes.sort_by(|a, b| {
+        let fits = |n: &NodeLine| n.verdict.starts_with("room");
+        fits(b)
+            .cmp(&fits(a))
+            .then_with(|| natural_cmp(&a.node, &b.node))
+    });
+    nodes
+}
 
 /// The explanation for a terminal.
 pub fn explanation_text(x: &Explanation) -> String {
@@ -73,7 +87,7 @@ pub fn explanation_text(x: &Explanation) -> String {
     }
     if !x.nodes.is_empty() {
         let _ = writeln!(out, "\nCandidate nodes when it was considered:");
-        for n in &x.nodes {
+        for n in nodes_in_natural_order(x) {
             let _ = writeln!(
                 out,
                 "  {:<24} {:<18} {:>3} free  {}",
@@ -98,4 +112,38 @@ pub fn explanation_text(x: &Explanation) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(node: &str, verdict: &str) -> NodeLine {
+        NodeLine {
+            node: node.into(),
+            model: "H100".into(),
+            free: 8,
+            verdict: verdict.into(),
+        }
+    }
+
+    #[test]
+    fn candidate_nodes_are_listed_in_natural_order_fitting_first() {
+        let x = Explanation {
+            nodes: vec![
+                line("n-10", "room for 1 replica"),
+                line("n-2", "room for 1 replica"),
+                line("n-1", "too few free GPUs"),
+                line("n-9", "room for 1 replica"),
+            ],
+            ..Explanation::default()
+        };
+        let text = explanation_text(&x);
+        let order: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("n-"))
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(order, ["2", "9", "10", "1"], "{text}");
+    }
 }
