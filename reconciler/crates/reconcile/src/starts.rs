@@ -62,7 +62,13 @@ impl StartsCache {
             now,
             revision,
         };
+        let took = std::time::Instant::now();
         let starts = compute(&input, plan);
+        tracing::debug!(
+            jobs = starts.len(),
+            ms = took.elapsed().as_secs_f64() * 1000.0,
+            "expected starts computed"
+        );
         *last = Some((key, starts.clone()));
         starts
     }
