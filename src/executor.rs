@@ -490,6 +490,16 @@ impl Executor for AnyExecutor {
         }
     }
 
+    async fn release(&mut self) -> Result<(), ExecError> {
+        match self {
+            AnyExecutor::Sim(e) => e.release().await,
+            AnyExecutor::Local(e) => e.release().await,
+            AnyExecutor::Slurm(e) => e.release().await,
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(e) => e.release().await,
+        }
+    }
+
     async fn lead(&mut self, now: Timestamp) -> Result<(), ExecError> {
         match self {
             AnyExecutor::Sim(e) => e.lead(now).await,

@@ -815,6 +815,7 @@ mod regressions {
             command: vec!["train".to_string()],
             image: None,
             env: BTreeMap::new(),
+            kubernetes: None,
         }
     }
 

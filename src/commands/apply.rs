@@ -74,6 +74,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     print_config(reconciler.executor_name(), &config);
     let nothing_to_do = plan.actions.is_empty() && config.is_empty();
     if !nothing_to_do && !args.auto_approve && !confirm()? {
+        runtime.block_on(reconciler.release());
         println!("Apply cancelled.");
         return Ok(ExitCode::FAILURE);
     }
@@ -151,9 +152,13 @@ pub(super) fn carry_out(
         .is_none_or(|p| p.actions.is_empty())
         && reconciler.config_changes().is_empty();
     // Even with nothing to do, the iteration is recorded (revision, status).
-    let applied = runtime
-        .block_on(reconciler.apply(prepared))
-        .into_diagnostic()?;
+    let applied = runtime.block_on(async {
+        let applied = reconciler.apply(prepared).await;
+        // The Lease (kube executor) goes to the next replica at once.
+        reconciler.release().await;
+        applied
+    });
+    let applied = applied.into_diagnostic()?;
     record(reconciler, &applied, started, &Shared::default(), state).into_diagnostic()?;
     if nothing_to_do {
         println!("Nothing to do.");

@@ -474,6 +474,7 @@ fn job_spec(
         command: vec!["train".to_string()],
         image: None,
         env: BTreeMap::new(),
+        kubernetes: None,
     }
 }
 

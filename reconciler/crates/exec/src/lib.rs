@@ -243,6 +243,14 @@ pub trait Executor: Send {
         std::future::ready(Ok(()))
     }
 
+    /// Called once when the loop stops (a signal, the end of
+    /// `--iterations`, after `apply`): an executor that holds something
+    /// only one replica may hold (the kube executor's Lease) gives it up,
+    /// so another replica takes over at once. Nothing by default.
+    fn release(&mut self) -> impl Future<Output = Result<(), ExecError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
     /// Changes to the fleet's own configuration that the fleet given to
     /// `set_fleet` asks for (the Slurm executor's accounts and QOS), one
     /// line each, to show before they are made. None by default.

@@ -252,6 +252,38 @@ impl Elector {
         Ok(self.renew(client, now).await? == Leadership::Leading)
     }
 
+    /// Gives the Lease up, as client-go's `ReleaseOnCancel` does: one
+    /// replace of the object last written (its resourceVersion: a
+    /// compare-and-swap) with no `holderIdentity` and
+    /// `leaseDurationSeconds: 1`, so another replica takes it over at its
+    /// next try instead of waiting out the duration. Nothing is written
+    /// when this replica does not hold the Lease; a 409 (another replica
+    /// took it meanwhile) leaves it as it is. Whether it was released.
+    pub async fn release(&mut self, client: &Client, now: Timestamp) -> Result<bool, kube::Error> {
+        let Some(held) = self.held.take() else {
+            return Ok(false);
+        };
+        let mut next = held.lease;
+        let transitions = next.spec.as_ref().and_then(|s| s.lease_transitions);
+        next.spec = Some(LeaseSpec {
+            holder_identity: Some(String::new()),
+            lease_duration_seconds: Some(1),
+            acquire_time: micro(now),
+            renew_time: micro(now),
+            lease_transitions: transitions,
+            ..next.spec.unwrap_or_default()
+        });
+        match self
+            .api(client)
+            .replace(&self.config.name, &post_params(), &next)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if conflict(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Whether it holds the Lease (as of its last write).
     pub fn is_leading(&self) -> bool {
         self.held.is_some()

@@ -22,6 +22,8 @@
 //! - One writer: with a Lease configured ([`lease::Elector`]) every
 //!   iteration starts by acquiring or renewing it, and every write
 //!   checks it is still held; a replica that does not lead writes nothing.
+//!   When the loop stops, the leader releases the Lease
+//!   ([`lease::Elector::release`]) so another replica takes over at once.
 //!
 //! Objects without gitfleet's managed-by label are never listed, changed
 //! or deleted: every list carries [`names::MANAGED_SELECTOR`] and every
@@ -36,6 +38,7 @@ pub mod nodes;
 pub mod pods;
 pub mod scale;
 pub mod status;
+pub mod template;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -696,6 +699,28 @@ impl Executor for KubeExecutor {
                 Err(Self::not_leader(&slot.elector, holder))
             }
             Err(e) => Err(action_error("lead", &lease, &e)),
+        }
+    }
+
+    async fn release(&mut self) -> Result<(), ExecError> {
+        let Some(shared) = self.lease.clone() else {
+            return Ok(());
+        };
+        let mut slot = shared.lock().await;
+        // The renewal task ends at its next wake.
+        slot.generation += 1;
+        if !slot.elector.is_leading() {
+            return Ok(());
+        }
+        let client = self.connect()?;
+        let lease = slot.elector.config().name.clone();
+        match slot.elector.release(&client, (self.clock)()).await {
+            Ok(true) => {
+                tracing::info!(lease, "released the Lease");
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(action_error("release", &lease, &e)),
         }
     }
 

@@ -5,15 +5,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Binding, Container, EnvVar, ObjectReference, Pod, PodSpec, ResourceRequirements, Service,
-    ServiceSpec,
+    Binding, Container, EnvVar, EnvVarSource, ObjectReference, Pod, PodSpec, ResourceRequirements,
+    SecretKeySelector, Service, ServiceSpec,
 };
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, OwnerReference};
 
 use model::observed::NodeGpus;
-use model::spec::{Duration, JobSpec, Object};
+use model::spec::{Duration, EnvSource, EnvValue, JobSpec, Object, ValueFrom};
 
 use crate::names::{
     ATTEMPT_ANNOTATION, ATTEMPT_LABEL, GPUS_ANNOTATION, JOB_LABEL, MANAGED_BY, MANAGER,
@@ -45,7 +45,7 @@ pub enum BuildError {
     },
     /// An env value that would be readable in the Pod's spec.
     #[error(
-        "env {0}: sensitive values and `valueFrom` are not passed to Pods yet (they would be readable in the Pod spec); see docs/kubernetes.md"
+        "env {0}: sensitive values and `valueFrom` file or env are not passed to Pods (they would be readable in the Pod spec): put the value in a Secret and use `valueFrom: {{secretKeyRef: {{name, key}}}}`; see docs/kubernetes.md"
     )]
     SensitiveEnv(String),
 }
@@ -104,7 +104,11 @@ impl Gang<'_> {
                 replicas: spec.replicas,
             });
         }
-        if let Some((name, _)) = spec.env.iter().find(|(_, v)| v.is_sensitive()) {
+        if let Some((name, _)) = spec
+            .env
+            .iter()
+            .find(|(_, v)| v.is_sensitive() && secret_ref(v).is_none())
+        {
             return Err(BuildError::SensitiveEnv(name.clone()));
         }
         Ok(())
@@ -162,7 +166,7 @@ impl Gang<'_> {
         };
         let count = Quantity(part.gpus.len().to_string());
         let resources = BTreeMap::from([(GPU_RESOURCE.to_string(), count)]);
-        Ok(Pod {
+        let mut pod = Pod {
             metadata: ObjectMeta {
                 name: Some(pod_name(&base, rank)),
                 namespace: Some(self.namespace.to_string()),
@@ -192,11 +196,16 @@ impl Gang<'_> {
                 ..PodSpec::default()
             }),
             ..Pod::default()
-        })
+        };
+        if let Some(k8s) = &spec.kubernetes {
+            crate::template::merge(&mut pod, k8s);
+        }
+        Ok(pod)
     }
 
-    /// The spec's env (plain values only, [`Gang::check`]), then what
-    /// gitfleet sets, which the spec cannot override.
+    /// The spec's env (plain values and Secret references only,
+    /// [`Gang::check`]), then what gitfleet sets, which the spec cannot
+    /// override.
     fn env(&self, rank: u32, gpus: &[String]) -> Vec<EnvVar> {
         let var = |name: &str, value: String| EnvVar {
             name: name.to_string(),
@@ -233,10 +242,36 @@ impl Gang<'_> {
             .env
             .iter()
             .filter(|(name, _)| !own.iter().any(|(o, _)| o == name))
-            .filter_map(|(name, value)| value.inline().map(|v| var(name, v.to_string())))
+            .filter_map(|(name, value)| match (value.inline(), secret_ref(value)) {
+                (Some(v), _) => Some(var(name, v.to_string())),
+                (None, Some(secret)) => Some(EnvVar {
+                    name: name.clone(),
+                    value: None,
+                    value_from: Some(EnvVarSource {
+                        secret_key_ref: Some(SecretKeySelector {
+                            name: secret.name.clone(),
+                            key: secret.key.clone(),
+                            optional: None,
+                        }),
+                        ..EnvVarSource::default()
+                    }),
+                }),
+                (None, None) => None,
+            })
             .collect();
         env.extend(own.into_iter().map(|(name, value)| var(name, value)));
         env
+    }
+}
+
+/// The Secret key an env value names (`valueFrom.secretKeyRef`): passed
+/// to the Pod as a reference, so its value is never in gitfleet.
+fn secret_ref(value: &EnvValue) -> Option<&model::spec::SecretKeyRef> {
+    match value {
+        EnvValue::From(ValueFrom {
+            value_from: EnvSource::SecretKeyRef(secret),
+        }) => Some(secret),
+        _ => None,
     }
 }
 

@@ -286,3 +286,172 @@ async fn the_leader_renews_between_iterations_and_stops_when_dropped() {
     assert_eq!(seen[2].body["metadata"]["resourceVersion"], "1");
     assert_eq!(seen[2].body["spec"]["renewTime"], micro(at(2)));
 }
+
+/// The Lease as a release writes it: no holder, a duration of one second,
+/// renewed and acquired at the release, the transitions kept.
+fn released(at_: Timestamp, rv: &str, transitions: i32) -> Value {
+    json!({"holderIdentity": "", "leaseDurationSeconds": 1,
+           "acquireTime": micro(at_), "renewTime": micro(at_),
+           "leaseTransitions": transitions, "rv": rv})
+}
+
+fn spec_with_rv(body: &Value) -> Value {
+    let mut spec = body["spec"].clone();
+    spec["rv"] = body["metadata"]["resourceVersion"].clone();
+    spec
+}
+
+#[tokio::test]
+async fn the_leader_releases_the_lease_on_shutdown_and_writes_nothing_after() {
+    let (client, server) = mock_client(vec![
+        step("GET", LEASE, 200, lease("pod-b", at(-20), "9", 2)),
+        step("PUT", LEASE, 200, lease("pod-a", at(0), "10", 3)),
+        // The release: one compare-and-swap replace of the object last written.
+        step("PUT", LEASE, 200, lease("", at(4), "11", 3)).query("fieldManager", "gitfleet"),
+    ]);
+    let (mut kube, clock) = executor(client);
+    kube.lead(at(0)).await.unwrap();
+    clock.store(4, Ordering::SeqCst);
+    kube.release().await.unwrap();
+    // Released: no write, no renewal, and a second release asks nothing.
+    let err = kube
+        .execute(&drain("gpu-1"), &ctx(), at(4))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExecError::NotLeader { .. }), "{err}");
+    kube.release().await.unwrap();
+    drop(kube);
+    let seen = server.await.unwrap();
+    assert_eq!(spec_with_rv(&seen[2].body), released(at(4), "10", 3));
+    assert_eq!(seen[2].body["metadata"]["name"], "gitfleet");
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_releases_nothing() {
+    // A follower: the Lease is another replica's.
+    let (client, server) = mock_client(vec![step(
+        "GET",
+        LEASE,
+        200,
+        lease("pod-b", at(-5), "7", 1),
+    )]);
+    let (mut kube, _clock) = executor(client);
+    assert!(kube.lead(at(0)).await.is_err());
+    kube.release().await.unwrap();
+    drop(kube);
+    server.await.unwrap();
+    // A leader that lost the Lease (409 on renewal) releases nothing.
+    let (client, server) = mock_client(vec![
+        step("GET", LEASE, 404, status(404, "NotFound")),
+        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
+        step("PUT", LEASE, 409, status(409, "Conflict")),
+    ]);
+    let (mut kube, clock) = executor(client);
+    kube.lead(at(0)).await.unwrap();
+    clock.store(6, Ordering::SeqCst);
+    assert!(kube.execute(&drain("gpu-1"), &ctx(), at(0)).await.is_err());
+    kube.release().await.unwrap();
+    drop(kube);
+    server.await.unwrap();
+    // Without leader election there is no Lease to release.
+    let (client, server) = mock_client(vec![]);
+    let mut kube = KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".into())));
+    kube.release().await.unwrap();
+    drop(kube);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_release_that_meets_a_conflict_leaves_the_lease_alone() {
+    let (client, server) = mock_client(vec![
+        step("GET", LEASE, 404, status(404, "NotFound")),
+        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
+        // Another replica took the Lease (this one's had expired).
+        step("PUT", LEASE, 409, status(409, "Conflict")),
+    ]);
+    let (mut kube, _clock) = executor(client);
+    kube.lead(at(0)).await.unwrap();
+    kube.release().await.unwrap();
+    drop(kube);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_released_lease_is_taken_over_at_once() {
+    let (client, server) = mock_client(vec![
+        // Released by pod-b a moment ago: free although renewed now.
+        step("GET", LEASE, 200, {
+            let mut l = lease("", at(0), "11", 3);
+            l["spec"]["leaseDurationSeconds"] = json!(1);
+            l
+        }),
+        step("PUT", LEASE, 200, lease("pod-a", at(0), "12", 4)),
+    ]);
+    let mut elector = Elector::new(config());
+    assert_eq!(
+        elector.try_lead(&client, at(0)).await.unwrap(),
+        Leadership::Leading
+    );
+    drop(client);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[1].body["spec"]["holderIdentity"], "pod-a");
+    assert_eq!(seen[1].body["spec"]["leaseDurationSeconds"], 15);
+    assert_eq!(seen[1].body["spec"]["leaseTransitions"], 4);
+}
+
+#[tokio::test]
+async fn the_loop_releases_the_lease_when_its_iterations_end() {
+    let (client, server) = mock_client(vec![
+        step("GET", LEASE, 404, status(404, "NotFound")),
+        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
+        step(
+            "GET",
+            "/api/v1/nodes",
+            200,
+            api_server::list("NodeList", vec![]),
+        ),
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            api_server::list("PodList", vec![]),
+        ),
+        step("PUT", LEASE, 200, lease("", at(0), "2", 0)),
+    ]);
+    let (kube, _clock) = executor(client);
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir_all(&fleet).unwrap();
+    std::fs::write(
+        fleet.join("fleet.yaml"),
+        "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec: {}\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let store = Arc::new(reconcile::state::Store::open(&state).unwrap());
+    let reconciler =
+        reconcile::Reconciler::new(reconcile::FleetSource::Dir { path: fleet }, store, kube);
+    let options = reconcile::run::LoopOptions {
+        interval: std::time::Duration::from_secs(60),
+        iterations: Some(1),
+        listen: None,
+        state_dir: state,
+        deadline: std::time::Duration::from_secs(60),
+        shutdown_timeout: std::time::Duration::from_secs(1),
+        webhook_secret: None,
+    };
+    let clock = reconcile::run::SimClock::new(at(0), 1.0, None);
+    reconcile::run::run_loop(
+        reconciler,
+        Box::new(clock),
+        options,
+        reconcile::run::ShutdownSignals::listen(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let seen = server.await.unwrap();
+    assert_eq!(seen[4].body["spec"]["holderIdentity"], "");
+    assert_eq!(seen[4].body["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(seen[4].body["metadata"]["resourceVersion"], "1");
+}

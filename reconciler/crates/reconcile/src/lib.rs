@@ -291,6 +291,15 @@ impl<E: Executor> Reconciler<E> {
         self.good.as_ref().map(|(_, f)| f.as_ref())
     }
 
+    /// Lets the executor give up what only one replica may hold (the kube
+    /// executor's Lease) when the loop stops; a failure is logged, never
+    /// fatal (the Lease then expires by itself).
+    pub async fn release(&mut self) {
+        if let Err(e) = self.executor.release().await {
+            tracing::warn!(executor = self.executor.name(), error = %e, "cannot release on shutdown");
+        }
+    }
+
     /// One whole iteration at `now`.
     pub async fn iterate(&mut self, now: Timestamp) -> Result<Iteration, ReconcileError> {
         let prepared = self.prepare(now).await?;

@@ -392,9 +392,23 @@ impl ShutdownSignals {
     }
 }
 
-/// Runs the loop until a signal (or after one iteration with `once`).
+/// Runs the loop until a signal (or after one iteration with `once`);
+/// however it stops, the executor then releases what it holds
+/// ([`Reconciler::release`]: the kube executor's Lease).
 pub async fn run_loop<E: Executor>(
     mut reconciler: Reconciler<E>,
+    clock: Box<dyn Clock>,
+    options: LoopOptions,
+    signals: ShutdownSignals,
+    observer: impl FnMut(LoopEvent<'_>),
+) -> Result<(), RunError> {
+    let result = loop_until_stopped(&mut reconciler, clock, options, signals, observer).await;
+    reconciler.release().await;
+    result
+}
+
+async fn loop_until_stopped<E: Executor>(
+    reconciler: &mut Reconciler<E>,
     mut clock: Box<dyn Clock>,
     options: LoopOptions,
     signals: ShutdownSignals,
@@ -436,7 +450,7 @@ pub async fn run_loop<E: Executor>(
         count += 1;
         let now = clock.now();
         shared.set_running(Some(Instant::now()));
-        let result = iterate_and_record(&mut reconciler, now, &shared, &options.state_dir).await;
+        let result = iterate_and_record(reconciler, now, &shared, &options.state_dir).await;
         shared.set_running(None);
         let mut retry_after = None;
         match &result {

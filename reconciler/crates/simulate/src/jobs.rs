@@ -100,6 +100,7 @@ pub(crate) fn prepare(
                 command: Vec::new(),
                 image: None,
                 env: Default::default(),
+                kubernetes: None,
             };
             let grace = fleet.grace_period_of(Some(&spec));
             SimJob {

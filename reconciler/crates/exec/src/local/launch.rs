@@ -73,6 +73,14 @@ pub(super) fn resolve_env(
                     text
                 }
                 EnvValue::From(ValueFrom {
+                    value_from: EnvSource::SecretKeyRef(secret),
+                }) => {
+                    return Err(format!(
+                        "env {name}: valueFrom.secretKeyRef (Secret {}) is a Kubernetes Secret: only the kube executor passes it; use valueFrom.file or valueFrom.env with the local executor",
+                        secret.name
+                    ));
+                }
+                EnvValue::From(ValueFrom {
                     value_from: EnvSource::Env(var),
                 }) => lookup(var).ok_or_else(|| {
                     format!(
@@ -285,6 +293,20 @@ mod tests {
         // No PATH in the reconciler's environment: a default one.
         let env = replica_env([], &BTreeMap::new(), &vars);
         assert_eq!(env.get(OsStr::new("PATH")).unwrap(), DEFAULT_PATH);
+    }
+
+    #[test]
+    fn a_secret_reference_is_refused_by_the_local_executor() {
+        let env: BTreeMap<String, EnvValue> = serde_json::from_value(serde_json::json!({
+            "HF_TOKEN": {"valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+        }))
+        .unwrap();
+        let err = resolve_env(&env, |_| None).unwrap_err();
+        assert!(
+            err.starts_with("env HF_TOKEN: valueFrom.secretKeyRef (Secret hf)"),
+            "{err}"
+        );
+        assert!(err.contains("only the kube executor"), "{err}");
     }
 
     #[test]

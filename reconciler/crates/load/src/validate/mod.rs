@@ -1,6 +1,7 @@
 //! Validation beyond the schema: names, references, the queue tree's quota
 //! arithmetic, priority classes, jobs against pools, and policies.
 
+mod kubernetes;
 mod policy;
 mod semantic;
 mod suggest;

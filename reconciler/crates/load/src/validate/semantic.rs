@@ -335,6 +335,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
     let mut fits: FxHashMap<(Option<&[String]>, u32), bool> = FxHashMap::default();
 
     for job in &docs.jobs {
+        super::kubernetes::check(job, out);
         let spec = &job.object.spec;
         let name = job.name();
         let queue = spec.queue.as_str();

@@ -1,7 +1,8 @@
 //! A Job's environment values: a string committed to Git, a string marked
 //! `sensitive` (masked wherever gitfleet shows specs), or a value taken from
 //! outside Git when a replica starts (`valueFrom`: a file on the executor's
-//! host, or an environment variable of the reconciler), never known to plans.
+//! host, an environment variable of the reconciler, or a Kubernetes
+//! Secret's key for the kube executor), never known to plans.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,9 @@ impl TryFrom<RawEnvValue> for EnvValue {
                 value: None,
                 value_from: None,
                 ..
-            }) => Err("needs `value` (a string) or `valueFrom` ({file: PATH} or {env: NAME})"),
+            }) => Err(
+                "needs `value` (a string) or `valueFrom` ({file: PATH}, {env: NAME} or {secretKeyRef: {name, key}})",
+            ),
         }
     }
 }
@@ -79,7 +82,7 @@ impl JsonSchema for EnvValue {
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let source = generator.subschema_for::<EnvSource>();
         schemars::json_schema!({
-            "description": "A value, `{value, sensitive: true}` (masked wherever specs are shown), or `{valueFrom: {file: PATH}}` / `{valueFrom: {env: NAME}}` (read when a replica starts; never in Git).",
+            "description": "A value, `{value, sensitive: true}` (masked wherever specs are shown), or `{valueFrom: {file: PATH}}` / `{valueFrom: {env: NAME}}` (read when a replica starts; never in Git), or `{valueFrom: {secretKeyRef: {name, key}}}` (a Kubernetes Secret's key, kube executor only).",
             "type": ["string", "object"],
             "properties": {
                 "value": {"type": "string", "description": "The value."},
@@ -119,6 +122,23 @@ pub enum EnvSource {
     File(String),
     /// An environment variable of the reconciler's process.
     Env(String),
+    /// A key of a Kubernetes Secret in the job's namespace: the kube
+    /// executor passes the reference to the Pod
+    /// (`env[].valueFrom.secretKeyRef`), so the value is read by the
+    /// kubelet and never by gitfleet; other executors refuse it.
+    SecretKeyRef(SecretKeyRef),
+}
+
+/// `{secretKeyRef: {name, key}}`: a key of a Secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeyRef {
+    /// The Secret's name (in the job's namespace).
+    #[schemars(regex(pattern = super::kubernetes::DNS_SUBDOMAIN_PATTERN), length(max = 253))]
+    pub name: String,
+    /// The key in the Secret.
+    #[schemars(regex(pattern = "^[-._a-zA-Z0-9]+$"), length(max = 253))]
+    pub key: String,
 }
 
 impl EnvValue {

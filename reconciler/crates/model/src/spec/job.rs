@@ -44,6 +44,11 @@ pub struct JobSpec {
     /// / `{valueFrom: {env: NAME}}` (read when a replica starts, never in Git).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, super::EnvValue>,
+    /// What the kube executor adds to each Pod (service account, pull
+    /// secrets, labels, annotations, tolerations, CPU/memory, shared
+    /// memory, volumes); other executors ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::KubernetesSpec>,
 }
 
 fn default_replicas() -> u32 {

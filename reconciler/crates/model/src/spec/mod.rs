@@ -3,6 +3,7 @@
 mod duration;
 mod env;
 mod job;
+pub mod kubernetes;
 pub mod limits;
 mod meta;
 mod node_pool;
@@ -18,8 +19,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{DURATION_PATTERN, Duration, DurationError};
-pub use env::{EnvSource, EnvValue, InlineValue, MASK, ValueFrom};
+pub use env::{EnvSource, EnvValue, InlineValue, MASK, SecretKeyRef, ValueFrom};
 pub use job::{GpuSelector, JobSpec, Topology, TopologyLevel};
+pub use kubernetes::KubernetesSpec;
 pub use meta::{API_VERSION, DNS_LABEL_PATTERN, Metadata, is_dns_label};
 pub use node_pool::{DEFAULT_SCALE_DOWN_AFTER, NodePoolSpec, NvLink, PoolGpu, PoolSize};
 pub use policy::{PolicyMatch, PolicyRule, PolicySpec};

@@ -143,6 +143,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), super::super::EnvValue::Plain(v.to_string())))
                 .collect(),
+            kubernetes: None,
         }
     }
 

@@ -1,0 +1,82 @@
+//! A Job's `kubernetes:` section: what its JSON Schema cannot say
+//! (docs/kubernetes.md). Keys gitfleet sets on Pods are refused, each
+//! volume names exactly one source, volume names and mount paths are
+//! unique, and `/dev/shm` belongs to `sharedMemory` when it is given.
+
+use std::collections::BTreeSet;
+
+use crate::Document;
+use crate::yaml::PathSegment::{Index, Key};
+use model::diag::Diagnostic;
+use model::spec::JobSpec;
+use model::spec::kubernetes::{RESERVED_VOLUME_PREFIX, SHM_PATH};
+
+/// Label and annotation keys gitfleet owns on its Pods.
+fn reserved_key(key: &str) -> bool {
+    key.starts_with("gitfleet.io/") || key == "app.kubernetes.io/managed-by"
+}
+
+/// Checks the section of `job`, if it has one.
+pub fn check(job: &Document<JobSpec>, out: &mut Vec<Diagnostic>) {
+    let Some(k8s) = &job.object.spec.kubernetes else {
+        return;
+    };
+    let name = job.name();
+    for (field, map) in [("labels", &k8s.labels), ("annotations", &k8s.annotations)] {
+        for key in map.keys().filter(|k| reserved_key(k)) {
+            out.push(Diagnostic::new(
+                job.origin_at(&[Key("spec"), Key("kubernetes"), Key(field), Key(key)]),
+                format!(
+                    "Job {name}: spec.kubernetes.{field}: {key:?} is set by gitfleet (keys under gitfleet.io/ and app.kubernetes.io/managed-by are its own)"
+                ),
+            ));
+        }
+    }
+    let mut names = BTreeSet::new();
+    let mut paths = BTreeSet::new();
+    for (i, volume) in k8s.volumes.iter().enumerate() {
+        let at = |field: &'static str| {
+            let mut path = vec![Key("spec"), Key("kubernetes"), Key("volumes"), Index(i)];
+            if !field.is_empty() {
+                path.push(Key(field));
+            }
+            job.origin_at(&path)
+        };
+        let here = format!("Job {name}: spec.kubernetes.volumes[{i}]");
+        if volume.sources() != 1 {
+            out.push(Diagnostic::new(
+                at(""),
+                format!(
+                    "{here}: give exactly one of persistentVolumeClaim, configMap, secret or emptyDir ({} given)",
+                    volume.sources()
+                ),
+            ));
+        }
+        if volume.name.starts_with(RESERVED_VOLUME_PREFIX) {
+            out.push(Diagnostic::new(
+                at("name"),
+                format!(
+                    "{here}.name: {:?}: names beginning with {RESERVED_VOLUME_PREFIX} are gitfleet's",
+                    volume.name
+                ),
+            ));
+        } else if !names.insert(volume.name.as_str()) {
+            out.push(Diagnostic::new(
+                at("name"),
+                format!("{here}.name: {:?} is given twice", volume.name),
+            ));
+        }
+        let path = volume.mount_path.trim_end_matches('/');
+        if k8s.shared_memory.is_some() && path == SHM_PATH {
+            out.push(Diagnostic::new(
+                at("mountPath"),
+                format!("{here}.mountPath: {SHM_PATH} is the sharedMemory volume's"),
+            ));
+        } else if !paths.insert(path) {
+            out.push(Diagnostic::new(
+                at("mountPath"),
+                format!("{here}.mountPath: {:?} is mounted twice", volume.mount_path),
+            ));
+        }
+    }
+}
