@@ -955,3 +955,149 @@ async fn scale_to_the_size_it_has_patches_nothing_and_observe_reads_it() {
     drop(kube);
     server.await.unwrap();
 }
+
+/// A one-replica job with a `kubernetes:` section and a Secret reference.
+fn templated_job() -> Object<JobSpec> {
+    let mut spec = job("llama", 1);
+    spec.spec = serde_json::from_value(json!({
+        "queue": "research", "replicas": 1, "gpusPerReplica": 4,
+        "image": "nvcr.io/nvidia/pytorch:24.03-py3",
+        "env": {"EPOCHS": "3",
+                "HF_TOKEN": {"valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}},
+        "kubernetes": {
+            "serviceAccountName": "trainer",
+            "imagePullSecrets": ["nvcr"],
+            "labels": {"team": "nlp"},
+            "annotations": {"example.com/cost-center": "42"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}],
+            "resources": {"requests": {"cpu": "32", "memory": "400Gi"},
+                          "limits": {"memory": "400Gi", "ephemeral-storage": "200Gi"}},
+            "sharedMemory": "64Gi",
+            "volumes": [
+                {"name": "data", "mountPath": "/data", "readOnly": true,
+                 "persistentVolumeClaim": {"claimName": "datasets"}},
+                {"name": "config", "mountPath": "/etc/train", "configMap": {"name": "train"}},
+                {"name": "creds", "mountPath": "/var/run/creds", "secret": {"secretName": "s3"}},
+                {"name": "scratch", "mountPath": "/scratch", "emptyDir": {"sizeLimit": "100Gi"}}
+            ]
+        }
+    }))
+    .unwrap();
+    spec
+}
+
+#[tokio::test]
+async fn the_kubernetes_section_and_secret_references_go_into_the_pod() {
+    let one = vec![NodeGpus {
+        node: "gpu-1".to_string(),
+        gpus: vec![4, 5, 6, 7],
+    }];
+    let key = gitfleet_kube::names::start_key(Some(ATTEMPT), &one);
+    let b = gitfleet_kube::names::base_name("llama", Some(&key));
+    let id = gitfleet_kube::names::attempt_id(Some(&key));
+    let (client, server) = mock_client(vec![
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(0)),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-0/binding"),
+            201,
+            ok_status(),
+        ),
+    ]);
+    let mut kube = executor(client);
+    let spec = templated_job();
+    let action = Action::Place {
+        job: "llama".to_string(),
+        placement: one.clone(),
+        reason: "test".to_string(),
+    };
+    let outcome = kube
+        .execute(&action, &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Done);
+    drop(kube);
+    let seen = server.await.unwrap();
+    let var = |name: &str, value: &str| json!({"name": name, "value": value});
+    let expected = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("{b}-0"), "namespace": "ml",
+            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": "llama",
+                       "gitfleet.io/attempt": id, "gitfleet.io/replica": "0", "team": "nlp"},
+            "annotations": {"gitfleet.io/attempt": ATTEMPT, "gitfleet.io/gpus": "4,5,6,7",
+                            "gitfleet.io/revision": "abc123", "example.com/cost-center": "42"}
+        },
+        "spec": {
+            "schedulerName": "gitfleet",
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "serviceAccountName": "trainer",
+            "imagePullSecrets": [{"name": "nvcr"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}],
+            "volumes": [
+                {"name": "gitfleet-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": true}},
+                {"name": "config", "configMap": {"name": "train"}},
+                {"name": "creds", "secret": {"secretName": "s3"}},
+                {"name": "scratch", "emptyDir": {"sizeLimit": "100Gi"}}
+            ],
+            "containers": [{
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.03-py3",
+                "env": [
+                    var("EPOCHS", "3"),
+                    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+                    var("GITFLEET_JOB", "llama"),
+                    var("GITFLEET_GPUS", "4,5,6,7"),
+                    var("NVIDIA_VISIBLE_DEVICES", "4,5,6,7"),
+                    var("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+                    var("MASTER_ADDR", "127.0.0.1"),
+                    var("MASTER_PORT", "29500"),
+                    var("WORLD_SIZE", "1"),
+                    var("RANK", "0"),
+                    var("LOCAL_RANK", "0")
+                ],
+                "resources": {
+                    "requests": {"nvidia.com/gpu": "4", "cpu": "32", "memory": "400Gi"},
+                    "limits": {"nvidia.com/gpu": "4", "memory": "400Gi", "ephemeral-storage": "200Gi"}
+                },
+                "volumeMounts": [
+                    {"name": "gitfleet-shm", "mountPath": "/dev/shm"},
+                    {"name": "data", "mountPath": "/data", "readOnly": true},
+                    {"name": "config", "mountPath": "/etc/train"},
+                    {"name": "creds", "mountPath": "/var/run/creds"},
+                    {"name": "scratch", "mountPath": "/scratch"}
+                ]
+            }]
+        }
+    });
+    assert_eq!(seen[0].body, expected);
+    // The Secret's value is never in gitfleet: the Pod names the key only.
+    assert!(!seen[0].body.to_string().contains("\"value\":\"token"));
+}
+
+#[tokio::test]
+async fn values_that_would_be_readable_in_the_pod_are_still_refused() {
+    for env in [
+        json!({"TOKEN": {"value": "s3cr3t", "sensitive": true}}),
+        json!({"TOKEN": {"valueFrom": {"file": "/run/secrets/token"}}}),
+        json!({"TOKEN": {"valueFrom": {"env": "HF_TOKEN"}}}),
+    ] {
+        let (client, server) = mock_client(vec![]);
+        let mut kube = executor(client);
+        let mut spec = job("llama", 2);
+        spec.spec.env = serde_json::from_value(env).unwrap();
+        let err = kube
+            .execute(&place_action(), &ctx(Some(&spec), 30), now())
+            .await
+            .unwrap_err();
+        assert!(!err.is_transient());
+        let message = err.to_string();
+        assert!(message.contains("env TOKEN:"), "{message}");
+        assert!(message.contains("secretKeyRef"), "{message}");
+        assert!(!message.contains("s3cr3t"), "{message}");
+        drop(kube);
+        assert!(server.await.unwrap().is_empty());
+    }
+}
