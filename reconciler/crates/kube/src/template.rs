@@ -65,7 +65,6 @@ pub fn merge(pod: &mut Pod, k8s: &KubernetesSpec) {
             empty_dir: Some(EmptyDirVolumeSource {
                 medium: Some("Memory".to_string()),
                 size_limit: Some(Quantity(size.clone())),
-                ..EmptyDirVolumeSource::default()
             }),
             ..Volume::default()
         });
@@ -95,7 +94,6 @@ pub fn merge(pod: &mut Pod, k8s: &KubernetesSpec) {
             empty_dir: v.empty_dir.as_ref().map(|e| EmptyDirVolumeSource {
                 medium: e.medium.map(|StorageMedium::Memory| "Memory".to_string()),
                 size_limit: e.size_limit.clone().map(Quantity),
-                ..EmptyDirVolumeSource::default()
             }),
             ..Volume::default()
         });
