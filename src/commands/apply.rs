@@ -57,9 +57,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .into_diagnostic()?;
     let iteration = &prepared.iteration;
     if let Some((revision, diagnostics)) = &iteration.refused {
+        runtime.block_on(reconciler.release());
         return Err(refused(&reconciler, revision, diagnostics));
     }
     let Some(plan) = &iteration.plan else {
+        runtime.block_on(reconciler.release());
         return Err(miette!("no valid fleet to apply"));
     };
     let source = args.source.path.display().to_string();

@@ -42,11 +42,16 @@ impl FieldChange {
     /// queue, priority, time limit or labels (which apply at once).
     pub fn needs_restart(&self) -> bool {
         let field = self.field.as_str();
-        model::spec::RUNTIME_FIELDS.iter().any(|f| {
-            field == *f
-                || field.starts_with(&format!("{f}."))
-                || field.starts_with(&format!("{f}["))
-        })
+        // The kube executor's Pod template is read when the Pods are made.
+        let pod_template = ["kubernetes"];
+        model::spec::RUNTIME_FIELDS
+            .iter()
+            .chain(&pod_template)
+            .any(|f| {
+                field == *f
+                    || field.starts_with(&format!("{f}."))
+                    || field.starts_with(&format!("{f}["))
+            })
     }
 }
 
@@ -353,6 +358,23 @@ mod tests {
                 "rules[1] added: {expression: z}",
             ]
         );
+    }
+
+    #[test]
+    fn image_and_the_pod_template_need_a_restart_labels_do_not() {
+        let change = |field: &str| FieldChange {
+            field: field.to_string(),
+            before: None,
+            after: None,
+            note: None,
+        };
+        assert!(change("image").needs_restart());
+        assert!(change("kubernetes").needs_restart());
+        assert!(change("kubernetes.resources.requests.cpu").needs_restart());
+        assert!(change("kubernetes.volumes[0]").needs_restart());
+        assert!(!change("kubernetesx").needs_restart());
+        assert!(!change("metadata.labels.team").needs_restart());
+        assert!(!change("timeLimit").needs_restart());
     }
 
     #[test]
