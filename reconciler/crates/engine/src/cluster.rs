@@ -60,6 +60,9 @@ pub struct NodeState {
     pub gpus: Vec<Gpu>,
     /// Largest NVLink domain (in GPUs).
     pub max_domain: u32,
+    /// Each NVLink domain's GPU positions as a bit set, sorted by domain
+    /// (empty on nodes of more than 64 GPUs, which take the general path).
+    pub domain_masks: Vec<(u32, u64)>,
     /// New placements allowed (false for drained nodes and nodes of no pool).
     pub schedulable: bool,
     /// A node that scale-up would add; it does not exist yet.
@@ -90,6 +93,9 @@ impl NodeState {
     ) -> Option<Vec<usize>> {
         if count == 0 {
             return Some(Vec::new());
+        }
+        if let Some(mask) = self.usable_mask(&usable) {
+            return self.pick_in_mask(count as usize, mask);
         }
         // Usable positions per domain; nodes have few domains and GPUs.
         let mut domains: Vec<(u32, Vec<usize>)> = Vec::new();
@@ -125,6 +131,65 @@ impl NodeState {
         Some(picked)
     }
 
+    /// The positions `usable` says yes to as a bit set, on nodes of at most
+    /// 64 GPUs (`None` on larger ones).
+    fn usable_mask(&self, usable: &impl Fn(usize, &Gpu) -> bool) -> Option<u64> {
+        if self.domain_masks.is_empty() {
+            return None;
+        }
+        let mut mask = 0u64;
+        for (pos, gpu) in self.gpus.iter().enumerate() {
+            if usable(pos, gpu) {
+                mask |= 1 << pos;
+            }
+        }
+        Some(mask)
+    }
+
+    /// [`NodeState::pick_gpus`] on a bit set of usable positions: the same
+    /// choice, without allocating but for the answer.
+    fn pick_in_mask(&self, count: usize, mask: u64) -> Option<Vec<usize>> {
+        if (mask.count_ones() as usize) < count {
+            return None;
+        }
+        if count <= self.max_domain as usize {
+            // Best fit inside one domain: the fewest usable GPUs, then the
+            // lowest domain.
+            let mut best: Option<(u32, u32, u64)> = None;
+            for &(domain, members) in &self.domain_masks {
+                let bits = mask & members;
+                let len = bits.count_ones();
+                if (len as usize) < count {
+                    continue;
+                }
+                if best.is_none_or(|(l, d, _)| (len, domain) < (l, d)) {
+                    best = Some((len, domain, bits));
+                }
+            }
+            let (_, _, bits) = best?;
+            return Some(lowest_positions(bits, count));
+        }
+        // Across domains: the largest usable first (then the lowest domain),
+        // each from its lowest position.
+        let mut domains: Vec<(u32, u32, u64)> = self
+            .domain_masks
+            .iter()
+            .map(|&(domain, members)| ((mask & members).count_ones(), domain, mask & members))
+            .filter(|(len, _, _)| *len > 0)
+            .collect();
+        domains.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut picked: Vec<usize> = Vec::with_capacity(count);
+        for (len, _, bits) in domains {
+            let take = (len as usize).min(count - picked.len());
+            picked.extend(lowest_positions(bits, take));
+            if picked.len() == count {
+                break;
+            }
+        }
+        picked.sort_unstable();
+        Some(picked)
+    }
+
     /// Like [`NodeState::pick_gpus`], preferring GPUs of a lower `level`:
     /// inside one domain when one is big enough (the domain whose pick holds
     /// the most GPUs of level 0, then of 1, then the fewest usable GPUs,
@@ -139,9 +204,17 @@ impl NodeState {
         if count == 0 {
             return Some(Vec::new());
         }
+        let mask = self.usable_mask(&usable);
+        if mask.is_some_and(|m| (m.count_ones() as usize) < count as usize) {
+            return None;
+        }
         let mut domains: Vec<(u32, Vec<usize>)> = Vec::new();
         for (pos, gpu) in self.gpus.iter().enumerate() {
-            if !usable(pos, gpu) {
+            let yes = match mask {
+                Some(m) => m & (1 << pos) != 0,
+                None => usable(pos, gpu),
+            };
+            if !yes {
                 continue;
             }
             match domains.iter_mut().find(|(d, _)| *d == gpu.domain) {
@@ -432,6 +505,7 @@ fn node_state(
         })
         .collect();
     let max_domain = max_domain_size(&slots);
+    let masks = domain_masks(&slots);
     let free = slots.iter().filter(|g| g.owner == Owner::Free).count() as u32;
     NodeState {
         name: node.name.clone(),
@@ -441,12 +515,40 @@ fn node_state(
         zone: node.labels.get("zone").cloned(),
         gpus: slots,
         max_domain,
+        domain_masks: masks,
         schedulable: declared.is_some(),
         is_virtual: false,
         planned: false,
         free,
         idle_since: node.idle_since,
     }
+}
+
+/// The positions of the lowest `count` bits set in `bits`.
+fn lowest_positions(mut bits: u64, count: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count && bits != 0 {
+        out.push(bits.trailing_zeros() as usize);
+        bits &= bits - 1;
+    }
+    out
+}
+
+/// Each NVLink domain's positions among `gpus` as a bit set, sorted by
+/// domain; empty for more than 64 GPUs.
+pub fn domain_masks(gpus: &[Gpu]) -> Vec<(u32, u64)> {
+    if gpus.len() > 64 {
+        return Vec::new();
+    }
+    let mut masks: Vec<(u32, u64)> = Vec::new();
+    for (pos, g) in gpus.iter().enumerate() {
+        match masks.iter_mut().find(|(d, _)| *d == g.domain) {
+            Some((_, m)) => *m |= 1 << pos,
+            None => masks.push((g.domain, 1 << pos)),
+        }
+    }
+    masks.sort_unstable();
+    masks
 }
 
 /// The size of the largest NVLink domain among `gpus`.
@@ -482,6 +584,7 @@ mod tests {
             rack: None,
             zone: None,
             max_domain: max_domain_size(&gpus),
+            domain_masks: domain_masks(&gpus),
             free: free.iter().filter(|f| **f).count() as u32,
             gpus,
             schedulable: true,
@@ -543,5 +646,36 @@ mod tests {
         assert_eq!(c.candidates(m, 2).collect::<Vec<_>>(), vec![0]);
         c.cordon(0);
         assert_eq!(c.free_total[m as usize], 0);
+    }
+
+    #[test]
+    fn bit_set_picks_match_the_general_path_for_every_free_set() {
+        // Exhaustive over 8 GPUs: every layout, free set and count picks
+        // the same GPUs with the bit sets as without them (the path nodes
+        // of more than 64 GPUs take).
+        for nvlink in [NvLink::Full, NvLink::Pairs, NvLink::None] {
+            for free_bits in 0u32..256 {
+                let free_set: Vec<bool> = (0..8).map(|i| free_bits & (1 << i) != 0).collect();
+                let fast = node(nvlink, &free_set);
+                assert!(!fast.domain_masks.is_empty());
+                let general = NodeState {
+                    domain_masks: Vec::new(),
+                    ..fast.clone()
+                };
+                for count in 0..=9 {
+                    assert_eq!(
+                        fast.pick_gpus(count, free),
+                        general.pick_gpus(count, free),
+                        "{nvlink:?} free {free_bits:08b} count {count}"
+                    );
+                    let level = |pos: usize| (pos % 3) as u8;
+                    assert_eq!(
+                        fast.pick_gpus_preferring(count, free, level),
+                        general.pick_gpus_preferring(count, free, level),
+                        "{nvlink:?} free {free_bits:08b} count {count} preferring"
+                    );
+                }
+            }
+        }
     }
 }

@@ -251,6 +251,12 @@ struct Engine<'a> {
     preempt_memo: HashMap<preemption::MemoKey, u64>,
     /// Preemptions chosen so far (victim candidates change only then).
     preemptions: u64,
+    /// Per model: the GPUs of its largest node and of all its nodes, real
+    /// and virtual (fixed for the plan: for "can never run" reasons).
+    node_sizes: std::cell::OnceCell<Vec<(u64, u64)>>,
+    /// Per (model, topology level, GPUs per replica): the replicas the
+    /// largest domain holds at the pools' size.max (fixed for the plan).
+    domain_memo: std::cell::RefCell<HashMap<(ModelId, u8, u32), u64>>,
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
@@ -341,6 +347,8 @@ impl<'a> Engine<'a> {
             outcome_memo: HashMap::default(),
             preemptions: 0,
             candidate_memo: HashMap::default(),
+            node_sizes: std::cell::OnceCell::new(),
+            domain_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);
         engine.index_victims();
@@ -624,6 +632,22 @@ impl<'a> Engine<'a> {
             let pool = &mut self.pools[p];
             pool.virtual_nodes = ids;
         }
+    }
+
+    /// Per model: the GPUs of its largest node and of all its nodes (the
+    /// nodes are fixed once the engine is built).
+    fn node_sizes(&self, m: ModelId) -> (u64, u64) {
+        let sizes = self.node_sizes.get_or_init(|| {
+            let mut sizes = vec![(0, 0); self.models.len()];
+            for node in &self.cluster.nodes {
+                if let Some(size) = node.model.and_then(|m| sizes.get_mut(m as usize)) {
+                    let gpus = node.gpus.len() as u64;
+                    *size = (size.0.max(gpus), size.1 + gpus);
+                }
+            }
+            sizes
+        });
+        sizes.get(m as usize).copied().unwrap_or((0, 0))
     }
 
     fn run(self) -> Plan {
@@ -1487,6 +1511,7 @@ fn cluster_node_from(
         rack: node.labels.get("rack").cloned(),
         zone: node.labels.get("zone").cloned(),
         max_domain: cluster::max_domain_size(&gpus),
+        domain_masks: cluster::domain_masks(&gpus),
         free: gpus.len() as u32,
         gpus,
         schedulable: true,

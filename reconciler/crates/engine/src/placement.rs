@@ -362,6 +362,9 @@ fn greedy_with(
     rank: &dyn Fn(&NodeState) -> u8,
     prefer: Option<Prefer>,
 ) -> Option<Placement> {
+    if let Some(prefer) = prefer {
+        return greedy_preferring(cluster, nodes, req, usable, rank, prefer);
+    }
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
     for _ in 0..req.replicas {
@@ -384,33 +387,107 @@ fn greedy_with(
             if avail < req.per_replica {
                 continue;
             }
-            let Some(prefer) = prefer else {
-                let left = (rank(node), 0, 0, avail - req.per_replica);
-                if best
-                    .as_ref()
-                    .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))
-                {
-                    continue;
-                }
-                if let Some(p) = node.pick_gpus(req.per_replica, is_usable) {
-                    best = Some((left, &node.name, id, p));
-                }
+            let left = (rank(node), 0, 0, avail - req.per_replica);
+            if best
+                .as_ref()
+                .is_some_and(|(l, name, _, _)| (*l, *name) <= (left, node.name.as_str()))
+            {
                 continue;
+            }
+            if let Some(p) = node.pick_gpus(req.per_replica, is_usable) {
+                best = Some((left, &node.name, id, p));
+            }
+        }
+        let (_, _, id, positions) = best?;
+        taken
+            .entry(id)
+            .or_default()
+            .extend(positions.iter().copied());
+        placed.push((id, positions));
+    }
+    Some(placed)
+}
+
+/// [`greedy_with`] with a GPU preference: per replica, the node whose pick
+/// holds the most GPUs of preference 0, then of 1, then best fit, then
+/// name. Nodes are tried in the order of a lower bound of that key (from
+/// the node's usable GPUs of preference 0 and 1, exact GPUs left), and the
+/// search stops at the first whose bound cannot beat the best pick so far:
+/// the same choice as trying every node, with few picks.
+fn greedy_preferring(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    rank: &dyn Fn(&NodeState) -> u8,
+    prefer: Prefer,
+) -> Option<Placement> {
+    let per_replica = req.per_replica;
+    let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
+    let mut order: Vec<((u8, u32, u32, u32), &str, NodeId)> = Vec::new();
+    for _ in 0..req.replicas {
+        order.clear();
+        for &id in nodes {
+            let node = cluster.node(id);
+            if node.model != Some(req.model) {
+                continue;
+            }
+            let mine = taken.get(&id);
+            let (mut avail, mut levels) = (0u32, [0u32; 2]);
+            for (pos, g) in node.gpus.iter().enumerate() {
+                if usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos)) {
+                    avail += 1;
+                    if let Some(n) = levels.get_mut(usize::from(prefer(id, pos, g))) {
+                        *n += 1;
+                    }
+                }
+            }
+            if avail < per_replica {
+                continue;
+            }
+            // A pick holds at most min(replica, usable) GPUs of preference
+            // 0 and, with that many, at most the rest of preference 1.
+            let of0 = levels[0].min(per_replica);
+            let of1 = levels[1].min(per_replica - of0);
+            let bound = (
+                rank(node),
+                per_replica - of0,
+                per_replica - of1,
+                avail - per_replica,
+            );
+            order.push((bound, node.name.as_str(), id));
+        }
+        order.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut best: Option<Choice> = None;
+        for &(bound, name, id) in &order {
+            if best
+                .as_ref()
+                .is_some_and(|(l, n, _, _)| (bound, name) >= (*l, *n))
+            {
+                break;
+            }
+            let (rank, _, _, left) = bound;
+            let avail = left + per_replica;
+            let node = cluster.node(id);
+            let mine = taken.get(&id);
+            let is_usable = |pos: usize, g: &Gpu| {
+                usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos))
             };
             let level = |pos: usize| prefer(id, pos, &node.gpus[pos]);
-            let Some(p) = node.pick_gpus_preferring(req.per_replica, is_usable, level) else {
+            let Some(p) = node.pick_gpus_preferring(per_replica, is_usable, level) else {
                 continue;
             };
             let of = |r: u8| p.iter().filter(|pos| level(**pos) == r).count() as u32;
             let key = (
-                rank(node),
-                req.per_replica - of(0),
-                req.per_replica - of(1),
-                avail - req.per_replica,
+                rank,
+                per_replica - of(0),
+                per_replica - of(1),
+                avail - per_replica,
             );
             if best
                 .as_ref()
-                .is_none_or(|(l, name, _, _)| (key, node.name.as_str()) < (*l, *name))
+                .is_none_or(|(l, n, _, _)| (key, name) < (*l, *n))
             {
                 best = Some((key, &node.name, id, p));
             }
@@ -460,4 +537,124 @@ fn replicas_fitting(node: &NodeState, per_replica: u32) -> u64 {
         n += 1;
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Owner;
+    use crate::ids::Models;
+    use model::spec::NvLink;
+    use proptest::prelude::*;
+
+    /// The plain search [`greedy_preferring`] must agree with: every node's
+    /// pick compared.
+    fn greedy_preferring_every_node(
+        cluster: &Cluster,
+        nodes: &[NodeId],
+        req: &Request,
+        usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+        prefer: Prefer,
+    ) -> Option<Placement> {
+        let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        let mut placed: Placement = Vec::new();
+        for _ in 0..req.replicas {
+            let mut best: Option<Choice> = None;
+            for &id in nodes {
+                let node = cluster.node(id);
+                if node.model != Some(req.model) {
+                    continue;
+                }
+                let mine = taken.get(&id);
+                let is_usable = |pos: usize, g: &Gpu| {
+                    usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos))
+                };
+                let avail = node
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(pos, g)| is_usable(*pos, g))
+                    .count() as u32;
+                if avail < req.per_replica {
+                    continue;
+                }
+                let level = |pos: usize| prefer(id, pos, &node.gpus[pos]);
+                let Some(p) = node.pick_gpus_preferring(req.per_replica, is_usable, level) else {
+                    continue;
+                };
+                let of = |r: u8| p.iter().filter(|pos| level(**pos) == r).count() as u32;
+                let key = (
+                    0,
+                    req.per_replica - of(0),
+                    req.per_replica - of(1),
+                    avail - req.per_replica,
+                );
+                if best
+                    .as_ref()
+                    .is_none_or(|(l, name, _, _)| (key, node.name.as_str()) < (*l, *name))
+                {
+                    best = Some((key, &node.name, id, p));
+                }
+            }
+            let (_, _, id, positions) = best?;
+            taken
+                .entry(id)
+                .or_default()
+                .extend(positions.iter().copied());
+            placed.push((id, positions));
+        }
+        Some(placed)
+    }
+
+    proptest! {
+        #[test]
+        fn preferring_search_picks_what_trying_every_node_picks(
+            owners in proptest::collection::vec(0u8..5, 8..96),
+            nvlink in 0u8..3,
+            replicas in 1u32..4,
+            per_replica in 1u32..9,
+        ) {
+            let nvlink = [NvLink::Full, NvLink::Pairs, NvLink::None][nvlink as usize];
+            let nodes = owners.len().div_ceil(8);
+            let observed: Vec<model::observed::ObservedNode> = (0..nodes)
+                .map(|n| model::observed::ObservedNode {
+                    name: format!("n{n}"),
+                    pool: Some("p".into()),
+                    labels: Default::default(),
+                    idle_since: None,
+                    gpus: (0..8)
+                        .map(|i| model::observed::ObservedGpu::new(i, "H100"))
+                        .collect(),
+                })
+                .collect();
+            let mut models = Models::default();
+            let mut cluster = Cluster::new(&observed, &mut models, |_| Some((0, nvlink)));
+            let model = models.get("H100").unwrap();
+            // 0 free, 1 a victim's, 2 a stopping job's, 3 another job's, 4 placed.
+            for (i, o) in owners.iter().enumerate() {
+                let owner = match o {
+                    0 => Owner::Free,
+                    1 => Owner::Running(1),
+                    2 => Owner::Freeing(2),
+                    3 => Owner::Running(3),
+                    _ => Owner::Placed(4),
+                };
+                cluster.set_owner((i / 8) as NodeId, i % 8, owner);
+            }
+            let usable = |_: &NodeState, _: usize, g: &Gpu| {
+                matches!(g.owner, Owner::Free | Owner::Running(1) | Owner::Freeing(2))
+            };
+            let prefer = |_: NodeId, pos: usize, g: &Gpu| match g.owner {
+                Owner::Running(_) | Owner::Freeing(_) => 0,
+                _ if pos % 4 == 0 => 1,
+                _ => 2,
+            };
+            let req = Request { model, replicas, per_replica, required: None, preferred: None };
+            let ids: Vec<NodeId> = (0..nodes as NodeId).collect();
+            prop_assert_eq!(
+                greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer),
+                greedy_preferring_every_node(&cluster, &ids, &req, &usable, &prefer)
+            );
+        }
+    }
 }

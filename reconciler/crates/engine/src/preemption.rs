@@ -707,6 +707,14 @@ fn search_inner(
             _ => 2,
         }
     };
+    // Without topology a node counts only for its own GPUs: those that
+    // cannot hold a replica with every victim are left out unseen.
+    let nodes = if req.required.or(req.preferred).is_none() {
+        let by_node = victims_by_node(e, cands, &chosen);
+        could_hold_a_replica(e, &nodes, req, cands, &by_node, stopping)
+    } else {
+        nodes
+    };
     if let Some(p) = placement::place_preferring(&e.cluster, &nodes, req, &usable, &prefer) {
         placement = p;
     }
@@ -926,10 +934,22 @@ fn victims_on_node(
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let mut extra: Vec<usize> = Vec::new();
     let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
+    // GPUs a replica could use so far: a pick needs at least as many, so
+    // it is tried only then (each victim adds the GPUs it holds here).
+    let mut usable = {
+        let victims = runs_of(cands, chosen, &[]);
+        let usable = free_or_victim(mine, &victims, stopping);
+        node.gpus
+            .iter()
+            .enumerate()
+            .filter(|(pos, g)| usable(*pos, g))
+            .count() as u32
+    };
     loop {
-        let victims = runs_of(cands, chosen, &extra);
-        if let Some(positions) =
-            node.pick_gpus(req.per_replica, free_or_victim(mine, &victims, stopping))
+        let victims = (usable >= req.per_replica).then(|| runs_of(cands, chosen, &extra));
+        if let Some(victims) = victims
+            && let Some(positions) =
+                node.pick_gpus(req.per_replica, free_or_victim(mine, &victims, stopping))
         {
             if extra.len() > 1 {
                 return Some(
@@ -950,6 +970,13 @@ fn victims_on_node(
         let i = next
             .by_ref()
             .find(|i| !rule || headroom_allows(e, cands, chosen, &extra, *i, req.model))?;
+        let run = cands[i].run;
+        usable += node
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(pos, g)| g.owner == Owner::Running(run) && !mine.contains(pos))
+            .count() as u32;
         extra.push(i);
     }
 }
@@ -972,9 +999,10 @@ fn node_by_node(
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
     let none: Vec<usize> = Vec::new();
+    let nodes = could_hold_a_replica(e, nodes, req, cands, by_node, stopping);
     for _ in 0..req.replicas {
         let mut best: Option<NodeChoice> = None;
-        for &id in nodes {
+        for &id in &nodes {
             let node = e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = by_node.get(&id).unwrap_or(&none);
@@ -1028,6 +1056,51 @@ fn node_by_node(
     let mut cost = chosen.clone();
     cost.sort_unstable_by(|a, b| b.cmp(a));
     Some((cost, chosen, placement))
+}
+
+/// The nodes of `nodes` where one replica could fit with every victim of
+/// the search: free GPUs, GPUs of the stopping jobs it may wait for and of
+/// the candidates on the node (`by_node`) add up to a replica. An upper
+/// bound, cheap to count: a node below it never takes a replica, whichever
+/// victims are chosen.
+fn could_hold_a_replica(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    stopping: &Waitable,
+) -> Vec<NodeId> {
+    let gpus_on = |run: RunId, id: NodeId| -> u32 {
+        e.runs[run as usize]
+            .placement
+            .iter()
+            .filter(|(n, _)| *n == id)
+            .map(|(_, positions)| positions.len() as u32)
+            .sum()
+    };
+    nodes
+        .iter()
+        .copied()
+        .filter(|&id| {
+            let node = e.cluster.node(id);
+            let mut most = node.free;
+            if most < req.per_replica
+                && let Some(local) = by_node.get(&id)
+            {
+                most += local
+                    .iter()
+                    .map(|&i| gpus_on(cands[i].run, id))
+                    .sum::<u32>();
+            }
+            if most < req.per_replica && !stopping.is_empty() {
+                let waited =
+                    |g: &Gpu| matches!(g.owner, Owner::Freeing(r) if stopping.contains(&r));
+                most += node.gpus.iter().filter(|g| waited(g)).count() as u32;
+            }
+            most >= req.per_replica
+        })
+        .collect()
 }
 
 fn commit(

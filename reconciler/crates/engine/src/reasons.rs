@@ -130,13 +130,7 @@ fn never(e: &Engine, b: &Blocked) -> Option<String> {
         Blocked::Quota(..) => None,
         Blocked::Placement(req) | Blocked::Reserved(req) => {
             let model = e.models.name(req.model);
-            let sizes = e
-                .cluster
-                .nodes
-                .iter()
-                .filter(|n| n.model == Some(req.model))
-                .map(|n| n.gpus.len() as u64);
-            let (largest, total) = sizes.fold((0, 0), |(l, t), n| (l.max(n), t + n));
+            let (largest, total) = e.node_sizes(req.model);
             if u64::from(req.per_replica) > largest {
                 Some(format!(
                     "a replica needs {} {model} GPUs on one node, and the largest {model} node (at a pool's size.max) has {largest}",
@@ -272,6 +266,10 @@ fn largest_required_domain(
     req: &placement::Request,
 ) -> Option<(model::spec::TopologyLevel, u64)> {
     let level = req.required?;
+    let key = (req.model, level as u8, req.per_replica);
+    if let Some(&most) = e.domain_memo.borrow().get(&key) {
+        return Some((level, most));
+    }
     let mut domains: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for node in e
         .cluster
@@ -284,7 +282,9 @@ fn largest_required_domain(
                 node.gpus.len() as u64 / u64::from(req.per_replica.max(1));
         }
     }
-    Some((level, domains.into_values().max().unwrap_or(0)))
+    let most = domains.into_values().max().unwrap_or(0);
+    e.domain_memo.borrow_mut().insert(key, most);
+    Some((level, most))
 }
 
 fn level_word(level: model::spec::TopologyLevel) -> &'static str {
