@@ -148,7 +148,7 @@ impl NodeState {
 
     /// [`NodeState::pick_gpus`] on a bit set of usable positions: the same
     /// choice, without allocating but for the answer.
-    fn pick_in_mask(&self, count: usize, mask: u64) -> Option<Vec<usize>> {
+    pub(crate) fn pick_in_mask(&self, count: usize, mask: u64) -> Option<Vec<usize>> {
         if (mask.count_ones() as usize) < count {
             return None;
         }
@@ -521,6 +521,63 @@ fn node_state(
         planned: false,
         free,
         idle_since: node.idle_since,
+    }
+}
+
+/// A set of GPU positions of one node a replica may use: a bit set on
+/// nodes of up to 64 GPUs, flags on larger ones.
+#[derive(Debug, Clone)]
+pub enum UsableGpus {
+    /// Bit `pos` set: usable.
+    Bits(u64),
+    /// `flags[pos]`: usable.
+    Flags(Vec<bool>),
+}
+
+impl UsableGpus {
+    /// The positions of `node` that `usable` says yes to.
+    pub fn of(node: &NodeState, usable: impl Fn(usize, &Gpu) -> bool) -> Self {
+        match node.usable_mask(&usable) {
+            Some(bits) => UsableGpus::Bits(bits),
+            None => UsableGpus::Flags(
+                node.gpus
+                    .iter()
+                    .enumerate()
+                    .map(|(pos, g)| usable(pos, g))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Adds position `pos`.
+    pub fn add(&mut self, pos: usize) {
+        match self {
+            UsableGpus::Bits(bits) => *bits |= 1 << pos,
+            UsableGpus::Flags(flags) => {
+                if let Some(f) = flags.get_mut(pos) {
+                    *f = true;
+                }
+            }
+        }
+    }
+
+    /// How many positions are in the set.
+    pub fn count(&self) -> u32 {
+        match self {
+            UsableGpus::Bits(bits) => bits.count_ones(),
+            UsableGpus::Flags(flags) => flags.iter().filter(|f| **f).count() as u32,
+        }
+    }
+
+    /// [`NodeState::pick_gpus`] among these positions of `node`.
+    pub fn pick(&self, node: &NodeState, count: u32) -> Option<Vec<usize>> {
+        if count == 0 {
+            return Some(Vec::new());
+        }
+        match self {
+            UsableGpus::Bits(bits) => node.pick_in_mask(count as usize, *bits),
+            UsableGpus::Flags(flags) => node.pick_gpus(count, |pos, _| flags[pos]),
+        }
     }
 }
 

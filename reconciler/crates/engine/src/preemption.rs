@@ -22,7 +22,7 @@ use model::observed::Timestamp;
 use model::plan::Action;
 use model::time::after;
 
-use super::cluster::{Gpu, NodeState, Owner};
+use super::cluster::{Gpu, NodeState, Owner, UsableGpus};
 use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
@@ -934,23 +934,19 @@ fn victims_on_node(
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let mut extra: Vec<usize> = Vec::new();
     let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
-    // GPUs a replica could use so far: a pick needs at least as many, so
-    // it is tried only then (each victim adds the GPUs it holds here).
+    // The GPUs a replica could use so far; each victim added brings the
+    // GPUs it holds here.
     let mut usable = {
         let victims = runs_of(cands, chosen, &[]);
-        let usable = free_or_victim(mine, &victims, stopping);
-        node.gpus
-            .iter()
-            .enumerate()
-            .filter(|(pos, g)| usable(*pos, g))
-            .count() as u32
+        UsableGpus::of(node, free_or_victim(mine, &victims, stopping))
     };
     loop {
-        let victims = (usable >= req.per_replica).then(|| runs_of(cands, chosen, &extra));
-        if let Some(victims) = victims
-            && let Some(positions) =
-                node.pick_gpus(req.per_replica, free_or_victim(mine, &victims, stopping))
-        {
+        let picked = if usable.count() >= req.per_replica {
+            usable.pick(node, req.per_replica)
+        } else {
+            None
+        };
+        if let Some(positions) = picked {
             if extra.len() > 1 {
                 return Some(
                     trim_on_node(
@@ -971,12 +967,11 @@ fn victims_on_node(
             .by_ref()
             .find(|i| !rule || headroom_allows(e, cands, chosen, &extra, *i, req.model))?;
         let run = cands[i].run;
-        usable += node
-            .gpus
-            .iter()
-            .enumerate()
-            .filter(|(pos, g)| g.owner == Owner::Running(run) && !mine.contains(pos))
-            .count() as u32;
+        for (pos, g) in node.gpus.iter().enumerate() {
+            if g.owner == Owner::Running(run) && !mine.contains(&pos) {
+                usable.add(pos);
+            }
+        }
         extra.push(i);
     }
 }
