@@ -918,8 +918,8 @@ type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usi
 /// Victims on `node` for one replica: the node's candidates (`local`, in
 /// victim order, not yet `chosen`) are added in order until the replica
 /// fits (with `rule`: only those [`headroom_allows`] lets go), then any it
-/// fits without is dropped, least preferred first. Returns the victims and
-/// the GPUs.
+/// fits without is dropped, least preferred first. Returns the victims, the
+/// GPUs, and how many GPUs the replica could use there with those victims.
 #[allow(clippy::too_many_arguments)]
 fn victims_on_node(
     e: &Engine,
@@ -931,7 +931,7 @@ fn victims_on_node(
     req: &Request,
     rule: bool,
     stopping: &Waitable,
-) -> Option<(Vec<usize>, Vec<usize>)> {
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
     let mut extra: Vec<usize> = Vec::new();
     let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
     // The GPUs a replica could use so far; each victim added brings the
@@ -947,21 +947,22 @@ fn victims_on_node(
             None
         };
         if let Some(positions) = picked {
-            if extra.len() > 1 {
-                return Some(
-                    trim_on_node(
-                        node,
-                        mine,
-                        chosen,
-                        extra.clone(),
-                        cands,
-                        req.per_replica,
-                        stopping,
-                    )
-                    .unwrap_or((extra, positions)),
-                );
+            if extra.len() > 1
+                && let Some((kept, positions)) = trim_on_node(
+                    node,
+                    mine,
+                    chosen,
+                    extra.clone(),
+                    cands,
+                    req.per_replica,
+                    stopping,
+                )
+            {
+                let victims = runs_of(cands, chosen, &kept);
+                let avail = UsableGpus::of(node, free_or_victim(mine, &victims, stopping)).count();
+                return Some((kept, positions, avail));
             }
-            return Some((extra, positions));
+            return Some((extra, positions, usable.count()));
         }
         let i = next
             .by_ref()
@@ -1004,9 +1005,9 @@ fn node_by_node(
             // The victims in order until the replica fits, the fewest kept;
             // when that set breaks the borrowing rule, the victims the rule
             // allows, in order.
-            let Some((extra, positions)) =
+            let Some((extra, positions, avail)) =
                 victims_on_node(e, node, mine, local, &chosen, cands, req, false, stopping)
-                    .filter(|(extra, _)| {
+                    .filter(|(extra, _, _)| {
                         let allowed = extra
                             .iter()
                             .all(|i| headroom_allows(e, cands, &chosen, extra, *i, m));
@@ -1021,15 +1022,7 @@ fn node_by_node(
             else {
                 continue;
             };
-            let victims = runs_of(cands, &chosen, &extra);
-            let usable = free_or_victim(mine, &victims, stopping);
             let worst = extra.iter().max().map_or(0, |i| i + 1);
-            let avail = node
-                .gpus
-                .iter()
-                .enumerate()
-                .filter(|(p, g)| usable(*p, g))
-                .count() as u32;
             let key = (
                 worst,
                 extra.len(),
