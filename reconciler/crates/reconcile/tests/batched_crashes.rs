@@ -95,7 +95,11 @@ impl Executor for Ledger {
         };
         self.calls += 1;
         let crash = self.crash.filter(|(at, _)| *at == self.calls).map(|c| c.1);
-        assert!(crash != Some(Crash::Before), "crash before action {}", self.calls);
+        assert!(
+            crash != Some(Crash::Before),
+            "crash before action {}",
+            self.calls
+        );
         {
             let mut outside = self.outside.lock().unwrap();
             outside.calls.push(job.clone());
@@ -103,7 +107,11 @@ impl Executor for Ledger {
         }
         self.kv
             .write(&[(format!("ledger/{job}"), Some("started".to_string()))])?;
-        assert!(crash != Some(Crash::After), "crash after action {}", self.calls);
+        assert!(
+            crash != Some(Crash::After),
+            "crash after action {}",
+            self.calls
+        );
         Ok(Outcome::Done)
     }
 }
