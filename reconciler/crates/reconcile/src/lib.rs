@@ -88,7 +88,7 @@ impl ReconcileError {
 }
 
 /// The most actions whose outcomes one transaction records.
-pub const OUTCOME_BATCH: usize = 256;
+pub const OUTCOME_BATCH: usize = 1024;
 
 /// Outcomes are committed at least this often while actions are carried
 /// out (a slow executor's progress is on disk soon, and a crash leaves few
@@ -370,17 +370,17 @@ impl<E: Executor> Reconciler<E> {
             revision: revision.as_ref().map(|r| r.id.as_str()),
         });
         let plan_seconds = planning.elapsed().as_secs_f64();
-        self.note_pending(&plan, now, &mut records)?;
-        if self.loading {
-            // The revision loaded and planned: it cannot be what kills us.
+        // The revision loaded and planned: it cannot be what kills us
+        // (unmarked in the transaction that records the pending jobs).
+        let loaded = if self.loading {
             let mut revisions = self.store.revisions()?;
             revisions.loading = None;
-            self.store.commit(&Batch {
-                revisions: Some(revisions),
-                ..Batch::default()
-            })?;
-            self.loading = false;
-        }
+            Some(revisions)
+        } else {
+            None
+        };
+        self.note_pending(&plan, now, &mut records, loaded)?;
+        self.loading = false;
         let nodes = std::mem::take(&mut observed.nodes);
         Ok(Prepared {
             records,
@@ -749,7 +749,17 @@ impl<E: Executor> Reconciler<E> {
                 }
             })
             .collect();
-        let observation = self.executor.observe(now, &running).await?;
+        // What the executor writes while observing (the sim's nodes) lands
+        // with the records of the events it reports.
+        self.store.hold_executor_writes();
+        let observation = self.executor.observe(now, &running).await;
+        let observation = match observation {
+            Ok(observation) => observation,
+            Err(e) => {
+                self.store.release_executor_writes()?;
+                return Err(e.into());
+            }
+        };
         drop(running);
         let events = &observation.events;
         let mut batch = Batch::default();
@@ -770,7 +780,9 @@ impl<E: Executor> Reconciler<E> {
             .iter()
             .filter_map(|name| records.get(name).cloned())
             .collect();
-        self.store.commit(&batch)?;
+        let committed = self.store.commit(&batch);
+        self.store.release_executor_writes()?;
+        committed?;
         Ok(observation)
     }
 
@@ -832,8 +844,12 @@ impl<E: Executor> Reconciler<E> {
         plan: &Plan,
         now: Timestamp,
         records: &mut Records,
+        revisions: Option<Revisions>,
     ) -> Result<(), ReconcileError> {
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            revisions,
+            ..Batch::default()
+        };
         for pending in &plan.pending {
             let mut record = match records.get(&pending.job) {
                 Some(r) if r.phase != Phase::Pending => continue,
