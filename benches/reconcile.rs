@@ -1,9 +1,20 @@
-//! `cargo bench --bench reconcile`: reconcile-iteration latency on
-//! examples/fleet with the sim executor, in-process, from a Git repository
-//! (a copy of examples/fleet committed into a temporary repository):
+//! `cargo bench --bench reconcile [-- example|burst]`: reconcile-iteration
+//! latency with the sim executor, in-process.
+//!
+//! `example`: examples/fleet from a Git repository (a copy committed into a
+//! temporary repository):
 //! - unchanged: no new commit since the last iteration (target < 50 ms);
 //! - quota change: a new commit that changes one queue's limit before each
 //!   iteration (the fleet is re-read from Git, validated and re-planned).
+//!
+//! `burst` (issue 20 item 5, "apply as fast as plan"): 5,000 jobs queued on
+//! an empty fleet of 512 nodes × 8 GPUs (the fleet generator, seed 1, not
+//! settled), in a plain directory. Each run times what `gitfleet plan DIR`
+//! does (read, validate, plan against the pools' inventory; the engine
+//! alone too) and then a first `reconcile --once` on a new state (open the
+//! state, the sim executor, one iteration that places every job the plan
+//! places, each action recorded as intended and as done). Target: the first
+//! reconcile at most 2× the plan.
 //!
 //! Medians of many iterations; the state (redb) is on the temporary disk.
 
@@ -15,13 +26,22 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use reconciler::engine::{PlanInput, plan};
 use reconciler::exec::sim::SimExecutor;
-use reconciler::observed::Timestamp;
-use reconciler::reconcile::{FleetSource, Reconciler};
+use reconciler::generate::{FleetSize, generate};
+use reconciler::load::{fs::read_fleet_dir, load_fleet};
+use reconciler::observed::{Timestamp, derive_inventory};
+use reconciler::plan::Action;
+use reconciler::reconcile::{ActionResult, FleetSource, Reconciler};
 use reconciler::state::Store;
+
+/// The allocator the binary uses, so in-process figures match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const UNCHANGED_RUNS: usize = 50;
 const CHANGED_RUNS: usize = 20;
+const BURST_RUNS: usize = 9;
 
 fn git(args: &[&str], cwd: &Path) {
     let status = Command::new("git")
@@ -47,7 +67,22 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; any other argument is ignored.
+    // `cargo bench` passes `--bench`; other arguments choose the parts.
+    let chosen: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wants = |part: &str| chosen.is_empty() || chosen.iter().any(|c| c == part);
+    if wants("example") {
+        example();
+    }
+    if wants("burst") {
+        burst();
+    }
+}
+
+/// examples/fleet from Git: first, unchanged and quota-change iterations.
+fn example() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = dir.path().join("repo");
     std::fs::create_dir(&repo).expect("repo dir");
@@ -111,6 +146,89 @@ fn main() {
     println!(
         "  one quota change, {CHANGED_RUNS} runs:  {}",
         ms(median(changed))
+    );
+}
+
+/// 5,000 jobs on an empty 512-node fleet: `plan` against a first
+/// `reconcile --once`, interleaved run by run.
+fn burst() {
+    let now: Timestamp = "2026-11-21T10:00:00Z".parse().expect("time");
+    let size = FleetSize {
+        nodes: 512,
+        gpus_per_node: 8,
+        pending: 5_000,
+        running: 0,
+        leaves: 60,
+        seed: 1,
+    };
+    let generated = generate(size, now);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fleet_dir = dir.path().join("fleet");
+    for (path, text) in &generated.files {
+        let file = fleet_dir.join(path);
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&file, text).expect("write");
+    }
+    let (mut plans, mut engines, mut firsts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut placed = 0;
+    let mut actions = 0;
+    for run in 0..BURST_RUNS {
+        // What `gitfleet plan DIR` does, less printing.
+        let t = Instant::now();
+        let files = read_fleet_dir(&fleet_dir).expect("read");
+        let loaded = load_fleet(&files);
+        assert!(loaded.is_valid());
+        let observed = derive_inventory(&loaded.fleet);
+        let e = Instant::now();
+        let planned = plan(&PlanInput {
+            fleet: &loaded.fleet,
+            observed: &observed,
+            now,
+            revision: None,
+        });
+        engines.push(e.elapsed());
+        plans.push(t.elapsed());
+        actions = planned.actions.len();
+        placed = planned
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Place { .. }))
+            .count();
+        drop((files, loaded, observed, planned));
+
+        // A first `reconcile --once` on a new state.
+        let state = dir.path().join(format!("state-{run}"));
+        let t = Instant::now();
+        let store = Arc::new(Store::open(&state).expect("state"));
+        let sim =
+            SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO).expect("sim");
+        let source = FleetSource::Dir {
+            path: fleet_dir.clone(),
+        };
+        let mut reconciler = Reconciler::new(source, store, sim);
+        let iteration = block_on(reconciler.iterate(now)).expect("first iteration");
+        firsts.push(t.elapsed());
+        assert_eq!(iteration.executed.len(), actions, "the plan's actions");
+        assert!(
+            iteration
+                .executed
+                .iter()
+                .all(|e| matches!(e.result, ActionResult::Applied(_))),
+            "every action carried out"
+        );
+        drop(reconciler);
+        std::fs::remove_dir_all(&state).expect("remove state");
+    }
+    let (plan_med, first_med) = (median(plans), median(firsts));
+    println!(
+        "burst: 5,000 jobs queued on 512 empty nodes ({actions} actions, {placed} placed), medians of {BURST_RUNS} runs:"
+    );
+    println!("  plan (read, validate, plan): {}", ms(plan_med));
+    println!("  engine alone:                {}", ms(median(engines)));
+    println!("  first reconcile --once:      {}", ms(first_med));
+    println!(
+        "  first reconcile / plan:      {:.2}x",
+        first_med.as_secs_f64() / plan_med.as_secs_f64()
     );
 }
 

@@ -192,7 +192,8 @@ impl SimExecutor {
         let world = self.world(now)?;
         let facts = JobFacts::with_grace(ctx.spec, ctx.grace, &rules);
         let (name, kind) = (action.target(), action.kind());
-        let before = snapshot(world);
+        let touched = touched_nodes(world, action);
+        let before = snapshot(world, touched.as_deref());
         let outcome = match action {
             // Done by the reconciler's records: the world forgets a stopped
             // job at the next observation.
@@ -211,8 +212,30 @@ impl SimExecutor {
                 }
             }
         };
-        save_changed(store.as_ref(), world, &before)?;
+        save_changed(store.as_ref(), world, &before, touched.as_deref())?;
         Ok(outcome)
+    }
+}
+
+/// The only nodes `action` can change in the world (a placement's, a
+/// stopped job's, a drained node), so that carrying one action out does not
+/// serialize the whole fleet twice; `None`: any (a scale).
+fn touched_nodes(world: &World, action: &Action) -> Option<Vec<String>> {
+    let names = |placement: &[model::observed::NodeGpus]| {
+        placement.iter().map(|p| p.node.clone()).collect::<Vec<_>>()
+    };
+    match action {
+        Action::Place { placement, .. } => Some(names(placement)),
+        Action::Preempt { job, .. }
+        | Action::Terminate { job, .. }
+        | Action::Cancel { job, .. } => Some(
+            world
+                .job(job)
+                .map(|j| names(&j.placement))
+                .unwrap_or_default(),
+        ),
+        Action::Drain { node, .. } => Some(vec![node.clone()]),
+        Action::Scale { .. } => None,
     }
 }
 
@@ -238,26 +261,33 @@ fn event_of(event: WorldEvent) -> Option<Event> {
     }
 }
 
-/// Every node as stored, by name.
-fn snapshot(world: &World) -> BTreeMap<String, String> {
-    world
-        .nodes()
-        .map(|n| {
-            (
-                n.node.name.clone(),
-                serde_json::to_string(n).unwrap_or_default(),
-            )
-        })
-        .collect()
+/// The nodes as stored, by name: every one, or only `names`.
+fn snapshot(world: &World, names: Option<&[String]>) -> BTreeMap<String, String> {
+    let stored = |n: &WorldNode| {
+        (
+            n.node.name.clone(),
+            serde_json::to_string(n).unwrap_or_default(),
+        )
+    };
+    match names {
+        None => world.nodes().map(stored).collect(),
+        Some(names) => names
+            .iter()
+            .filter_map(|name| world.node(name))
+            .map(stored)
+            .collect(),
+    }
 }
 
-/// Stores the nodes that changed since `before` (added, changed, removed).
+/// Stores the nodes that changed since `before` (added, changed, removed),
+/// looking at `names` only when given.
 fn save_changed(
     store: &dyn KeyValue,
     world: &World,
     before: &BTreeMap<String, String>,
+    names: Option<&[String]>,
 ) -> Result<(), ExecError> {
-    let after = snapshot(world);
+    let after = snapshot(world, names);
     let mut changes: Vec<(String, Option<String>)> = Vec::new();
     for (name, value) in &after {
         if before.get(name) != Some(value) {
@@ -316,13 +346,13 @@ impl Executor for SimExecutor {
         let mut events = self.sync_jobs(now, running)?;
         let store = self.store.clone();
         let world = self.world(now)?;
-        let before = snapshot(world);
+        let before = snapshot(world, None);
         events.extend(world.advance(now).into_iter().filter_map(event_of));
         world.take_completed();
         // Reported by job name, as the reconciler lists its jobs (the times
         // say when each happened).
         events.sort_by(|a, b| a.job().cmp(b.job()));
-        save_changed(store.as_ref(), world, &before)?;
+        save_changed(store.as_ref(), world, &before, None)?;
         Ok(Observation {
             events,
             nodes: world.ready_nodes(),
@@ -386,6 +416,56 @@ mod tests {
         drop(sim);
         let again = SimExecutor::open(store, None, Duration::ZERO).unwrap();
         assert_eq!(again.stored.len(), 2, "nodes read back from the store");
+    }
+
+    /// A KeyValue that counts the values written.
+    #[derive(Debug, Default)]
+    struct Counting(MemoryKv, std::sync::Mutex<Vec<String>>);
+
+    impl KeyValue for Counting {
+        fn entries(&self, prefix: &str) -> Result<BTreeMap<String, String>, crate::KvError> {
+            self.0.entries(prefix)
+        }
+
+        fn write(&self, changes: &[(String, Option<String>)]) -> Result<(), crate::KvError> {
+            self.1
+                .lock()
+                .unwrap()
+                .extend(changes.iter().map(|(k, _)| k.clone()));
+            self.0.write(changes)
+        }
+    }
+
+    #[test]
+    fn an_action_stores_the_nodes_it_changed_and_only_those() {
+        let store = Arc::new(Counting::default());
+        let mut sim = SimExecutor::open(store.clone(), None, Duration::ZERO).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
+        let now = t("2026-11-21T10:00:00Z");
+        assert_eq!(nodes(&mut sim, now).len(), 2);
+        store.1.lock().unwrap().clear();
+        let place = Action::Place {
+            job: "a".into(),
+            placement: vec![model::observed::NodeGpus {
+                node: "p-1".into(),
+                gpus: vec![0, 1],
+            }],
+            reason: String::new(),
+        };
+        let ctx = ActionContext {
+            spec: None,
+            attempt: None,
+            grace: Duration::ZERO,
+            revision: "r",
+        };
+        block_on(sim.execute(&place, &ctx, now)).unwrap();
+        assert_eq!(*store.1.lock().unwrap(), ["sim/node/p-1"]);
+        let stored: WorldNode =
+            serde_json::from_str(&store.entries("sim/node/p-1").unwrap()["sim/node/p-1"]).unwrap();
+        assert_eq!(stored.node.idle_since, None, "busy, as stored");
+        let idle: WorldNode =
+            serde_json::from_str(&store.entries("sim/node/p-0").unwrap()["sim/node/p-0"]).unwrap();
+        assert!(idle.node.idle_since.is_some(), "the other node is idle");
     }
 
     #[test]

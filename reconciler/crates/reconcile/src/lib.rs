@@ -7,10 +7,15 @@
 //! - A revision that fails validation is never applied: the last valid one
 //!   stays in force (as Flux's last applied revision), and the failure is
 //!   recorded once per revision.
-//! - Every action is recorded as intended (one transaction) before the
-//!   executor carries it out, and as done, with its effect on the job records
-//!   and an audit line, in the next. On start, intents left by a crash are
-//!   carried out again; executors make that idempotent.
+//! - Every action is recorded as intended before the executor carries it
+//!   out (a plan's actions all in one transaction), and as done, with its
+//!   effect on the job records, an audit line and the executor values it
+//!   changed, in a later transaction that records the outcomes of up to
+//!   [`OUTCOME_BATCH`] actions. On start, intents left by a crash are
+//!   carried out again; executors make that idempotent. So a crash at any
+//!   point neither loses an action (its intent stays until its outcome is
+//!   recorded) nor repeats one (its intent goes in the transaction that
+//!   records its outcome).
 
 pub mod http_limits;
 pub mod live;
@@ -81,6 +86,14 @@ impl ReconcileError {
         }
     }
 }
+
+/// The most actions whose outcomes one transaction records.
+pub const OUTCOME_BATCH: usize = 1024;
+
+/// Outcomes are committed at least this often while actions are carried
+/// out (a slow executor's progress is on disk soon, and a crash leaves few
+/// actions to carry out again).
+pub const OUTCOME_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// How many diagnostics of a refused revision are kept in its error.
 const KEPT_DIAGNOSTICS: usize = 5;
@@ -244,6 +257,8 @@ pub struct Reconciler<E> {
     signatures: Option<SignaturePolicy>,
     /// The last revision whose signature this process checked.
     signature_checked: Option<String>,
+    /// The most actions whose outcomes one transaction records.
+    outcome_batch: usize,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -267,7 +282,15 @@ impl<E: Executor> Reconciler<E> {
             prune: PrunePolicy::default(),
             signatures: None,
             signature_checked: None,
+            outcome_batch: OUTCOME_BATCH,
         }
+    }
+
+    /// Records the outcomes of at most `n` actions per transaction (at
+    /// least 1; default [`OUTCOME_BATCH`]).
+    pub fn with_outcome_batch(mut self, n: usize) -> Self {
+        self.outcome_batch = n.max(1);
+        self
     }
 
     /// The state store.
@@ -356,17 +379,17 @@ impl<E: Executor> Reconciler<E> {
             revision: revision.as_ref().map(|r| r.id.as_str()),
         });
         let plan_seconds = planning.elapsed().as_secs_f64();
-        self.note_pending(&plan, now, &mut records)?;
-        if self.loading {
-            // The revision loaded and planned: it cannot be what kills us.
+        // The revision loaded and planned: it cannot be what kills us
+        // (unmarked in the transaction that records the pending jobs).
+        let loaded = if self.loading {
             let mut revisions = self.store.revisions()?;
             revisions.loading = None;
-            self.store.commit(&Batch {
-                revisions: Some(revisions),
-                ..Batch::default()
-            })?;
-            self.loading = false;
-        }
+            Some(revisions)
+        } else {
+            None
+        };
+        self.note_pending(&plan, now, &mut records, loaded)?;
+        self.loading = false;
         let nodes = std::mem::take(&mut observed.nodes);
         Ok(Prepared {
             records,
@@ -405,19 +428,18 @@ impl<E: Executor> Reconciler<E> {
             }
             let specs = specs_of(&fleet);
             let nominations = nominations_of(&records);
-            for action in &plan.actions {
-                let intent = ActionSource::New(&revision.id);
-                let (result, transient) = self
-                    .carry_out(
-                        &fleet,
-                        &specs,
-                        &mut records,
-                        &nominations,
-                        intent,
-                        action,
-                        now,
-                    )
-                    .await?;
+            let results = self
+                .carry_out_plan(
+                    &fleet,
+                    &specs,
+                    &mut records,
+                    &nominations,
+                    &plan.actions,
+                    &revision.id,
+                    now,
+                )
+                .await?;
+            for (action, (result, transient)) in plan.actions.iter().zip(results) {
                 iteration.executed.push(Executed {
                     action: action.clone(),
                     result,
@@ -465,21 +487,21 @@ impl<E: Executor> Reconciler<E> {
         let specs = specs_of(&fleet);
         let mut records = self.store.jobs()?;
         let nominations = nominations_of(&records);
-        let count = intents.len();
-        for (id, intent) in intents {
-            let left = ActionSource::Recorded(id, &intent.revision);
-            self.carry_out(
-                &fleet,
-                &specs,
-                &mut records,
-                &nominations,
-                left,
-                &intent.action,
-                intent.time,
-            )
+        // Carried out whatever their records say: a crash may have come
+        // after the executor acted and before the outcome was recorded.
+        let work: Vec<Work<'_>> = intents
+            .iter()
+            .map(|(id, intent)| Work {
+                id: *id,
+                revision: &intent.revision,
+                action: &intent.action,
+                time: intent.time,
+                check_underway: false,
+            })
+            .collect();
+        self.carry_out_all(&fleet, &specs, &mut records, &nominations, &work)
             .await?;
-        }
-        Ok(count)
+        Ok(intents.len())
     }
 
     /// Makes the newest revision the one in force when it is valid; returns
@@ -736,7 +758,17 @@ impl<E: Executor> Reconciler<E> {
                 }
             })
             .collect();
-        let observation = self.executor.observe(now, &running).await?;
+        // What the executor writes while observing (the sim's nodes) lands
+        // with the records of the events it reports.
+        self.store.hold_executor_writes();
+        let observation = self.executor.observe(now, &running).await;
+        let observation = match observation {
+            Ok(observation) => observation,
+            Err(e) => {
+                self.store.release_executor_writes()?;
+                return Err(e.into());
+            }
+        };
         drop(running);
         let events = &observation.events;
         let mut batch = Batch::default();
@@ -757,7 +789,9 @@ impl<E: Executor> Reconciler<E> {
             .iter()
             .filter_map(|name| records.get(name).cloned())
             .collect();
-        self.store.commit(&batch)?;
+        let committed = self.store.commit(&batch);
+        self.store.release_executor_writes()?;
+        committed?;
         Ok(observation)
     }
 
@@ -819,8 +853,12 @@ impl<E: Executor> Reconciler<E> {
         plan: &Plan,
         now: Timestamp,
         records: &mut Records,
+        revisions: Option<Revisions>,
     ) -> Result<(), ReconcileError> {
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            revisions,
+            ..Batch::default()
+        };
         for pending in &plan.pending {
             let mut record = match records.get(&pending.job) {
                 Some(r) if r.phase != Phase::Pending => continue,
@@ -838,34 +876,129 @@ impl<E: Executor> Reconciler<E> {
         Ok(())
     }
 
-    /// Records `action` as intended (unless it is an intent a crash left),
-    /// carries it out, and records the outcome in the store and in `records`.
+    /// Carries out a new plan's actions: those whose effect is not already
+    /// under way are recorded as intended, all in one transaction, before
+    /// the first is carried out ([`Reconciler::carry_out_all`]). Returns
+    /// each action's result, in the plan's order.
     #[allow(clippy::too_many_arguments)] // the iteration's context, passed through
+    async fn carry_out_plan(
+        &mut self,
+        fleet: &Fleet,
+        specs: &Specs<'_>,
+        records: &mut Records,
+        nominations: &Nominations,
+        actions: &[Action],
+        revision: &str,
+        now: Timestamp,
+    ) -> Result<Vec<(ActionResult, bool)>, ReconcileError> {
+        let mut results: Vec<Option<(ActionResult, bool)>> = Vec::with_capacity(actions.len());
+        let mut intents = Vec::new();
+        for action in actions {
+            let record = action.job().and_then(|j| records.get(j));
+            if underway(action, record, &self.executor) {
+                results.push(Some((ActionResult::AlreadyUnderway, false)));
+            } else {
+                results.push(None);
+                intents.push(Intent {
+                    revision: revision.to_string(),
+                    time: now,
+                    action: action.clone(),
+                });
+            }
+        }
+        let ids = self.store.record_intents(&intents)?;
+        let work: Vec<Work<'_>> = ids
+            .iter()
+            .zip(&intents)
+            .map(|(id, intent)| Work {
+                id: *id,
+                revision,
+                action: &intent.action,
+                time: now,
+                check_underway: true,
+            })
+            .collect();
+        let mut done = self
+            .carry_out_all(fleet, specs, records, nominations, &work)
+            .await?
+            .into_iter();
+        Ok(results
+            .into_iter()
+            .map(|result| {
+                result
+                    .or_else(|| done.next())
+                    .unwrap_or((ActionResult::AlreadyUnderway, false))
+            })
+            .collect())
+    }
+
+    /// Carries out actions recorded as intended, in order, and records their
+    /// outcomes: the job records they changed, their audit lines, their
+    /// intents marked done and the executor values they changed (held by
+    /// the store until then) land together, [`Reconciler::with_outcome_batch`]
+    /// actions (or [`OUTCOME_WINDOW`]) a transaction.
+    async fn carry_out_all(
+        &mut self,
+        fleet: &Fleet,
+        specs: &Specs<'_>,
+        records: &mut Records,
+        nominations: &Nominations,
+        work: &[Work<'_>],
+    ) -> Result<Vec<(ActionResult, bool)>, ReconcileError> {
+        if work.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.hold_executor_writes();
+        let mut outcomes = Outcomes::new(self.outcome_batch);
+        let mut results = Vec::with_capacity(work.len());
+        let mut carried = Ok(());
+        for item in work {
+            results.push(
+                self.carry_out(fleet, specs, records, nominations, item, &mut outcomes)
+                    .await,
+            );
+            if outcomes.due() {
+                carried = outcomes.commit(&self.store);
+                if carried.is_err() {
+                    break;
+                }
+            }
+        }
+        if carried.is_ok() {
+            carried = outcomes.commit(&self.store);
+        }
+        // Whatever the executor wrote and no outcome took along (an
+        // iteration that failed) is written now, as it was before batching.
+        let released = self.store.release_executor_writes();
+        carried?;
+        released?;
+        Ok(results)
+    }
+
+    /// Carries out one action recorded as intended and adds its outcome to
+    /// `outcomes` and to `records`.
     async fn carry_out(
         &mut self,
         fleet: &Fleet,
         specs: &Specs<'_>,
         records: &mut Records,
         nominations: &Nominations,
-        intent: ActionSource<'_>,
-        action: &Action,
-        now: Timestamp,
-    ) -> Result<(ActionResult, bool), ReconcileError> {
+        work: &Work<'_>,
+        outcomes: &mut Outcomes,
+    ) -> (ActionResult, bool) {
+        let Work {
+            id,
+            revision,
+            action,
+            time: now,
+            check_underway,
+        } = *work;
         let record = action.job().and_then(|j| records.get(j)).cloned();
-        let (id, revision) = match intent {
-            ActionSource::Recorded(id, revision) => (id, revision),
-            ActionSource::New(revision) => {
-                if underway(action, record.as_ref(), &self.executor) {
-                    return Ok((ActionResult::AlreadyUnderway, false));
-                }
-                let id = self.store.record_intent(&Intent {
-                    revision: revision.to_string(),
-                    time: now,
-                    action: action.clone(),
-                })?;
-                (id, revision)
-            }
-        };
+        if check_underway && underway(action, record.as_ref(), &self.executor) {
+            // An earlier action of the same plan got there first.
+            outcomes.done.push(id);
+            return (ActionResult::AlreadyUnderway, false);
+        }
         let spec = action.job().and_then(|j| specs.get(j).copied());
         let attempt = record
             .as_ref()
@@ -877,10 +1010,7 @@ impl<E: Executor> Reconciler<E> {
             revision,
         };
         let outcome = self.executor.execute(action, &ctx, now).await;
-        let mut batch = Batch {
-            done_intent: Some(id),
-            ..Batch::default()
-        };
+        outcomes.done.push(id);
         let transient = outcome.as_ref().is_err_and(ExecError::is_transient);
         let result = match outcome {
             Ok(outcome) => {
@@ -891,16 +1021,17 @@ impl<E: Executor> Reconciler<E> {
                     record.restart = spec.restart_token().map(str::to_string);
                     record.spec_digest = Some(spec.spec.runtime_digest());
                 }
-                batch.jobs = changed
-                    .iter()
-                    .filter_map(|name| records.get(name).cloned())
-                    .collect();
-                batch.audit.push(audit_of(action, revision, now, ""));
+                for name in changed {
+                    if let Some(record) = records.get(&name) {
+                        outcomes.jobs.insert(name, record.clone());
+                    }
+                }
+                outcomes.audit.push(audit_of(action, revision, now, ""));
                 ActionResult::Applied(outcome)
             }
             Err(e) => {
                 let message = e.to_string();
-                batch.audit.push(audit_of(
+                outcomes.audit.push(audit_of(
                     action,
                     revision,
                     now,
@@ -909,22 +1040,75 @@ impl<E: Executor> Reconciler<E> {
                 ActionResult::Failed(message)
             }
         };
-        self.store.commit(&batch)?;
-        Ok((result, transient))
+        (result, transient)
+    }
+}
+
+/// An action recorded as intended, to carry out.
+#[derive(Debug, Clone, Copy)]
+struct Work<'a> {
+    /// Its intent's id.
+    id: u64,
+    /// The revision whose plan asked for it.
+    revision: &'a str,
+    action: &'a Action,
+    /// The reconciler's clock when it was planned.
+    time: Timestamp,
+    /// Skipped when its effect is under way by the time it comes (a new
+    /// plan's action); an intent a crash left is carried out regardless.
+    check_underway: bool,
+}
+
+/// Outcomes of actions carried out and not yet recorded: committed together
+/// (with the executor's held writes) when [`Outcomes::due`], and at the end.
+#[derive(Debug)]
+struct Outcomes {
+    /// Job records changed, by name (the newest wins).
+    jobs: BTreeMap<String, JobRecord>,
+    audit: Vec<AuditEntry>,
+    /// Intents to mark done.
+    done: Vec<u64>,
+    /// At most this many actions a transaction.
+    limit: usize,
+    /// The last commit (or the start).
+    since: std::time::Instant,
+}
+
+impl Outcomes {
+    fn new(limit: usize) -> Self {
+        Outcomes {
+            jobs: BTreeMap::new(),
+            audit: Vec::new(),
+            done: Vec::new(),
+            limit,
+            since: std::time::Instant::now(),
+        }
+    }
+
+    /// Whether to commit now: `limit` actions, or [`OUTCOME_WINDOW`] since
+    /// the last commit.
+    fn due(&self) -> bool {
+        self.done.len() >= self.limit
+            || (!self.done.is_empty() && self.since.elapsed() >= OUTCOME_WINDOW)
+    }
+
+    /// Records the outcomes so far in one transaction.
+    fn commit(&mut self, store: &Store) -> Result<(), StateError> {
+        let batch = Batch {
+            jobs: std::mem::take(&mut self.jobs).into_values().collect(),
+            audit: std::mem::take(&mut self.audit),
+            done_intents: std::mem::take(&mut self.done),
+            ..Batch::default()
+        };
+        store.commit(&batch)?;
+        self.since = std::time::Instant::now();
+        Ok(())
     }
 }
 
 /// Whether `newest` has the fleet content of `good` (a non-empty tree id).
 fn rev_content_eq(good: Option<&Revision>, newest: &Revision) -> bool {
     good.is_some_and(|r| r.content == newest.content && !r.content.is_empty())
-}
-
-/// An action to carry out: a new one from the plan (of this revision), or an
-/// intent a crash left recorded (its id and revision).
-#[derive(Debug, Clone, Copy)]
-enum ActionSource<'a> {
-    New(&'a str),
-    Recorded(u64, &'a str),
 }
 
 /// Whether the action's effect is already under way, so it is not repeated.

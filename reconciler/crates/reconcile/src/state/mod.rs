@@ -3,8 +3,11 @@
 //!
 //! redb is a pure-Rust, ACID, copy-on-write B-tree store: every [`Batch`] is
 //! one transaction that is either wholly on disk or not at all, which is what
-//! crash safety needs (an action is recorded as intended in one transaction
-//! and as done — with its effect on the job records — in the next). It
+//! crash safety needs (a plan's actions are recorded as intended in one
+//! transaction before the first is carried out, and as done — with their
+//! effect on the job records, their audit lines and the executor's values
+//! they changed — in later ones, many actions a transaction; see
+//! [`Store::record_intents`] and [`Store::hold_executor_writes`]). It
 //! builds with no C toolchain and no server, and its file is locked by one
 //! process at a time, so two reconcilers cannot share a state directory.
 //!
@@ -19,6 +22,7 @@ pub use records::{
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::Serialize;
@@ -127,8 +131,8 @@ pub struct Batch {
     pub remove_jobs: Vec<String>,
     /// Audit lines to append.
     pub audit: Vec<AuditEntry>,
-    /// An intent to mark done (delete).
-    pub done_intent: Option<u64>,
+    /// Intents to mark done (delete).
+    pub done_intents: Vec<u64>,
     /// New revision bookkeeping.
     pub revisions: Option<Revisions>,
     /// The reconciler's clock.
@@ -145,7 +149,7 @@ impl Batch {
         self.jobs.is_empty()
             && self.remove_jobs.is_empty()
             && self.audit.is_empty()
-            && self.done_intent.is_none()
+            && self.done_intents.is_empty()
             && self.revisions.is_none()
             && self.clock.is_none()
             && self.executor_put.is_empty()
@@ -153,10 +157,16 @@ impl Batch {
     }
 }
 
+/// Executor values written while held: key → value (`None`: removed).
+type HeldWrites = BTreeMap<String, Option<String>>;
+
 /// The open state database.
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// The executor's writes held for the next [`Store::commit`], while
+    /// [`Store::hold_executor_writes`] is in force.
+    held: Mutex<Option<HeldWrites>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -228,7 +238,11 @@ impl Store {
                 }
             }
         };
-        let store = Store { db, path };
+        let store = Store {
+            db,
+            path,
+            held: Mutex::new(None),
+        };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
         // directory: from now on a lost database is noticed.
@@ -339,16 +353,71 @@ impl Store {
 
     /// Records an action as intended, before it is carried out; returns its id.
     pub fn record_intent(&self, intent: &Intent) -> Result<u64, StateError> {
-        let text = to_json(intent);
+        let ids = self.record_intents(std::slice::from_ref(intent))?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| self.err("no intent id was given"))
+    }
+
+    /// Records actions as intended, all in one transaction, before the first
+    /// of them is carried out; returns their ids, in order (increasing).
+    /// Nothing is written for none.
+    pub fn record_intents(&self, intents: &[Intent]) -> Result<Vec<u64>, StateError> {
+        if intents.is_empty() {
+            return Ok(Vec::new());
+        }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        let id;
+        let mut ids = Vec::with_capacity(intents.len());
         {
             let mut table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
-            id = next_key(&table).map_err(|e| self.err(e))?;
-            table.insert(id, text.as_str()).map_err(|e| self.err(e))?;
+            let first = next_key(&table).map_err(|e| self.err(e))?;
+            for (id, intent) in (first..).zip(intents) {
+                table
+                    .insert(id, to_json(intent).as_str())
+                    .map_err(|e| self.err(e))?;
+                ids.push(id);
+            }
         }
         txn.commit().map_err(|e| self.err(e))?;
-        Ok(id)
+        Ok(ids)
+    }
+
+    /// From now on, the executor's writes ([`exec::KeyValue::write`]) are
+    /// held in memory and land with the next [`Store::commit`], in its
+    /// transaction: the reconciler commits an action's outcome and the
+    /// executor values the action changed together. Reads
+    /// ([`exec::KeyValue::entries`]) see held writes. A crash loses them
+    /// with the outcomes they belong to, whose intents stay recorded (the
+    /// actions are carried out again, which executors make idempotent).
+    pub fn hold_executor_writes(&self) {
+        let mut held = self.held();
+        if held.is_none() {
+            *held = Some(HeldWrites::new());
+        }
+    }
+
+    /// Ends [`Store::hold_executor_writes`]: what is held is committed now.
+    pub fn release_executor_writes(&self) -> Result<(), StateError> {
+        let held = self.held().take();
+        match held {
+            Some(writes) if !writes.is_empty() => {
+                let mut batch = Batch::default();
+                for (key, value) in writes {
+                    match value {
+                        Some(v) => batch.executor_put.push((key, v)),
+                        None => batch.executor_remove.push(key),
+                    }
+                }
+                self.commit(&batch)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The held executor writes (a panic while they were locked leaves them
+    /// usable: each write is one map operation).
+    fn held(&self) -> MutexGuard<'_, Option<HeldWrites>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The audit log from sequence `from` on (all of it with 0).
@@ -423,11 +492,23 @@ impl Store {
         Ok(out)
     }
 
-    /// Writes a batch in one transaction.
+    /// Writes a batch in one transaction, with the executor's held writes
+    /// ([`Store::hold_executor_writes`]), if any.
     pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
-        if batch.is_empty() {
+        let mut held = self.held();
+        let held_writes = held.as_ref().filter(|w| !w.is_empty());
+        if batch.is_empty() && held_writes.is_none() {
             return Ok(());
         }
+        self.write_batch(batch, held_writes)?;
+        // Written: no longer held (kept on a failure, for the next commit).
+        if let Some(writes) = held.as_mut() {
+            writes.clear();
+        }
+        Ok(())
+    }
+
+    fn write_batch(&self, batch: &Batch, held: Option<&HeldWrites>) -> Result<(), StateError> {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
@@ -456,9 +537,18 @@ impl Store {
             for key in &batch.executor_remove {
                 executor.remove(key.as_str()).map_err(|e| self.err(e))?;
             }
-            if let Some(id) = batch.done_intent {
+            for (key, value) in held.into_iter().flatten() {
+                match value {
+                    Some(v) => executor.insert(key.as_str(), v.as_str()),
+                    None => executor.remove(key.as_str()),
+                }
+                .map_err(|e| self.err(e))?;
+            }
+            if !batch.done_intents.is_empty() {
                 let mut intents = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
-                intents.remove(id).map_err(|e| self.err(e))?;
+                for id in &batch.done_intents {
+                    intents.remove(*id).map_err(|e| self.err(e))?;
+                }
             }
             let mut audit = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
             let first = next_key(&audit).map_err(|e| self.err(e))?;
@@ -490,10 +580,24 @@ impl exec::KeyValue for Store {
             .executor_values()
             .map_err(|e| exec::KvError(e.to_string()))?;
         all.retain(|key, _| key.starts_with(prefix));
+        if let Some(writes) = self.held().as_ref() {
+            for (key, value) in writes.iter().filter(|(k, _)| k.starts_with(prefix)) {
+                match value {
+                    Some(v) => all.insert(key.clone(), v.clone()),
+                    None => all.remove(key),
+                };
+            }
+        }
         Ok(all)
     }
 
     fn write(&self, changes: &[(String, Option<String>)]) -> Result<(), exec::KvError> {
+        if let Some(writes) = self.held().as_mut() {
+            for (key, value) in changes {
+                writes.insert(key.clone(), value.clone());
+            }
+            return Ok(());
+        }
         let mut batch = Batch::default();
         for (key, value) in changes {
             match value {
@@ -571,13 +675,97 @@ mod tests {
         assert_eq!(store.pending_intents().unwrap().len(), 2);
         store
             .commit(&Batch {
-                done_intent: Some(a),
+                done_intents: vec![a],
                 ..Batch::default()
             })
             .unwrap();
         let left = store.pending_intents().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].0, b);
+    }
+
+    #[test]
+    fn a_plans_intents_are_recorded_together_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.record_intents(&[]).unwrap().is_empty());
+        assert!(store.pending_intents().unwrap().is_empty());
+        let intents: Vec<Intent> = ["a", "b", "c"]
+            .iter()
+            .map(|job| Intent {
+                revision: "r1".into(),
+                time: t("2026-11-21T10:00:00Z"),
+                action: Action::Cancel {
+                    job: (*job).into(),
+                    reason: "removed from Git".into(),
+                },
+            })
+            .collect();
+        let ids = store.record_intents(&intents).unwrap();
+        assert_eq!(ids.len(), 3);
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+        let pending = store.pending_intents().unwrap();
+        let jobs: Vec<&str> = pending
+            .iter()
+            .map(|(_, i)| i.action.job().unwrap_or_default())
+            .collect();
+        assert_eq!(jobs, ["a", "b", "c"]);
+        store
+            .commit(&Batch {
+                done_intents: vec![ids[0], ids[2]],
+                ..Batch::default()
+            })
+            .unwrap();
+        let left = store.pending_intents().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].0, ids[1]);
+    }
+
+    #[test]
+    fn held_executor_writes_land_with_the_next_commit_or_not_at_all() {
+        use exec::KeyValue;
+        let dir = tempfile::tempdir().unwrap();
+        let value = |v: &str| Some(v.to_string());
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.write(&[("k/a".into(), value("1"))]).unwrap();
+            assert_eq!(store.executor_values().unwrap().len(), 1, "written at once");
+
+            store.hold_executor_writes();
+            store
+                .write(&[("k/b".into(), value("2")), ("k/a".into(), None)])
+                .unwrap();
+            let seen: Vec<String> = store.entries("k/").unwrap().into_keys().collect();
+            assert_eq!(seen, ["k/b"], "reads see held writes");
+            let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
+            assert_eq!(stored, ["k/a"], "not on disk yet");
+
+            // An outcome's commit takes them along.
+            store
+                .commit(&Batch {
+                    clock: Some(t("2026-11-21T10:00:00Z")),
+                    ..Batch::default()
+                })
+                .unwrap();
+            let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
+            assert_eq!(stored, ["k/b"]);
+
+            // A crash before the next commit loses what is held.
+            store.write(&[("k/c".into(), value("3"))]).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
+        assert_eq!(stored, ["k/b"], "lost with the outcomes it belonged to");
+
+        // Released: what is held is written, and later writes go straight on.
+        store.hold_executor_writes();
+        store.write(&[("k/c".into(), value("3"))]).unwrap();
+        store.release_executor_writes().unwrap();
+        store.write(&[("k/d".into(), value("4"))]).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
+        assert_eq!(stored, ["k/b", "k/c", "k/d"]);
     }
 
     #[test]

@@ -1,0 +1,328 @@
+//! Intents and outcomes are recorded in batches (a plan's intents in one
+//! transaction, outcomes many actions a transaction): a crash between the
+//! intents and the first action, or in the middle of the outcome batches,
+//! neither loses nor repeats an action. A crash is a panic in the executor
+//! (nothing more is committed) and the state reopened by a new reconciler.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use exec::{
+    ActionContext, Capabilities, Event, ExecError, Executor, JobView, KeyValue, Observation,
+    Outcome,
+};
+use futures_executor::block_on;
+use gitfleet_reconcile::state::{Phase, Store};
+use gitfleet_reconcile::{ActionResult, FleetSource, Reconciler};
+use model::observed::{ObservedNode, Timestamp};
+use model::plan::Action;
+use model::spec::Fleet;
+
+const JOBS: usize = 20;
+
+/// The fleet outside gitfleet: it outlives a crash of the reconciler.
+#[derive(Debug, Default)]
+struct Outside {
+    /// Jobs started, and how many times each (idempotent: at most once).
+    started: BTreeMap<String, u32>,
+    /// Every `execute`, in order.
+    calls: Vec<String>,
+}
+
+/// Places jobs in [`Outside`], idempotently by job name (as the kube
+/// executor's deterministic Pod names do), and keeps a value per started
+/// job in its [`KeyValue`] (the state's executor table). `crash` panics at
+/// the n-th call: before the start (`Before`) or after it (`After`).
+#[derive(Debug)]
+struct Ledger {
+    outside: Arc<Mutex<Outside>>,
+    kv: Arc<dyn KeyValue>,
+    nodes: Vec<ObservedNode>,
+    crash: Option<(usize, Crash)>,
+    calls: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Crash {
+    Before,
+    After,
+}
+
+impl Executor for Ledger {
+    fn name(&self) -> &'static str {
+        "ledger"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scales_pools: false,
+            grace_periods: false,
+            exit_codes: false,
+            runs_jobs: true,
+        }
+    }
+
+    async fn set_fleet(&mut self, _fleet: &Fleet) -> Result<(), ExecError> {
+        Ok(())
+    }
+
+    async fn observe(
+        &mut self,
+        _now: Timestamp,
+        _running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
+        Ok(Observation {
+            events: Vec::<Event>::new(),
+            nodes: self.nodes.clone(),
+        })
+    }
+
+    fn already_done(&self, _action: &Action) -> bool {
+        false
+    }
+
+    async fn execute(
+        &mut self,
+        action: &Action,
+        _ctx: &ActionContext<'_>,
+        _now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        let Action::Place { job, .. } = action else {
+            panic!("only places expected: {action:?}");
+        };
+        self.calls += 1;
+        let crash = self.crash.filter(|(at, _)| *at == self.calls).map(|c| c.1);
+        assert!(
+            crash != Some(Crash::Before),
+            "crash before action {}",
+            self.calls
+        );
+        {
+            let mut outside = self.outside.lock().unwrap();
+            outside.calls.push(job.clone());
+            outside.started.entry(job.clone()).or_insert(1);
+        }
+        self.kv
+            .write(&[(format!("ledger/{job}"), Some("started".to_string()))])?;
+        assert!(
+            crash != Some(Crash::After),
+            "crash after action {}",
+            self.calls
+        );
+        Ok(Outcome::Done)
+    }
+}
+
+fn fleet_yaml() -> String {
+    let mut yaml = format!(
+        "apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {{name: p}}\nspec:\n  gpu: {{model: H100, count: 8}}\n  size: {{min: {JOBS}, max: {JOBS}}}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: q}}\nspec:\n  quota: [{{model: H100, guaranteed: {}}}]\n",
+        JOBS * 8
+    );
+    for i in 0..JOBS {
+        yaml += &format!(
+            "---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: j-{i:02}}}\nspec:\n  queue: q\n  gpusPerReplica: 8\n  command: [\"true\"]\n"
+        );
+    }
+    yaml
+}
+
+/// A fleet directory and a state directory.
+struct Setup {
+    dir: tempfile::TempDir,
+    outside: Arc<Mutex<Outside>>,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = dir.path().join("fleet");
+        std::fs::create_dir_all(&fleet).unwrap();
+        std::fs::write(fleet.join("fleet.yaml"), fleet_yaml()).unwrap();
+        Setup {
+            dir,
+            outside: Arc::default(),
+        }
+    }
+
+    /// A reconciler on the state (opened afresh, as after a restart) that
+    /// records at most `batch` outcomes a transaction.
+    fn reconciler(&self, crash: Option<(usize, Crash)>, batch: usize) -> Reconciler<Ledger> {
+        let store = Arc::new(Store::open(&self.dir.path().join("state")).unwrap());
+        let pool = serde_json::from_str(
+            r#"{"gpu": {"model": "H100", "count": 8}, "size": {"min": 1, "max": 1}}"#,
+        )
+        .unwrap();
+        let ledger = Ledger {
+            outside: self.outside.clone(),
+            kv: store.clone(),
+            nodes: (0..JOBS)
+                .map(|i| model::observed::pool_node("p", &pool, i as u32))
+                .collect(),
+            crash,
+            calls: 0,
+        };
+        let source = FleetSource::Dir {
+            path: self.dir.path().join("fleet"),
+        };
+        Reconciler::new(source, store, ledger).with_outcome_batch(batch)
+    }
+
+    /// The state as a crash left it: (intents left, jobs recorded running,
+    /// jobs with an executor value, place lines in the audit log).
+    fn state(&self) -> (usize, Vec<String>, Vec<String>, usize) {
+        let store = Store::open(&self.dir.path().join("state")).unwrap();
+        let intents = store.pending_intents().unwrap().len();
+        let running: Vec<String> = store
+            .jobs()
+            .unwrap()
+            .into_values()
+            .filter(|r| r.phase == Phase::Running)
+            .map(|r| r.job)
+            .collect();
+        let values: Vec<String> = store
+            .entries("ledger/")
+            .unwrap()
+            .into_keys()
+            .map(|k| k.trim_start_matches("ledger/").to_string())
+            .collect();
+        let places = store
+            .audit(0)
+            .unwrap()
+            .iter()
+            .filter(|(_, e)| e.what == "place")
+            .count();
+        (intents, running, values, places)
+    }
+
+    /// After recovery: every job placed once, recorded once, nothing left.
+    fn assert_each_job_placed_once(&self) {
+        let (intents, running, values, places) = self.state();
+        assert_eq!(intents, 0, "no intent left");
+        assert_eq!(running.len(), JOBS, "every job runs: {running:?}");
+        assert_eq!(values.len(), JOBS, "every executor value kept");
+        assert_eq!(places, JOBS, "one place line per job");
+        let outside = self.outside.lock().unwrap();
+        assert_eq!(outside.started.len(), JOBS, "every job started");
+        assert!(outside.started.values().all(|n| *n == 1));
+        let store = Store::open(&self.dir.path().join("state")).unwrap();
+        for job in outside.started.keys() {
+            let lines = store
+                .audit(0)
+                .unwrap()
+                .into_iter()
+                .filter(|(_, e)| e.what == "place" && e.subject == *job)
+                .count();
+            assert_eq!(lines, 1, "{job} recorded as placed once");
+        }
+    }
+
+    /// How many times the executor was asked to carry out each job's place.
+    fn calls(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for job in &self.outside.lock().unwrap().calls {
+            *out.entry(job.clone()).or_insert(0) += 1;
+        }
+        out
+    }
+}
+
+fn t(minute: i64) -> Timestamp {
+    let start: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+    start + chrono::Duration::minutes(minute)
+}
+
+/// Runs an iteration that crashes (panics in the executor).
+fn crash(mut reconciler: Reconciler<Ledger>, now: Timestamp) {
+    let crashed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        block_on(reconciler.iterate(now)).map(|_| ())
+    }));
+    assert!(crashed.is_err(), "the iteration crashed");
+    drop(reconciler);
+}
+
+/// Runs the iterations after the crash: recovery, then a plan with nothing
+/// left to do.
+fn recover(setup: &Setup, left: usize) {
+    let mut reconciler = setup.reconciler(None, 6);
+    let iteration = block_on(reconciler.iterate(t(1))).unwrap();
+    assert_eq!(iteration.recovered, left, "the intents left carried out");
+    assert!(
+        iteration.executed.is_empty(),
+        "nothing else to do: {:?}",
+        iteration.executed
+    );
+    let again = block_on(reconciler.iterate(t(2))).unwrap();
+    assert_eq!(again.recovered, 0);
+    assert!(again.executed.is_empty(), "{:?}", again.executed);
+}
+
+#[test]
+fn without_a_crash_outcomes_are_recorded_in_batches_and_each_action_once() {
+    let setup = Setup::new();
+    let mut reconciler = setup.reconciler(None, 6);
+    let iteration = block_on(reconciler.iterate(t(0))).unwrap();
+    assert_eq!(iteration.executed.len(), JOBS);
+    assert!(
+        iteration
+            .executed
+            .iter()
+            .all(|e| e.result == ActionResult::Applied(Outcome::Done))
+    );
+    drop(reconciler);
+    setup.assert_each_job_placed_once();
+    assert!(setup.calls().values().all(|n| *n == 1));
+}
+
+#[test]
+fn a_crash_between_the_intents_and_the_first_action_loses_and_repeats_nothing() {
+    let setup = Setup::new();
+    crash(setup.reconciler(Some((1, Crash::Before)), 6), t(0));
+
+    // Every action intended in one transaction, none carried out or recorded.
+    let (intents, running, values, places) = setup.state();
+    assert_eq!(intents, JOBS, "the whole plan is intended");
+    assert!(running.is_empty() && values.is_empty() && places == 0);
+    assert!(setup.outside.lock().unwrap().started.is_empty());
+
+    recover(&setup, JOBS);
+    setup.assert_each_job_placed_once();
+    assert!(
+        setup.calls().values().all(|n| *n == 1),
+        "each carried out once: {:?}",
+        setup.calls()
+    );
+}
+
+#[test]
+fn a_crash_in_the_middle_of_the_outcome_batches_loses_and_repeats_nothing() {
+    let setup = Setup::new();
+    // Outcomes 1–6 and 7–12 are committed; 13 and 14 are carried out and
+    // waiting for their batch; 15 is carried out and then the process dies.
+    crash(setup.reconciler(Some((15, Crash::After)), 6), t(0));
+
+    let (intents, running, values, places) = setup.state();
+    assert_eq!(intents, JOBS - 12, "intents of the unrecorded actions stay");
+    assert_eq!(running.len(), 12, "two batches of outcomes recorded");
+    assert_eq!(places, 12);
+    assert_eq!(
+        values, running,
+        "the executor's values landed with their outcomes, and only they"
+    );
+    let calls = setup.outside.lock().unwrap().calls.clone();
+    assert_eq!(calls.len(), 15);
+    let unrecorded: Vec<String> = calls[12..].to_vec();
+    assert!(unrecorded.iter().all(|job| !running.contains(job)));
+
+    recover(&setup, JOBS - 12);
+    setup.assert_each_job_placed_once();
+    // Recorded actions are never carried out again; the three carried out
+    // but not recorded are asked once more (a no-op for an idempotent
+    // executor); the rest once.
+    for (job, n) in setup.calls() {
+        let expected = if unrecorded.contains(&job) { 2 } else { 1 };
+        assert_eq!(n, expected, "{job}");
+    }
+}
