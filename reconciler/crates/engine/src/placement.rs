@@ -339,7 +339,11 @@ fn usable_count(node: &NodeState, usable: &dyn Fn(&NodeState, usize, &Gpu) -> bo
 
 /// A node chosen for one replica: (rank, preferred GPUs of preference 0 and
 /// 1 not used, GPUs left), name, node, positions.
-type Choice<'a> = ((u8, u32, u32, u32), &'a str, NodeId, Vec<usize>);
+type Choice<'a> = (ChoiceKey, &'a str, NodeId, Vec<usize>);
+
+/// What orders nodes for a replica: (rank, preferred GPUs of preference 0
+/// and 1 not used, GPUs left); lower is better.
+type ChoiceKey = (u8, u32, u32, u32);
 
 /// Best fit per replica over `nodes`, tracking what earlier replicas took.
 fn greedy(
@@ -425,7 +429,7 @@ fn greedy_preferring(
     let per_replica = req.per_replica;
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
-    let mut order: Vec<((u8, u32, u32, u32), &str, NodeId)> = Vec::new();
+    let mut order: Vec<(ChoiceKey, &str, NodeId)> = Vec::new();
     for _ in 0..req.replicas {
         order.clear();
         for &id in nodes {
@@ -646,7 +650,7 @@ mod tests {
             };
             let prefer = |_: NodeId, pos: usize, g: &Gpu| match g.owner {
                 Owner::Running(_) | Owner::Freeing(_) => 0,
-                _ if pos % 4 == 0 => 1,
+                _ if pos.is_multiple_of(4) => 1,
                 _ => 2,
             };
             let req = Request { model, replicas, per_replica, required: None, preferred: None };
