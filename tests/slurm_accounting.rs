@@ -201,6 +201,7 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         time_limit: Some("10m".parse().unwrap()),
         command: vec!["sleep".into(), "300".into()],
         env: Vec::new(),
+        options: Default::default(),
     };
     let id = jobs.submit(&gang).unwrap();
     // Submitting the same placement again (a crash before it was recorded)

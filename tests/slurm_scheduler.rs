@@ -3,7 +3,8 @@
 //! scheduler` places a gang pinned to the planned nodes, preempts it for a
 //! job reclaiming its guarantee, drains a node Slurm took down, cancels a
 //! job removed from Git, places the preempted gang again, and does nothing
-//! the next time.
+//! the next time. The urgent job's `slurm:` section (CPUs and memory per
+//! task, output path) is read back from `squeue --json`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod slurm_support;
@@ -83,6 +84,7 @@ spec:
   gpusPerReplica: 8
   gpu: {models: [H100-SXM-80GB]}
   command: [sleep, "300"]
+  slurm: {cpusPerTask: 2, memPerCpu: 100M, output: "@OUT@/%x-%j.out"}
 "#;
 
 /// The output with runs of spaces as one (plan lines pad their columns).
@@ -185,7 +187,10 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
 
     // team-b reclaims its guarantee: train is preempted (SIGTERM ends
     // `sleep` well within the grace period)…
-    std::fs::write(fleet.join("urgent.yaml"), URGENT).unwrap();
+    let out_dir = tmp.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let urgent = URGENT.replace("@OUT@", out_dir.to_str().unwrap());
+    std::fs::write(fleet.join("urgent.yaml"), urgent).unwrap();
     let out = apply(&cluster, &fleet, &state);
     let t = words(&out);
     assert!(t.contains("preempt train"), "{t}");
@@ -206,6 +211,40 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
             .any(|l| l == "gitfleet-urgent|RUNNING|gpu-1" || l == "gitfleet-urgent|RUNNING|gpu-2"),
         "{q:?}"
     );
+    // Its slurm: section: 2 CPUs for its one task, 100 MB per CPU, the
+    // output where it says (Slurm creates the file when the job starts),
+    // and gitfleet's marker comment (squeue --json of 22.05 shows
+    // `cpus_per_task` as null: `cpus` and `minimum_cpus_per_node` tell).
+    let json: serde_json::Value =
+        serde_json::from_str(&slurm(&cluster, "squeue", &["--json"])).unwrap();
+    let job = json["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "gitfleet-urgent")
+        .unwrap();
+    let pattern = format!("{}/%x-%j.out", out_dir.display());
+    assert_eq!(
+        (
+            &job["cpus"],
+            &job["minimum_cpus_per_node"],
+            &job["memory_per_cpu"],
+            job["standard_output"].as_str(),
+            job["comment"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("gitfleet:urgent:")),
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(2),
+            &serde_json::json!(100),
+            Some(pattern.as_str()),
+            true,
+        ),
+        "{job}"
+    );
+    let file = out_dir.join(format!("gitfleet-urgent-{}.out", job["job_id"]));
+    assert!(file.exists(), "{} is missing", file.display());
 
     // A node Slurm took down is drained by gitfleet.
     slurm(

@@ -816,6 +816,7 @@ mod regressions {
             image: None,
             env: BTreeMap::new(),
             kubernetes: None,
+            slurm: None,
         }
     }
 

@@ -475,6 +475,7 @@ fn job_spec(
         image: None,
         env: BTreeMap::new(),
         kubernetes: None,
+        slurm: None,
     }
 }
 

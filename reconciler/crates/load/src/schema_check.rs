@@ -72,6 +72,8 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let known = known_properties(schema, &error.schema_path().to_string());
+                // An sbatch option gitfleet sets itself: say so, and why.
+                let in_slurm = field == "spec.slurm";
                 for key in unexpected {
                     let pos = locator
                         .entry(target, key)
@@ -79,10 +81,16 @@ pub fn check(kind: Kind, node: &Node, json: &Json) -> Vec<SchemaViolation> {
                     let field = join(&field, key);
                     let near = closest(key, known.iter().map(String::as_str))
                         .or_else(|| only_extension(key, &known));
-                    let message = match near {
-                        Some(near) => format!("unknown field (did you mean {near:?}?)"),
-                        None if known.is_empty() => "unknown field".to_string(),
-                        None => format!("unknown field (expected one of {})", known.join(", ")),
+                    let owned = in_slurm
+                        .then(|| model::spec::slurm::owned_option(key))
+                        .flatten();
+                    let message = match (owned, near) {
+                        (Some(why), _) => format!("not settable: {why}"),
+                        (None, Some(near)) => format!("unknown field (did you mean {near:?}?)"),
+                        (None, None) if known.is_empty() => "unknown field".to_string(),
+                        (None, None) => {
+                            format!("unknown field (expected one of {})", known.join(", "))
+                        }
                     };
                     out.push(SchemaViolation {
                         pos,
@@ -442,6 +450,29 @@ mod tests {
         assert_eq!(
             v[0].message,
             "unknown field (did you mean \"priorityClass\"?)"
+        );
+    }
+
+    #[test]
+    fn sbatch_options_gitfleet_owns_say_why() {
+        let text = "apiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: j}\nspec: {queue: q, gpusPerReplica: 1, slurm: {nodelist: gpu-1, cpusPerTask: 4, outptu: /x}}\n";
+        let v = violations(Kind::Job, text);
+        let seen: Vec<(&str, &str)> = v
+            .iter()
+            .map(|v| (v.field.as_str(), v.message.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "spec.slurm.nodelist",
+                    "not settable: gitfleet places the gang: --nodes, --ntasks, --ntasks-per-node and --nodelist come from its plan (spec.replicas)"
+                ),
+                (
+                    "spec.slurm.outptu",
+                    "unknown field (did you mean \"output\"?)"
+                ),
+            ]
         );
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn prepare(
                 image: None,
                 env: Default::default(),
                 kubernetes: None,
+                slurm: None,
             };
             let grace = fleet.grace_period_of(Some(&spec));
             SimJob {

@@ -4,7 +4,7 @@
 //! between `sbatch` and recording it never submits twice), observed with
 //! `squeue --json`, cancelled with `scancel`.
 
-use model::spec::Duration;
+use model::spec::{Duration, SlurmSpec};
 use serde_json::Value;
 
 use crate::sacctmgr::{RunError, Runner};
@@ -35,6 +35,8 @@ pub struct Submit {
     /// Environment values of every replica (plain ones only: the batch
     /// script is readable in Slurm).
     pub env: Vec<(String, String)>,
+    /// The job's `slurm:` section (the options gitfleet does not own).
+    pub options: SlurmSpec,
 }
 
 impl Submit {
@@ -63,7 +65,10 @@ impl Submit {
             format!("--ntasks-per-node={per_node}"),
             format!("--nodelist={}", self.nodes.join(",")),
             format!("--gres=gpu:{}:{}", self.gres_type, self.gpus_per_node),
-            "--output=/dev/null".to_string(),
+            format!(
+                "--output={}",
+                self.options.output.as_deref().unwrap_or("/dev/null")
+            ),
         ];
         if let Some(qos) = &self.qos {
             args.push(format!("--qos={qos}"));
@@ -71,6 +76,7 @@ impl Submit {
         if let Some(limit) = self.time_limit {
             args.push(format!("--time={}", limit.as_secs().div_ceil(60).max(1)));
         }
+        args.extend(self.option_args());
         let mut line: Vec<String> = Vec::new();
         if !self.env.is_empty() {
             line.push("env".to_string());
@@ -83,6 +89,26 @@ impl Submit {
         line.push("srun".to_string());
         line.extend(self.command.iter().map(|a| shell_quote(a)));
         args.push(format!("--wrap={}", line.join(" ")));
+        args
+    }
+
+    /// The `slurm:` section's options, each one argument (`--opt=value`:
+    /// no shell sees them, and a value cannot pass for another option).
+    fn option_args(&self) -> Vec<String> {
+        let o = &self.options;
+        let mut args = Vec::new();
+        if let Some(error) = &o.error {
+            args.push(format!("--error={error}"));
+        }
+        if let Some(n) = o.cpus_per_task {
+            args.push(format!("--cpus-per-task={n}"));
+        }
+        for (_, option, size) in o.memory() {
+            args.push(format!("{option}={size}"));
+        }
+        if let Some(constraint) = &o.constraint {
+            args.push(format!("--constraint={constraint}"));
+        }
         args
     }
 }
@@ -376,6 +402,7 @@ mod tests {
             time_limit: Some("90s".parse().unwrap()),
             command: vec!["python".into(), "train.py".into(), "--name=it's".into()],
             env: Vec::new(),
+            options: SlurmSpec::default(),
         }
     }
 
@@ -407,6 +434,45 @@ mod tests {
                 "--output=/dev/null",
                 "--qos=high",
                 "--time=2",
+                r"--wrap=srun python train.py '--name=it'\''s'",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_slurm_section_adds_its_options_as_single_arguments() {
+        let mut gang = gang();
+        gang.options = SlurmSpec {
+            cpus_per_task: Some(4),
+            mem: None,
+            mem_per_cpu: Some("4G".into()),
+            mem_per_gpu: None,
+            constraint: Some("ib&nvme".into()),
+            output: Some("/scratch/logs/%x-%j.out".into()),
+            error: Some("/scratch/logs/%x-%j.err; rm -rf /".into()),
+        };
+        assert_eq!(
+            gang.sbatch_args(),
+            [
+                "--parsable",
+                "--hold",
+                "--job-name=gitfleet-llama",
+                "--comment=gitfleet:llama:3",
+                "--account=nlp",
+                "--nodes=2",
+                "--ntasks=2",
+                "--ntasks-per-node=1",
+                "--nodelist=gpu-1,gpu-2",
+                "--gres=gpu:h100:8",
+                "--output=/scratch/logs/%x-%j.out",
+                "--qos=high",
+                "--time=2",
+                // One argument, never part of a shell line: sbatch takes
+                // it all as a file name.
+                "--error=/scratch/logs/%x-%j.err; rm -rf /",
+                "--cpus-per-task=4",
+                "--mem-per-cpu=4G",
+                "--constraint=ib&nvme",
                 r"--wrap=srun python train.py '--name=it'\''s'",
             ]
         );

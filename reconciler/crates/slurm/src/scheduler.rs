@@ -5,6 +5,8 @@
 //!   then released ([`Jobs::start`]). Its comment `gitfleet:<job>:<attempt>`
 //!   is looked up before submitting, so an intent carried out again after a
 //!   crash never submits twice. Its id is kept in the [`KeyValue`] store.
+//!   The job's `slurm:` section adds its `sbatch` options (CPUs and memory
+//!   per task, constraint, output paths), each one argument.
 //! - Observe: `sinfo` for the nodes ([`crate::nodes`]), `squeue --json`
 //!   for the jobs (finished ones stay there `MinJobAge`), `sacct` for those
 //!   that left it; a job no longer active is `Exited` (with its code) or,
@@ -334,6 +336,7 @@ impl<R: Runner> Scheduler<R> {
             time_limit: spec.spec.time_limit,
             command: spec.spec.command.clone(),
             env,
+            options: spec.spec.slurm.clone().unwrap_or_default(),
         })
     }
 

@@ -42,8 +42,9 @@ impl FieldChange {
     /// queue, priority, time limit or labels (which apply at once).
     pub fn needs_restart(&self) -> bool {
         let field = self.field.as_str();
-        // The kube executor's Pod template is read when the Pods are made.
-        let pod_template = ["kubernetes"];
+        // The kube executor's Pod template is read when the Pods are made,
+        // the Slurm executor's sbatch options when the job is submitted.
+        let pod_template = ["kubernetes", "slurm"];
         model::spec::RUNTIME_FIELDS
             .iter()
             .chain(&pod_template)
@@ -373,6 +374,9 @@ mod tests {
         assert!(change("kubernetes.resources.requests.cpu").needs_restart());
         assert!(change("kubernetes.volumes[0]").needs_restart());
         assert!(!change("kubernetesx").needs_restart());
+        assert!(change("slurm").needs_restart());
+        assert!(change("slurm.cpusPerTask").needs_restart());
+        assert!(!change("slurmx").needs_restart());
         assert!(!change("metadata.labels.team").needs_restart());
         assert!(!change("timeLimit").needs_restart());
     }

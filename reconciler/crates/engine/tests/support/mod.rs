@@ -467,6 +467,7 @@ fn job_spec(
         image: None,
         env: BTreeMap::new(),
         kubernetes: None,
+        slurm: None,
     }
 }
 

@@ -4,6 +4,7 @@
 mod kubernetes;
 mod policy;
 mod semantic;
+mod slurm;
 mod suggest;
 
 use crate::Documents;

@@ -336,6 +336,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
 
     for job in &docs.jobs {
         super::kubernetes::check(job, out);
+        super::slurm::check(job, out);
         let spec = &job.object.spec;
         let name = job.name();
         let queue = spec.queue.as_str();

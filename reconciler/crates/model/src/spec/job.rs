@@ -49,6 +49,11 @@ pub struct JobSpec {
     /// memory, volumes); other executors ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<super::KubernetesSpec>,
+    /// The `sbatch` options gitfleet does not own (CPUs and memory per
+    /// task, constraints, output paths), passed by the Slurm executor in
+    /// scheduler mode; other executors ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<super::SlurmSpec>,
 }
 
 fn default_replicas() -> u32 {

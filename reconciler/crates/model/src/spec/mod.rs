@@ -12,6 +12,7 @@ mod priority_class;
 mod queue;
 mod restart;
 pub mod schema;
+pub mod slurm;
 
 use std::fmt;
 
@@ -28,6 +29,7 @@ pub use policy::{PolicyMatch, PolicyRule, PolicySpec};
 pub use priority_class::PriorityClassSpec;
 pub use queue::{ModelQuota, QueueSpec};
 pub use restart::{RESTART_ANNOTATION, RUNTIME_FIELDS};
+pub use slurm::SlurmSpec;
 
 use crate::diag::Origin;
 

@@ -144,6 +144,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), super::super::EnvValue::Plain(v.to_string())))
                 .collect(),
             kubernetes: None,
+            slurm: None,
         }
     }
 
