@@ -287,6 +287,7 @@ pub fn record<E: Executor>(
                 plan,
                 iteration.time,
                 iteration.revision.as_ref().map(|r| r.id.as_str()),
+                iteration.plan_seconds,
             )
         }
         _ => BTreeMap::new(),

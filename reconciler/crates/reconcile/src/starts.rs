@@ -26,6 +26,24 @@ pub const HORIZON: Horizon = Horizon {
     max_plans: 50,
 };
 
+/// About how much engine time the loop spends on expected starts after an
+/// iteration that changed something: a second of plans.
+pub const BUDGET_SECONDS: f64 = 1.0;
+
+/// [`HORIZON`] with no more plans than fit [`BUDGET_SECONDS`] when one plan
+/// takes `plan_seconds` (none when one plan takes longer than that): on a
+/// large fleet the loop's iterations stay bounded.
+pub fn horizon_for(plan_seconds: Option<f64>) -> Horizon {
+    let fit = match plan_seconds {
+        Some(seconds) if seconds > 0.0 => (BUDGET_SECONDS / seconds).floor() as usize,
+        _ => HORIZON.max_plans,
+    };
+    Horizon {
+        max_plans: fit.min(HORIZON.max_plans),
+        ..HORIZON
+    }
+}
+
 /// The last answer and what it was computed from.
 #[derive(Debug, Default)]
 pub struct StartsCache {
@@ -34,9 +52,9 @@ pub struct StartsCache {
 
 impl StartsCache {
     /// The expected starts of the first [`MAX_STARTS`] jobs pending in
-    /// `plan`, the plan of `observed` at `now`; from the cache when the
-    /// revision and the observed state (less its time) are those of the
-    /// last call.
+    /// `plan`, the plan of `observed` at `now` that took `plan_seconds`
+    /// ([`horizon_for`]); from the cache when the revision and the observed
+    /// state (less its time) are those of the last call.
     pub fn starts(
         &self,
         fleet: &Fleet,
@@ -44,6 +62,7 @@ impl StartsCache {
         plan: &Plan,
         now: Timestamp,
         revision: Option<&str>,
+        plan_seconds: Option<f64>,
     ) -> BTreeMap<String, StartView> {
         let key = format!(
             "{}@{}",
@@ -63,7 +82,7 @@ impl StartsCache {
             revision,
         };
         let took = std::time::Instant::now();
-        let starts = compute(&input, plan);
+        let starts = compute(&input, plan, horizon_for(plan_seconds));
         tracing::debug!(
             jobs = starts.len(),
             ms = took.elapsed().as_secs_f64() * 1000.0,
@@ -75,7 +94,10 @@ impl StartsCache {
 }
 
 /// One simulation for the plan's first pending jobs.
-fn compute(input: &PlanInput<'_>, plan: &Plan) -> BTreeMap<String, StartView> {
+fn compute(input: &PlanInput<'_>, plan: &Plan, horizon: Horizon) -> BTreeMap<String, StartView> {
+    if horizon.max_plans == 0 {
+        return BTreeMap::new();
+    }
     let first: Vec<&str> = plan
         .pending
         .iter()
@@ -85,7 +107,7 @@ fn compute(input: &PlanInput<'_>, plan: &Plan) -> BTreeMap<String, StartView> {
     if first.is_empty() {
         return BTreeMap::new();
     }
-    whatif::expected_starts(input, plan, Some(&first), HORIZON)
+    whatif::expected_starts(input, plan, Some(&first), horizon)
         .into_iter()
         .map(|(job, start)| (job, view(start)))
         .collect()
@@ -175,7 +197,7 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         let now = at("2026-11-21T10:30:00Z");
         let (observed, plan) = observed(&fleet, now);
         assert_eq!(plan.pending[0].job, "wait");
-        let starts = StartsCache::default().starts(&fleet, &observed, &plan, now, Some("r1"));
+        let starts = StartsCache::default().starts(&fleet, &observed, &plan, now, Some("r1"), None);
         let wait = &starts["wait"];
         assert_eq!(wait.status, "expected");
         assert_eq!(wait.at.as_deref(), Some("2026-11-21T12:00:00Z"));
@@ -188,20 +210,50 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         let now = at("2026-11-21T10:30:00Z");
         let (observed, plan) = observed(&fleet, now);
         let cache = StartsCache::default();
-        let first = cache.starts(&fleet, &observed, &plan, now, Some("r1"));
+        let first = cache.starts(&fleet, &observed, &plan, now, Some("r1"), None);
         // A later time, the same state: the cached answer (a plan without
         // pending jobs would otherwise give none).
         let later = at("2026-11-21T11:00:00Z");
         let mut emptied = plan.clone();
         emptied.pending.clear();
         assert_eq!(
-            cache.starts(&fleet, &observed, &emptied, later, Some("r1")),
+            cache.starts(&fleet, &observed, &emptied, later, Some("r1"), None),
             first
         );
         // Another revision: computed again.
         assert!(
             cache
-                .starts(&fleet, &observed, &emptied, later, Some("r2"))
+                .starts(&fleet, &observed, &emptied, later, Some("r2"), None)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_horizon_holds_no_more_plans_than_a_second_of_them() {
+        assert_eq!(horizon_for(None).max_plans, HORIZON.max_plans);
+        assert_eq!(horizon_for(Some(0.002)).max_plans, HORIZON.max_plans);
+        assert_eq!(horizon_for(Some(0.1)).max_plans, 10);
+        assert_eq!(horizon_for(Some(0.4)).max_plans, 2);
+        assert_eq!(horizon_for(Some(1.7)).max_plans, 0);
+        assert_eq!(horizon_for(Some(1.7)).until, HORIZON.until);
+    }
+
+    #[test]
+    fn a_plan_slower_than_the_budget_computes_no_starts() {
+        let fleet = fleet();
+        let now = at("2026-11-21T10:30:00Z");
+        let (observed, plan) = observed(&fleet, now);
+        assert!(!plan.pending.is_empty());
+        let cache = StartsCache::default();
+        assert!(
+            cache
+                .starts(&fleet, &observed, &plan, now, Some("r1"), Some(2.0))
+                .is_empty()
+        );
+        // A fast plan gets its answer.
+        assert!(
+            !StartsCache::default()
+                .starts(&fleet, &observed, &plan, now, Some("r1"), Some(0.01))
                 .is_empty()
         );
     }
