@@ -248,19 +248,23 @@ fn fail_on_compares_with_the_base_and_exits_3() {
     );
 }
 
+/// `gitfleet ARGS` in `repo` exits 1 saying `message`.
+fn refused_with(repo: &TestRepo, args: &[&str], message: &str) {
+    let out = gitfleet(repo.path(), args);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains(message), "{}", out.stderr);
+}
+
 #[test]
 fn simulate_needs_a_base() {
     let repo = repo();
-    let out = gitfleet(repo.path(), &["plan", "fleet", "--simulate", "trace.csv"]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("--simulate TRACE replays the trace under two revisions: it needs --base B"),
-        "{}",
-        out.stderr
+    refused_with(
+        &repo,
+        &["plan", "fleet", "--simulate", "trace.csv"],
+        "--simulate TRACE replays the trace under two revisions: it needs --base B",
     );
-    let out = gitfleet(
-        repo.path(),
+    refused_with(
+        &repo,
         &[
             "plan",
             "--base",
@@ -269,13 +273,7 @@ fn simulate_needs_a_base() {
             "--fail-on",
             "p95_wait_s > base",
         ],
-    );
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("--fail-on bounds the replay of --simulate TRACE"),
-        "{}",
-        out.stderr
+        "--fail-on bounds the replay of --simulate TRACE",
     );
     let out = gitfleet(
         repo.path(),
@@ -295,8 +293,8 @@ fn simulate_needs_a_base() {
     );
     assert!(out.stderr.contains("--simulate <TRACE>"), "{}", out.stderr);
     // `base` has no meaning for a single replay.
-    let out = gitfleet(
-        repo.path(),
+    refused_with(
+        &repo,
         &[
             "simulate",
             "fleet",
@@ -305,13 +303,7 @@ fn simulate_needs_a_base() {
             "--fail-on",
             "p95_wait_s > base",
         ],
-    );
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("only `gitfleet plan --base B --simulate TRACE` has"),
-        "{}",
-        out.stderr
+        "only `gitfleet plan --base B --simulate TRACE` has",
     );
 }
 
