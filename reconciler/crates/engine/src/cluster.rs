@@ -455,7 +455,19 @@ impl Cluster {
         model: ModelId,
         extra: impl IntoIterator<Item = NodeId>,
     ) -> Vec<NodeId> {
-        let mut nodes: Vec<NodeId> = self.candidates(model, 1).collect();
+        self.nodes_with_free_and(model, 1, extra)
+    }
+
+    /// Schedulable real nodes of `model` with at least `min_free` free GPUs,
+    /// plus `extra` nodes: sorted, without duplicates. Nodes left out have
+    /// fewer free GPUs than `min_free` and are not in `extra`.
+    pub fn nodes_with_free_and(
+        &self,
+        model: ModelId,
+        min_free: u32,
+        extra: impl IntoIterator<Item = NodeId>,
+    ) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self.candidates(model, min_free.max(1)).collect();
         nodes.extend(extra);
         nodes.sort_unstable();
         nodes.dedup();

@@ -462,9 +462,15 @@ fn greedy_preferring(
             );
             order.push((bound, node.name.as_str(), id));
         }
-        order.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        // In bound order, lazily: the search usually stops after a few.
+        let mut heap = std::collections::BinaryHeap::from(
+            std::mem::take(&mut order)
+                .into_iter()
+                .map(std::cmp::Reverse)
+                .collect::<Vec<_>>(),
+        );
         let mut best: Option<Choice> = None;
-        for &(bound, name, id) in &order {
+        while let Some(std::cmp::Reverse((bound, name, id))) = heap.pop() {
             if best
                 .as_ref()
                 .is_some_and(|(l, n, _, _)| (bound, name) >= (*l, *n))

@@ -27,24 +27,51 @@ use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
 
-/// Stopping runs whose GPUs the preemptor may wait for beside its victims'.
-type Waitable = rustc_hash::FxHashSet<RunId>;
+/// Stopping runs whose GPUs the preemptor may wait for beside its
+/// victims', and how many of their GPUs each schedulable node holds.
+#[derive(Debug, Default)]
+struct Waitable {
+    runs: rustc_hash::FxHashSet<RunId>,
+    on_node: HashMap<NodeId, u32>,
+}
+
+impl Waitable {
+    fn contains(&self, r: &RunId) -> bool {
+        self.runs.contains(r)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &RunId> {
+        self.runs.iter()
+    }
+
+    /// GPUs of these runs on node `id` (still stopping there).
+    fn gpus_on(&self, id: NodeId) -> u32 {
+        self.on_node.get(&id).copied().unwrap_or(0)
+    }
+}
 
 /// The stopping runs of model `m` whose GPUs job `j` may wait for.
 fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
     let mut out = Waitable::default();
+    let mut refused: rustc_hash::FxHashSet<RunId> = Default::default();
     for id in e.freeing.nodes_of(m) {
         let node = e.cluster.node(id);
         if !node.schedulable {
             continue;
         }
         for g in &node.gpus {
-            if let Owner::Freeing(r) = g.owner
-                && !out.contains(&r)
-                && e.claimable(r, j)
-            {
-                out.insert(r);
+            let Owner::Freeing(r) = g.owner else { continue };
+            if refused.contains(&r) {
+                continue;
             }
+            if !out.runs.contains(&r) {
+                if !e.claimable(r, j) {
+                    refused.insert(r);
+                    continue;
+                }
+                out.runs.insert(r);
+            }
+            *out.on_node.entry(id).or_default() += 1;
         }
     }
     out
@@ -635,9 +662,18 @@ fn search_inner(
     let stopping_nodes = stopping
         .iter()
         .flat_map(|r| e.runs[*r as usize].placement.iter().map(|(n, _)| *n));
-    let mut nodes = e
-        .cluster
-        .free_nodes_and(m, by_node.keys().copied().chain(stopping_nodes));
+    // Without topology a node counts only for its own GPUs: one with fewer
+    // free GPUs than a replica and no candidate or stopping job on it never
+    // takes a replica, so only the others are looked at. With topology its
+    // free GPUs count towards its domain's leftover.
+    let min_free = if req.required.or(req.preferred).is_none() {
+        req.per_replica
+    } else {
+        1
+    };
+    let mut nodes =
+        e.cluster
+            .nodes_with_free_and(m, min_free, by_node.keys().copied().chain(stopping_nodes));
     nodes.retain(|id| {
         let n = e.cluster.node(*id);
         n.schedulable && n.model == Some(m)
@@ -645,12 +681,17 @@ fn search_inner(
     if !replicas_could_fit(e, req, cands, stopping) {
         return None;
     }
+    let base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
+    let area = Area {
+        nodes: &nodes,
+        base: &base,
+    };
     let rejected = std::cell::Cell::new(false);
-    let found = place_with(e, &nodes, req, cands, &by_node, &rejected, stopping).or_else(|| {
+    let found = place_with(e, area, req, cands, &by_node, &rejected, stopping).or_else(|| {
         // The borrowing rule turned down a victim: a less preferred victim
         // alone may do what it and a more preferred one could not.
         if rejected.get() {
-            rule_first_sets(e, &nodes, req, cands, stopping)
+            rule_first_sets(e, area, req, cands, stopping)
         } else {
             None
         }
@@ -686,7 +727,7 @@ fn search_inner(
         }
         let mut without = chosen.clone();
         without.remove(k);
-        if let Some(p) = feasible_with(e, q, &nodes, req, cands, &without, stopping) {
+        if let Some(p) = feasible_with(e, q, area, req, cands, &without, stopping) {
             chosen = without;
             placement = p;
         }
@@ -711,7 +752,7 @@ fn search_inner(
     // cannot hold a replica with every victim are left out unseen.
     let nodes = if req.required.or(req.preferred).is_none() {
         let by_node = victims_by_node(e, cands, &chosen);
-        could_hold_a_replica(e, &nodes, req, cands, &by_node, stopping)
+        holders(e, area, req, cands, &by_node, stopping)
     } else {
         nodes
     };
@@ -744,7 +785,7 @@ fn victims_by_node(
 /// topology: the victims and the placement.
 fn place_with(
     e: &Engine,
-    nodes: &[NodeId],
+    area: Area,
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
@@ -752,18 +793,28 @@ fn place_with(
     stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
     let Some(level) = req.required.or(req.preferred) else {
-        let (_, chosen, p) = node_by_node(e, nodes, req, cands, by_node, rejected, stopping)?;
+        let (_, chosen, p) = node_by_node(e, area, req, cands, by_node, rejected, stopping)?;
         return Some((chosen, p));
     };
-    let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
-    for &id in nodes {
-        if let Some(key) = e.cluster.node(id).domain_key(level) {
-            domains.entry(key).or_default().push(id);
+    // Each domain's nodes, and those of them in the area's base.
+    let mut domains: BTreeMap<&str, (Vec<NodeId>, Vec<NodeId>)> = BTreeMap::new();
+    for (list, which) in [(area.nodes, 0), (area.base, 1)] {
+        for &id in list {
+            if let Some(key) = e.cluster.node(id).domain_key(level) {
+                let (members, base) = domains.entry(key).or_default();
+                if which == 0 { members } else { base }.push(id);
+            }
         }
     }
     let best = domains
         .values()
-        .filter_map(|members| node_by_node(e, members, req, cands, by_node, rejected, stopping))
+        .filter_map(|(members, base)| {
+            let area = Area {
+                nodes: members,
+                base,
+            };
+            node_by_node(e, area, req, cands, by_node, rejected, stopping)
+        })
         .min_by(|a, b| a.0.cmp(&b.0));
     if req.required.is_some() {
         let (_, chosen, p) = best?;
@@ -771,7 +822,7 @@ fn place_with(
     }
     // `preferred`: one domain only where it costs no less preferred victims
     // than anywhere — the victim order comes first, the topology after it.
-    let anywhere = node_by_node(e, nodes, req, cands, by_node, rejected, stopping);
+    let anywhere = node_by_node(e, area, req, cands, by_node, rejected, stopping);
     let (_, chosen, p) = match (best, anywhere) {
         (Some(one), Some(any)) if any.0 < one.0 => any,
         (Some(one), _) => one,
@@ -785,7 +836,7 @@ fn place_with(
 /// allows beside it; the first such set the job fits with.
 fn rule_first_sets(
     e: &Engine,
-    nodes: &[NodeId],
+    area: Area,
     req: &Request,
     cands: &[Candidate],
     stopping: &Waitable,
@@ -800,7 +851,7 @@ fn rule_first_sets(
         }
         set.sort_unstable();
         let by_node = victims_by_node(e, cands, &set);
-        if let Some(found) = place_with(e, nodes, req, cands, &by_node, &unused, stopping) {
+        if let Some(found) = place_with(e, area, req, cands, &by_node, &unused, stopping) {
             return Some(found);
         }
     }
@@ -832,7 +883,7 @@ fn quota_fits_without(
 fn feasible_with(
     e: &mut Engine,
     q: QueueId,
-    nodes: &[NodeId],
+    area: Area,
     req: &Request,
     cands: &[Candidate],
     set: &[usize],
@@ -846,7 +897,7 @@ fn feasible_with(
     }
     let by_node = victims_by_node(e, cands, set);
     let unused = std::cell::Cell::new(false);
-    let (used, p) = place_with(e, nodes, req, cands, &by_node, &unused, stopping)?;
+    let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
     debug_assert!(used.iter().all(|i| set.contains(i)));
     quota_fits_without(e, q, req.model, req.total(), cands, set).then_some(p)
 }
@@ -861,21 +912,24 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
         return true;
     }
     let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
-    let runs = cands.iter().map(|c| c.run).chain(stopping.iter().copied());
-    for r in runs {
-        for (node, positions) in &e.runs[r as usize].placement {
+    for c in cands {
+        for (node, positions) in &e.runs[c.run as usize].placement {
             *victim_gpus.entry(*node).or_default() += positions.len() as u32;
         }
     }
-    let nodes = e
-        .cluster
-        .free_nodes_and(req.model, victim_gpus.keys().copied());
+    // A node with fewer free GPUs than a replica and no candidate or
+    // stopping job on it holds no replica: only the others are counted.
+    let nodes = e.cluster.nodes_with_free_and(
+        req.model,
+        req.per_replica,
+        victim_gpus.keys().chain(stopping.on_node.keys()).copied(),
+    );
     let replicas_on = |id: NodeId| {
         let node = e.cluster.node(id);
         if !node.schedulable || node.model != Some(req.model) {
             return 0;
         }
-        let usable = node.free + victim_gpus.get(&id).copied().unwrap_or(0);
+        let usable = node.free + victim_gpus.get(&id).copied().unwrap_or(0) + stopping.gpus_on(id);
         u64::from(usable / req.per_replica)
     };
     let needed = u64::from(req.replicas);
@@ -913,7 +967,11 @@ type Cost = Vec<usize>;
 
 /// A node for one replica: (least preferred victim, victims, GPUs left,
 /// name), the node, the extra victims, the GPU positions.
-type NodeChoice<'a> = ((usize, usize, u32, &'a str), NodeId, Vec<usize>, Vec<usize>);
+type NodeChoice<'a> = (NodeBound<'a>, NodeId, Vec<usize>, Vec<usize>);
+
+/// What orders nodes for one replica: least preferred victim (plus one,
+/// none is 0), how many victims, GPUs left, name; lower is better.
+type NodeBound<'a> = (usize, usize, u32, &'a str);
 
 /// Victims on `node` for one replica: the node's candidates (`local`, in
 /// victim order, not yet `chosen`) are added in order until the replica
@@ -977,11 +1035,69 @@ fn victims_on_node(
     }
 }
 
-/// Places replica after replica on `nodes`, each on the node that needs the
+/// Places replica after replica in `area`, each on the node that needs the
 /// most preferred victims (fewest, then best fit, then name). Returns the
 /// cost, the chosen victims and the placement, or `None` when the replicas
 /// do not fit even with every allowed victim.
 fn node_by_node(
+    e: &Engine,
+    area: Area,
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+) -> Option<(Cost, Vec<usize>, Placement)> {
+    let nodes = holders(e, area, req, cands, by_node, stopping);
+    // Only a victim taken from another queue's borrowing can be turned
+    // down by the borrowing rule.
+    let none: Vec<usize> = Vec::new();
+    let may_reject = !rejected.get()
+        && nodes.iter().any(|id| {
+            by_node
+                .get(id)
+                .unwrap_or(&none)
+                .iter()
+                .any(|&i| !cands[i].borrowed_from.is_empty())
+        });
+    // Counting GPUs (free, waited-for stopping ones, every candidate's),
+    // too few replicas fit: nothing is found, and only whether the rule
+    // turned a victim down is left to learn.
+    let most_replicas: u64 = nodes
+        .iter()
+        .map(|&id| {
+            let local = by_node.get(&id).unwrap_or(&none);
+            let gpus = e.cluster.node(id).free
+                + stopping.gpus_on(id)
+                + local
+                    .iter()
+                    .map(|&i| gpus_of_run_on(e, cands[i].run, id))
+                    .sum::<u32>();
+            u64::from(gpus / req.per_replica.max(1))
+        })
+        .sum();
+    if most_replicas < u64::from(req.replicas) {
+        if may_reject {
+            choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, false);
+        }
+        return None;
+    }
+    let (found, pruned) =
+        choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, true);
+    if found.is_none() && pruned && may_reject && !rejected.get() {
+        // Nodes left unseen might have told that the borrowing rule turned
+        // down a victim, which matters only when nothing was found.
+        choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, false);
+    }
+    found
+}
+
+/// [`node_by_node`] on the nodes that could hold a replica. With `prune`,
+/// each replica tries the nodes in the order of a lower bound of the least
+/// preferred victim they need, and stops at the first that cannot beat the
+/// best node so far (the same choice; returns whether it stopped early).
+#[allow(clippy::too_many_arguments)]
+fn choose_node_by_node(
     e: &Engine,
     nodes: &[NodeId],
     req: &Request,
@@ -989,16 +1105,69 @@ fn node_by_node(
     by_node: &BTreeMap<NodeId, Vec<usize>>,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
-) -> Option<(Cost, Vec<usize>, Placement)> {
+    prune: bool,
+) -> (Option<(Cost, Vec<usize>, Placement)>, bool) {
     let m = req.model;
     let mut chosen: Vec<usize> = Vec::new();
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
     let none: Vec<usize> = Vec::new();
-    let nodes = could_hold_a_replica(e, nodes, req, cands, by_node, stopping);
+    let mut pruned = false;
+    let mut order: Vec<(NodeBound, NodeId)> = Vec::with_capacity(nodes.len());
     for _ in 0..req.replicas {
+        // A lower bound of each node's key, counting GPUs (NVLink domains
+        // aside): where free GPUs, waited-for stopping ones and chosen
+        // victims' (less those earlier replicas took) hold a replica, no
+        // victim and exactly those GPUs left; else at least one victim, the
+        // candidate left, in order, whose GPUs complete a replica the least
+        // preferred. A node where all of them do not never takes the replica.
+        order.clear();
+        for &id in nodes {
+            let node = e.cluster.node(id);
+            let local = by_node.get(&id).unwrap_or(&none);
+            debug_assert!(local.is_sorted());
+            let gpus = |i: usize| gpus_of_run_on(e, cands[i].run, id);
+            let mine = taken.get(&id).map_or(0, |t| t.len() as u32);
+            let mut have = (node.free
+                + stopping.gpus_on(id)
+                + local
+                    .iter()
+                    .filter(|i| chosen.contains(i))
+                    .map(|&i| gpus(i))
+                    .sum::<u32>())
+            .saturating_sub(mine);
+            let bound = if have >= req.per_replica {
+                Some((0, 0, have - req.per_replica))
+            } else {
+                local.iter().filter(|i| !chosen.contains(i)).find_map(|&i| {
+                    have += gpus(i);
+                    (have >= req.per_replica).then_some((i + 1, 1, 0))
+                })
+            };
+            if let Some(bound) = bound {
+                order.push(((bound.0, bound.1, bound.2, node.name.as_str()), id));
+            }
+        }
+        // With `prune`, in bound order, lazily: the search usually stops
+        // after a few.
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut in_order = order.iter().copied();
+        if prune {
+            heap = order.iter().copied().map(std::cmp::Reverse).collect();
+        }
+        let mut next = || {
+            if prune {
+                heap.pop().map(|std::cmp::Reverse(x)| x)
+            } else {
+                in_order.next()
+            }
+        };
         let mut best: Option<NodeChoice> = None;
-        for &id in &nodes {
+        while let Some((bound, id)) = next() {
+            if prune && best.as_ref().is_some_and(|(k, ..)| bound >= *k) {
+                pruned = true;
+                break;
+            }
             let node = e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = by_node.get(&id).unwrap_or(&none);
@@ -1033,7 +1202,9 @@ fn node_by_node(
                 best = Some((key, id, extra, positions));
             }
         }
-        let (_, id, extra, positions) = best?;
+        let Some((_, id, extra, positions)) = best else {
+            return (None, pruned);
+        };
         chosen.extend(extra);
         taken
             .entry(id)
@@ -1043,7 +1214,56 @@ fn node_by_node(
     }
     let mut cost = chosen.clone();
     cost.sort_unstable_by(|a, b| b.cmp(a));
-    Some((cost, chosen, placement))
+    (Some((cost, chosen, placement)), pruned)
+}
+
+/// The nodes a victim search looks at (sorted), and those of them where a
+/// replica could fit without victims (free GPUs and waited-for stopping
+/// ones add up to it).
+#[derive(Debug, Clone, Copy)]
+struct Area<'a> {
+    nodes: &'a [NodeId],
+    base: &'a [NodeId],
+}
+
+/// [`could_hold_a_replica`] for the area's nodes with the victims
+/// `by_node`: its base, and the nodes where victims complete a replica.
+fn holders(
+    e: &Engine,
+    area: Area,
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    stopping: &Waitable,
+) -> Vec<NodeId> {
+    debug_assert!(area.nodes.is_sorted() && area.base.is_sorted());
+    let mut out: Vec<NodeId> = area.base.to_vec();
+    for (&id, local) in by_node {
+        if area.nodes.binary_search(&id).is_err() || area.base.binary_search(&id).is_ok() {
+            continue;
+        }
+        let most = e.cluster.node(id).free
+            + stopping.gpus_on(id)
+            + local
+                .iter()
+                .map(|&i| gpus_of_run_on(e, cands[i].run, id))
+                .sum::<u32>();
+        if most >= req.per_replica {
+            out.push(id);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// How many GPUs run `run` holds on node `id`.
+fn gpus_of_run_on(e: &Engine, run: RunId, id: NodeId) -> u32 {
+    e.runs[run as usize]
+        .placement
+        .iter()
+        .filter(|(n, _)| *n == id)
+        .map(|(_, positions)| positions.len() as u32)
+        .sum()
 }
 
 /// The nodes of `nodes` where one replica could fit with every victim of
@@ -1059,14 +1279,6 @@ fn could_hold_a_replica(
     by_node: &BTreeMap<NodeId, Vec<usize>>,
     stopping: &Waitable,
 ) -> Vec<NodeId> {
-    let gpus_on = |run: RunId, id: NodeId| -> u32 {
-        e.runs[run as usize]
-            .placement
-            .iter()
-            .filter(|(n, _)| *n == id)
-            .map(|(_, positions)| positions.len() as u32)
-            .sum()
-    };
     nodes
         .iter()
         .copied()
@@ -1078,13 +1290,11 @@ fn could_hold_a_replica(
             {
                 most += local
                     .iter()
-                    .map(|&i| gpus_on(cands[i].run, id))
+                    .map(|&i| gpus_of_run_on(e, cands[i].run, id))
                     .sum::<u32>();
             }
-            if most < req.per_replica && !stopping.is_empty() {
-                let waited =
-                    |g: &Gpu| matches!(g.owner, Owner::Freeing(r) if stopping.contains(&r));
-                most += node.gpus.iter().filter(|g| waited(g)).count() as u32;
+            if most < req.per_replica {
+                most += stopping.gpus_on(id);
             }
             most >= req.per_replica
         })
