@@ -11,6 +11,12 @@
 //! - Preempt: the Eviction API with the class's grace period; terminate
 //!   and cancel: delete with the grace period. Once a stopped job's Pods
 //!   are gone its Service goes too.
+//! - Watch: Nodes and gitfleet's Pods are kept in watch caches
+//!   ([`cache::Watched`]): listed once, then watched, the events drained at
+//!   the start of each observation, so an unchanged iteration makes no
+//!   request. What the cache says is confirmed by a LIST of the job's Pods
+//!   before a job is reported ended or gone, and a Pod this executor bound
+//!   is never taken for a leftover of an unfinished start.
 //! - Observe: Pod phases and exit codes ([`status::job_state`]) become the
 //!   loop's events; a gang with a failed replica has its other Pods
 //!   deleted and is reported when all have ended; a Pod on a Node that is
@@ -30,6 +36,7 @@
 //! write names an object gitfleet created, except a drained Node, a
 //! pool's scale target and the Lease.
 
+pub mod cache;
 pub mod errors;
 mod leader;
 pub mod lease;
@@ -46,6 +53,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+use cache::Watched;
 
 use exec::{
     ActionContext, Capabilities, Event, ExecError, Executor, JobView, Observation, Outcome,
@@ -135,10 +144,16 @@ enum Connection {
 }
 
 /// Runs jobs as Pods of a Kubernetes cluster.
-#[derive(Clone)]
 pub struct KubeExecutor {
     connection: Connection,
     config: KubeConfig,
+    /// The cluster's Nodes (watched).
+    nodes: Watched<Node>,
+    /// gitfleet's Pods (watched).
+    pods: Watched<Pod>,
+    /// Pods this executor bound (namespace, name) that the Pod cache does
+    /// not show bound yet: not leftovers of an unfinished start.
+    bound: BTreeSet<(String, String)>,
     /// Nodes cordoned and tainted (drained) at the last observation.
     drained: BTreeSet<String>,
     /// Since when each node has had no job (kept in memory).
@@ -238,6 +253,9 @@ impl KubeExecutor {
             }),
             clock: Arc::new(chrono::Utc::now),
             connection,
+            nodes: Watched::new(None),
+            pods: Watched::new(Some(MANAGED_SELECTOR)),
+            bound: BTreeSet::new(),
             config,
             drained: BTreeSet::new(),
             idle: BTreeMap::new(),
@@ -311,7 +329,7 @@ impl KubeExecutor {
     }
 
     async fn place(
-        &self,
+        &mut self,
         client: &Client,
         job: &str,
         placement: &[NodeGpus],
@@ -375,6 +393,9 @@ impl KubeExecutor {
                 Err(e) if conflict(&e) => {}
                 Err(e) => return Err(self.give_up(client, &gang, e).await),
             }
+            // The Pod cache may see the Binding after the next observation
+            // starts: until then this Pod is not a leftover.
+            self.bound.insert((namespace.clone(), name));
         }
         Ok(Outcome::Done)
     }
@@ -630,7 +651,9 @@ impl KubeExecutor {
         }
     }
 
-    /// The event of one job the reconciler thinks runs, if it ended.
+    /// The event of one job the reconciler thinks runs, if it ended;
+    /// `confirm`: the Pod cache may lag, so a job that looks anything but
+    /// running is judged by a LIST of its Pods instead.
     async fn poll_job(
         &self,
         client: &Client,
@@ -638,10 +661,23 @@ impl KubeExecutor {
         pods: &[&Pod],
         nodes: &BTreeSet<&str>,
         now: Timestamp,
+        confirm: bool,
     ) -> Result<Option<Event>, ExecError> {
         let job = view.job.to_string();
-        let pods = status::newest_attempt(pods);
-        let state = status::job_state(&pods, nodes);
+        let cached = status::newest_attempt(pods);
+        let mut state = status::job_state(&cached, nodes);
+        // The cache may lag (a Pod just created, an end not yet seen, a new
+        // attempt's Pods behind the last one's): it can delay an event,
+        // never invent one. Anything but Running is read again first,
+        // unless the cache was listed in this observation.
+        let listed;
+        let mut pods = cached;
+        if confirm && state != Some(JobState::Running) {
+            listed = self.job_pods(client, "observe", &job).await?;
+            let fresh: Vec<&Pod> = listed.iter().filter(|p| !unbound(p)).collect();
+            pods = status::newest_attempt(&fresh);
+            state = status::job_state(&pods, nodes);
+        }
         let (at, exit_code) = match state {
             Some(JobState::Running) => return Ok(None),
             Some(JobState::Failing(live)) => {
@@ -772,23 +808,38 @@ impl Executor for KubeExecutor {
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
         let client = &self.connect()?;
-        let node_list = Api::<Node>::all(client.clone())
-            .list(&ListParams::default())
+        let synced = self
+            .nodes
+            .sync(&Api::<Node>::all(client.clone()))
             .await
             .map_err(|e| observe_error("nodes", &e))?;
-        let pod_list = self
-            .pod_scope(client)
-            .list(&ListParams::default().labels(MANAGED_SELECTOR))
+        tracing::debug!(?synced, "nodes synced");
+        let pod_api = self.pod_scope(client);
+        let synced = self
+            .pods
+            .sync(&pod_api)
             .await
             .map_err(|e| observe_error("pods", &e))?;
-        let present: BTreeSet<&str> = node_list
-            .items
-            .iter()
+        tracing::debug!(?synced, "pods synced");
+        // A LIST reads the current state (every Pod created and every
+        // Binding made is in it): what it says needs no confirmation.
+        let confirm = synced.lists == 0;
+        if !confirm {
+            self.bound.clear();
+        }
+        // Forgotten once the cache shows the Pod bound (a Pod not in the
+        // cache yet is kept: its creation is still in flight).
+        let cached = self.pods.objects();
+        self.bound.retain(|key| cached.get(key).is_none_or(unbound));
+        let present: BTreeSet<&str> = self
+            .nodes
+            .objects()
+            .values()
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         let mut by_job: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-        for pod in &pod_list.items {
-            if unbound(pod) {
+        for (key, pod) in self.pods.objects() {
+            if unbound(pod) && !self.bound.contains(key) {
                 self.remove_unbound(client, pod).await;
                 continue;
             }
@@ -799,13 +850,16 @@ impl Executor for KubeExecutor {
         let mut events = Vec::new();
         for view in running {
             let pods = by_job.get(view.job).map(Vec::as_slice).unwrap_or_default();
-            events.extend(self.poll_job(client, view, pods, &present, now).await?);
+            events.extend(
+                self.poll_job(client, view, pods, &present, now, confirm)
+                    .await?,
+            );
         }
         let busy = busy_nodes(running, &events);
         let pool_models = &self.pool_models;
         let mut observed = Vec::new();
         self.drained.clear();
-        for node in &node_list.items {
+        for node in self.nodes.objects().values() {
             let Some(mut o) = nodes::observed_node(node, &self.config.labels, |pool| {
                 pool_models.get(pool).cloned()
             }) else {
