@@ -1,7 +1,8 @@
 //! The `kube` executor: gitfleet as the GPU scheduler of a Kubernetes
 //! cluster, through kube-rs (docs/kubernetes.md).
 //!
-//! - Inventory: the cluster's Nodes ([`nodes::observed_node`]).
+//! - Inventory: the cluster's Nodes ([`nodes::observed_node`]), with the
+//!   per-GPU view the node agent publishes on each ([`agent::AgentView`]).
 //! - Place: a headless Service per multi-replica job, one Pod per replica
 //!   with `schedulerName: gitfleet` ([`pods::Gang`]), all created before
 //!   any is bound, then each bound to its planned node through the Binding
@@ -36,6 +37,7 @@
 //! write names an object gitfleet created, except a drained Node, a
 //! pool's scale target and the Lease.
 
+pub mod agent;
 pub mod cache;
 pub mod errors;
 mod leader;
@@ -51,7 +53,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use cache::Watched;
@@ -75,6 +76,9 @@ use status::JobState;
 
 /// A cluster's configuration (kubeconfig or in-cluster), as kube-rs reads it.
 pub use kube::Config as ClusterConfig;
+
+/// A kube-rs client (the node agent makes one from a [`ClusterConfig`]).
+pub use kube::Client;
 
 pub use leader::LeaseClock;
 
@@ -143,17 +147,24 @@ enum Connection {
     Pending(Box<kube::Config>),
 }
 
-/// Runs jobs as Pods of a Kubernetes cluster.
-pub struct KubeExecutor {
-    connection: Connection,
-    config: KubeConfig,
-    /// The cluster's Nodes (watched).
+/// What the executor knows from its watches.
+#[derive(Debug)]
+struct WatchState {
+    /// The cluster's Nodes.
     nodes: Watched<Node>,
-    /// gitfleet's Pods (watched).
+    /// gitfleet's Pods.
     pods: Watched<Pod>,
     /// Pods this executor bound (namespace, name) that the Pod cache does
     /// not show bound yet: not leftovers of an unfinished start.
     bound: BTreeSet<(String, String)>,
+}
+
+/// Runs jobs as Pods of a Kubernetes cluster.
+pub struct KubeExecutor {
+    connection: Connection,
+    config: KubeConfig,
+    /// The watch caches (boxed: the executor stays small).
+    watch: Box<WatchState>,
     /// Nodes cordoned and tainted (drained) at the last observation.
     drained: BTreeSet<String>,
     /// Since when each node has had no job (kept in memory).
@@ -253,9 +264,11 @@ impl KubeExecutor {
             }),
             clock: Arc::new(chrono::Utc::now),
             connection,
-            nodes: Watched::new(None),
-            pods: Watched::new(Some(MANAGED_SELECTOR)),
-            bound: BTreeSet::new(),
+            watch: Box::new(WatchState {
+                nodes: Watched::new(None),
+                pods: Watched::new(Some(MANAGED_SELECTOR)),
+                bound: BTreeSet::new(),
+            }),
             config,
             drained: BTreeSet::new(),
             idle: BTreeMap::new(),
@@ -395,7 +408,7 @@ impl KubeExecutor {
             }
             // The Pod cache may see the Binding after the next observation
             // starts: until then this Pod is not a leftover.
-            self.bound.insert((namespace.clone(), name));
+            self.watch.bound.insert((namespace.clone(), name));
         }
         Ok(Outcome::Done)
     }
@@ -809,6 +822,7 @@ impl Executor for KubeExecutor {
     ) -> Result<Observation, ExecError> {
         let client = &self.connect()?;
         let synced = self
+            .watch
             .nodes
             .sync(&Api::<Node>::all(client.clone()))
             .await
@@ -816,6 +830,7 @@ impl Executor for KubeExecutor {
         tracing::debug!(?synced, "nodes synced");
         let pod_api = self.pod_scope(client);
         let synced = self
+            .watch
             .pods
             .sync(&pod_api)
             .await
@@ -824,22 +839,26 @@ impl Executor for KubeExecutor {
         // A LIST reads the current state (every Pod created and every
         // Binding made is in it): what it says needs no confirmation.
         let confirm = synced.lists == 0;
+        let watch = &mut *self.watch;
         if !confirm {
-            self.bound.clear();
+            watch.bound.clear();
         }
         // Forgotten once the cache shows the Pod bound (a Pod not in the
         // cache yet is kept: its creation is still in flight).
-        let cached = self.pods.objects();
-        self.bound.retain(|key| cached.get(key).is_none_or(unbound));
+        let cached = watch.pods.objects();
+        watch
+            .bound
+            .retain(|key| cached.get(key).is_none_or(unbound));
         let present: BTreeSet<&str> = self
+            .watch
             .nodes
             .objects()
             .values()
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         let mut by_job: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-        for (key, pod) in self.pods.objects() {
-            if unbound(pod) && !self.bound.contains(key) {
+        for (key, pod) in self.watch.pods.objects() {
+            if unbound(pod) && !self.watch.bound.contains(key) {
                 self.remove_unbound(client, pod).await;
                 continue;
             }
@@ -859,12 +878,19 @@ impl Executor for KubeExecutor {
         let pool_models = &self.pool_models;
         let mut observed = Vec::new();
         self.drained.clear();
-        for node in self.nodes.objects().values() {
+        for node in self.watch.nodes.objects().values() {
             let Some(mut o) = nodes::observed_node(node, &self.config.labels, |pool| {
                 pool_models.get(pool).cloned()
             }) else {
                 continue;
             };
+            match agent::AgentView::read(node, now) {
+                Ok(Some(view)) => view.apply(&mut o, nodes::allocatable(node)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(node = %o.name, error = %e, "node agent's view ignored: GPUs from the Node's counts");
+                }
+            }
             if nodes::drained(node) {
                 self.drained.insert(o.name.clone());
             }

@@ -201,8 +201,18 @@ fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
 /// returns what was seen once the client is dropped (and fails if the
 /// executor asked for more).
 pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
+    mock_client_as("rbac.yaml", script)
+}
+
+/// [`mock_client`] checking requests against the roles of another file of
+/// `deploy/kubernetes/` (the node agent's `agent-rbac.yaml`).
+pub fn mock_client_as(
+    rbac: &str,
+    script: Vec<Step>,
+) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
     let (service, handle) = mock::pair::<Request<Body>, Response<MockBody>>();
-    let granted = granted();
+    let granted = granted(rbac);
+    let rbac = rbac.to_string();
     let server = tokio::spawn(async move {
         let mut handle = pin!(handle);
         let mut seen = Vec::new();
@@ -223,7 +233,7 @@ pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Se
             let need = needs(&method, &path, query.contains_key("watch"));
             assert!(
                 granted.contains(&need),
-                "request {i}: {method} {path} needs {need:?}, which deploy/kubernetes/rbac.yaml does not grant"
+                "request {i}: {method} {path} needs {need:?}, which deploy/kubernetes/{rbac} does not grant"
             );
             if !s.query.iter().any(|(k, _)| *k == "watch") {
                 assert!(
@@ -292,10 +302,10 @@ pub fn list(kind: &str, items: Vec<Value>) -> Value {
 
 /// What the ClusterRole and Roles in `deploy/kubernetes/rbac.yaml` grant,
 /// as (API group, resource, verb).
-fn granted() -> BTreeSet<(String, String, String)> {
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../deploy/kubernetes/rbac.yaml"
+fn granted(rbac: &str) -> BTreeSet<(String, String, String)> {
+    let file = format!(
+        "{}/../../../deploy/kubernetes/{rbac}",
+        env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(file).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
