@@ -137,3 +137,25 @@ fn a_malformed_scale_target_is_refused_before_the_cluster_is_looked_for() {
         assert!(!state.exists());
     }
 }
+
+#[test]
+fn the_node_agent_needs_watch_and_a_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let once = without_cluster(tmp.path(), &["inventory", "--publish-node", "gpu-1"]);
+    assert_eq!(once.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&once.stderr).contains("--watch"),
+        "{once:?}"
+    );
+    // The cluster is looked for before NVML: no cluster, a clear error.
+    let agent = without_cluster(
+        tmp.path(),
+        &["inventory", "--watch", "--publish-node", "gpu-1"],
+    );
+    assert_eq!(agent.status.code(), Some(1), "{agent:?}");
+    let stderr = String::from_utf8_lossy(&agent.stderr);
+    assert!(
+        stderr.contains("--publish-node: no Kubernetes cluster configuration"),
+        "{stderr}"
+    );
+}

@@ -1,4 +1,4 @@
-//! `gitfleet inventory [-o yaml|json] [--pool P] [--labels k=v…] [--model-map F] [--watch]`
+//! `gitfleet inventory [-o yaml|json] [--pool P] [--labels k=v…] [--model-map F] [--watch [--publish-node NODE]]`
 //! and `gitfleet inventory merge A.yaml B.yaml … [-o yaml|json]`.
 
 use std::collections::BTreeMap;
@@ -62,7 +62,18 @@ pub struct Args {
         requires = "watch"
     )]
     pub interval: String,
+    /// With --watch: publish each read on this Kubernetes Node as the
+    /// annotation `gitfleet.io/gpus` (the node agent; docs/kubernetes.md).
+    #[arg(long, value_name = "NODE", requires = "watch")]
+    pub publish_node: Option<String>,
 }
+
+/// Where each read goes besides the output (the node agent's Node).
+#[cfg(feature = "kube")]
+type Publisher = super::agent::Publisher;
+/// Without the kube feature nothing is published.
+#[cfg(not(feature = "kube"))]
+enum Publisher {}
 
 /// Subcommands of `gitfleet inventory`.
 #[derive(Debug, clap::Subcommand)]
@@ -86,10 +97,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     }
     let options = host_options(args)?;
     let interval = parse_interval(&args.interval)?;
+    let publisher = publisher(args.publish_node.as_deref())?;
     let source = NvmlSource::open().map_err(|e| miette!("{e}"))?;
     let inventory = HostInventory { source, options };
     if args.watch {
-        run_watch(&inventory, args.output, interval)
+        run_watch(&inventory, args.output, interval, publisher)
     } else {
         let host = inventory.node(&[]).map_err(|e| miette!("{e}"))?;
         for w in &host.warnings {
@@ -98,6 +110,31 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         print_doc(&snapshot(host.node), args.output)?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+#[cfg(feature = "kube")]
+fn publisher(node: Option<&str>) -> Result<Option<Publisher>> {
+    node.map(Publisher::connect).transpose()
+}
+
+#[cfg(not(feature = "kube"))]
+fn publisher(node: Option<&str>) -> Result<Option<Publisher>> {
+    match node {
+        Some(_) => Err(miette!(
+            "--publish-node: this gitfleet was built without the `kube` feature"
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Hands a read to the publisher, if any.
+fn offer(publisher: &mut Option<Publisher>, node: &ObservedNode) {
+    #[cfg(feature = "kube")]
+    if let Some(p) = publisher {
+        p.offer(node, now());
+    }
+    #[cfg(not(feature = "kube"))]
+    let _ = (publisher, node);
 }
 
 fn host_options(args: &Args) -> Result<HostOptions> {
@@ -191,6 +228,7 @@ fn run_watch<S: DeviceSource + Sync>(
     inventory: &HostInventory<S>,
     format: DocFormat,
     interval: Duration,
+    mut publisher: Option<Publisher>,
 ) -> Result<ExitCode> {
     let mut events: Vec<CriticalEvent> = Vec::new();
     let first = inventory.node(&events).map_err(|e| miette!("{e}"))?;
@@ -198,6 +236,7 @@ fn run_watch<S: DeviceSource + Sync>(
         eprintln!("warning: {w}");
     }
     print_doc(&snapshot(first.node.clone()), format)?;
+    offer(&mut publisher, &first.node);
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::channel::<CriticalEvent>();
     std::thread::scope(|scope| {
@@ -212,7 +251,15 @@ fn run_watch<S: DeviceSource + Sync>(
                 eprintln!("warning: {e}; re-reading every interval only");
             }
         });
-        let result = watch_loop(inventory, format, interval, &rx, &mut events, first.node);
+        let result = watch_loop(
+            inventory,
+            format,
+            interval,
+            &rx,
+            &mut events,
+            first.node,
+            &mut publisher,
+        );
         stop.store(true, Ordering::Relaxed);
         result
     })
@@ -225,6 +272,7 @@ fn watch_loop<S: DeviceSource>(
     rx: &mpsc::Receiver<CriticalEvent>,
     events: &mut Vec<CriticalEvent>,
     mut last: ObservedNode,
+    publisher: &mut Option<Publisher>,
 ) -> Result<ExitCode> {
     let mut events_open = true;
     loop {
@@ -245,6 +293,7 @@ fn watch_loop<S: DeviceSource>(
         for change in watch::changes(&last, &host.node) {
             print_change(format, &host.node.name, change.gpu, &change.what)?;
         }
+        offer(publisher, &host.node);
         last = host.node;
     }
 }

@@ -3,6 +3,8 @@
 //! argument groups are in `args`, the input loader of `plan`, `plan --base`
 //! and `explain` in `input`, specs read from Git in `git`.
 
+#[cfg(feature = "kube")]
+pub mod agent;
 pub mod apply;
 pub mod apply_saved;
 pub mod args;

@@ -1,7 +1,8 @@
 //! The `kube` executor: gitfleet as the GPU scheduler of a Kubernetes
 //! cluster, through kube-rs (docs/kubernetes.md).
 //!
-//! - Inventory: the cluster's Nodes ([`nodes::observed_node`]).
+//! - Inventory: the cluster's Nodes ([`nodes::observed_node`]), with the
+//!   per-GPU view the node agent publishes on each ([`agent::AgentView`]).
 //! - Place: a headless Service per multi-replica job, one Pod per replica
 //!   with `schedulerName: gitfleet` ([`pods::Gang`]), all created before
 //!   any is bound, then each bound to its planned node through the Binding
@@ -11,6 +12,12 @@
 //! - Preempt: the Eviction API with the class's grace period; terminate
 //!   and cancel: delete with the grace period. Once a stopped job's Pods
 //!   are gone its Service goes too.
+//! - Watch: Nodes and gitfleet's Pods are kept in watch caches
+//!   ([`cache::Watched`]): listed once, then watched, the events drained at
+//!   the start of each observation, so an unchanged iteration makes no
+//!   request. What the cache says is confirmed by a LIST of the job's Pods
+//!   before a job is reported ended or gone, and a Pod this executor bound
+//!   is never taken for a leftover of an unfinished start.
 //! - Observe: Pod phases and exit codes ([`status::job_state`]) become the
 //!   loop's events; a gang with a failed replica has its other Pods
 //!   deleted and is reported when all have ended; a Pod on a Node that is
@@ -30,6 +37,8 @@
 //! write names an object gitfleet created, except a drained Node, a
 //! pool's scale target and the Lease.
 
+pub mod agent;
+pub mod cache;
 pub mod errors;
 mod leader;
 pub mod lease;
@@ -44,8 +53,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+
+use cache::Watched;
 
 use exec::{
     ActionContext, Capabilities, Event, ExecError, Executor, JobView, Observation, Outcome,
@@ -66,6 +76,9 @@ use status::JobState;
 
 /// A cluster's configuration (kubeconfig or in-cluster), as kube-rs reads it.
 pub use kube::Config as ClusterConfig;
+
+/// A kube-rs client (the node agent makes one from a [`ClusterConfig`]).
+pub use kube::Client;
 
 pub use leader::LeaseClock;
 
@@ -134,11 +147,24 @@ enum Connection {
     Pending(Box<kube::Config>),
 }
 
+/// What the executor knows from its watches.
+#[derive(Debug)]
+struct WatchState {
+    /// The cluster's Nodes.
+    nodes: Watched<Node>,
+    /// gitfleet's Pods.
+    pods: Watched<Pod>,
+    /// Pods this executor bound (namespace, name) that the Pod cache does
+    /// not show bound yet: not leftovers of an unfinished start.
+    bound: BTreeSet<(String, String)>,
+}
+
 /// Runs jobs as Pods of a Kubernetes cluster.
-#[derive(Clone)]
 pub struct KubeExecutor {
     connection: Connection,
     config: KubeConfig,
+    /// The watch caches (boxed: the executor stays small).
+    watch: Box<WatchState>,
     /// Nodes cordoned and tainted (drained) at the last observation.
     drained: BTreeSet<String>,
     /// Since when each node has had no job (kept in memory).
@@ -238,6 +264,11 @@ impl KubeExecutor {
             }),
             clock: Arc::new(chrono::Utc::now),
             connection,
+            watch: Box::new(WatchState {
+                nodes: Watched::new(None),
+                pods: Watched::new(Some(MANAGED_SELECTOR)),
+                bound: BTreeSet::new(),
+            }),
             config,
             drained: BTreeSet::new(),
             idle: BTreeMap::new(),
@@ -311,7 +342,7 @@ impl KubeExecutor {
     }
 
     async fn place(
-        &self,
+        &mut self,
         client: &Client,
         job: &str,
         placement: &[NodeGpus],
@@ -375,6 +406,9 @@ impl KubeExecutor {
                 Err(e) if conflict(&e) => {}
                 Err(e) => return Err(self.give_up(client, &gang, e).await),
             }
+            // The Pod cache may see the Binding after the next observation
+            // starts: until then this Pod is not a leftover.
+            self.watch.bound.insert((namespace.clone(), name));
         }
         Ok(Outcome::Done)
     }
@@ -630,7 +664,9 @@ impl KubeExecutor {
         }
     }
 
-    /// The event of one job the reconciler thinks runs, if it ended.
+    /// The event of one job the reconciler thinks runs, if it ended;
+    /// `confirm`: the Pod cache may lag, so a job that looks anything but
+    /// running is judged by a LIST of its Pods instead.
     async fn poll_job(
         &self,
         client: &Client,
@@ -638,10 +674,23 @@ impl KubeExecutor {
         pods: &[&Pod],
         nodes: &BTreeSet<&str>,
         now: Timestamp,
+        confirm: bool,
     ) -> Result<Option<Event>, ExecError> {
         let job = view.job.to_string();
-        let pods = status::newest_attempt(pods);
-        let state = status::job_state(&pods, nodes);
+        let cached = status::newest_attempt(pods);
+        let mut state = status::job_state(&cached, nodes);
+        // The cache may lag (a Pod just created, an end not yet seen, a new
+        // attempt's Pods behind the last one's): it can delay an event,
+        // never invent one. Anything but Running is read again first,
+        // unless the cache was listed in this observation.
+        let listed;
+        let mut pods = cached;
+        if confirm && state != Some(JobState::Running) {
+            listed = self.job_pods(client, "observe", &job).await?;
+            let fresh: Vec<&Pod> = listed.iter().filter(|p| !unbound(p)).collect();
+            pods = status::newest_attempt(&fresh);
+            state = status::job_state(&pods, nodes);
+        }
         let (at, exit_code) = match state {
             Some(JobState::Running) => return Ok(None),
             Some(JobState::Failing(live)) => {
@@ -772,23 +821,44 @@ impl Executor for KubeExecutor {
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
         let client = &self.connect()?;
-        let node_list = Api::<Node>::all(client.clone())
-            .list(&ListParams::default())
+        let synced = self
+            .watch
+            .nodes
+            .sync(&Api::<Node>::all(client.clone()))
             .await
             .map_err(|e| observe_error("nodes", &e))?;
-        let pod_list = self
-            .pod_scope(client)
-            .list(&ListParams::default().labels(MANAGED_SELECTOR))
+        tracing::debug!(?synced, "nodes synced");
+        let pod_api = self.pod_scope(client);
+        let synced = self
+            .watch
+            .pods
+            .sync(&pod_api)
             .await
             .map_err(|e| observe_error("pods", &e))?;
-        let present: BTreeSet<&str> = node_list
-            .items
-            .iter()
+        tracing::debug!(?synced, "pods synced");
+        // A LIST reads the current state (every Pod created and every
+        // Binding made is in it): what it says needs no confirmation.
+        let confirm = synced.lists == 0;
+        let watch = &mut *self.watch;
+        if !confirm {
+            watch.bound.clear();
+        }
+        // Forgotten once the cache shows the Pod bound (a Pod not in the
+        // cache yet is kept: its creation is still in flight).
+        let cached = watch.pods.objects();
+        watch
+            .bound
+            .retain(|key| cached.get(key).is_none_or(unbound));
+        let present: BTreeSet<&str> = self
+            .watch
+            .nodes
+            .objects()
+            .values()
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         let mut by_job: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-        for pod in &pod_list.items {
-            if unbound(pod) {
+        for (key, pod) in self.watch.pods.objects() {
+            if unbound(pod) && !self.watch.bound.contains(key) {
                 self.remove_unbound(client, pod).await;
                 continue;
             }
@@ -799,18 +869,28 @@ impl Executor for KubeExecutor {
         let mut events = Vec::new();
         for view in running {
             let pods = by_job.get(view.job).map(Vec::as_slice).unwrap_or_default();
-            events.extend(self.poll_job(client, view, pods, &present, now).await?);
+            events.extend(
+                self.poll_job(client, view, pods, &present, now, confirm)
+                    .await?,
+            );
         }
         let busy = busy_nodes(running, &events);
         let pool_models = &self.pool_models;
         let mut observed = Vec::new();
         self.drained.clear();
-        for node in &node_list.items {
+        for node in self.watch.nodes.objects().values() {
             let Some(mut o) = nodes::observed_node(node, &self.config.labels, |pool| {
                 pool_models.get(pool).cloned()
             }) else {
                 continue;
             };
+            match agent::AgentView::read(node, now) {
+                Ok(Some(view)) => view.apply(&mut o, nodes::allocatable(node)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(node = %o.name, error = %e, "node agent's view ignored: GPUs from the Node's counts");
+                }
+            }
             if nodes::drained(node) {
                 self.drained.insert(o.name.clone());
             }

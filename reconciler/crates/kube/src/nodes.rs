@@ -69,6 +69,11 @@ fn quantity(node: &Node, from_status: bool) -> Option<u32> {
     map.get(GPU_RESOURCE)?.0.parse().ok()
 }
 
+/// The GPUs the device plugin reports allocatable (`status.allocatable`).
+pub fn allocatable(node: &Node) -> Option<u32> {
+    quantity(node, true)
+}
+
 /// Why the node takes no new jobs: cordoned, or not Ready.
 pub fn unschedulable(node: &Node) -> Option<&'static str> {
     if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {

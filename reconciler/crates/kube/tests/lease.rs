@@ -410,12 +410,14 @@ async fn the_loop_releases_the_lease_when_its_iterations_end() {
             200,
             api_server::list("NodeList", vec![]),
         ),
+        api_server::quiet_watch("/api/v1/nodes", "7"),
         step(
             "GET",
             "/api/v1/namespaces/ml/pods",
             200,
             api_server::list("PodList", vec![]),
         ),
+        api_server::quiet_watch("/api/v1/namespaces/ml/pods", "7"),
         step("PUT", LEASE, 200, lease("", at(0), "2", 0)),
     ]);
     let (kube, _clock) = executor(client);
@@ -451,7 +453,7 @@ async fn the_loop_releases_the_lease_when_its_iterations_end() {
     .await
     .unwrap();
     let seen = server.await.unwrap();
-    assert_eq!(seen[4].body["spec"]["holderIdentity"], "");
-    assert_eq!(seen[4].body["spec"]["leaseDurationSeconds"], 1);
-    assert_eq!(seen[4].body["metadata"]["resourceVersion"], "1");
+    assert_eq!(seen[6].body["spec"]["holderIdentity"], "");
+    assert_eq!(seen[6].body["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(seen[6].body["metadata"]["resourceVersion"], "1");
 }

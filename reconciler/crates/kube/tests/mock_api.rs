@@ -10,7 +10,7 @@ mod api_server;
 
 use std::collections::BTreeMap;
 
-use api_server::{list, mock_client, ok_status, status, step};
+use api_server::{list, mock_client, ok_status, quiet_watch, status, step};
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -569,6 +569,7 @@ async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
                 ],
             ),
         ),
+        quiet_watch("/api/v1/nodes", "7"),
         step(
             "GET",
             "/api/v1/namespaces/ml/pods",
@@ -587,6 +588,8 @@ async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
             ),
         )
         .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+        quiet_watch("/api/v1/namespaces/ml/pods", "7")
+            .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
         // A Pod of a start that failed part-way (never bound) goes.
         step(
             "DELETE",
@@ -689,8 +692,8 @@ async fn observe_lists_nodes_and_pods_and_reports_how_jobs_ended() {
     assert!(!kube.already_done(&drain("gpu-1")));
     drop(kube);
     let seen = server.await.unwrap();
-    assert_eq!(seen[2].body["gracePeriodSeconds"], 0);
-    assert_eq!(seen[3].body["gracePeriodSeconds"], 10);
+    assert_eq!(seen[4].body["gracePeriodSeconds"], 0);
+    assert_eq!(seen[5].body["gracePeriodSeconds"], 10);
 }
 
 #[tokio::test]
@@ -917,12 +920,14 @@ async fn scale_to_the_size_it_has_patches_nothing_and_observe_reads_it() {
         step("GET", MD_SCALE, 200, scale_answer(1)),
         // Observation reads the target's size after nodes and Pods.
         step("GET", "/api/v1/nodes", 200, list("NodeList", vec![])),
+        quiet_watch("/api/v1/nodes", "7"),
         step(
             "GET",
             "/api/v1/namespaces/ml/pods",
             200,
             list("PodList", vec![]),
         ),
+        quiet_watch("/api/v1/namespaces/ml/pods", "7"),
         step("GET", MD_SCALE, 200, scale_answer(3)),
         // A server error is transient.
         step("GET", MD_SCALE, 500, status(500, "InternalError")),
@@ -1100,4 +1105,96 @@ async fn values_that_would_be_readable_in_the_pod_are_still_refused() {
         drop(kube);
         assert!(server.await.unwrap().is_empty());
     }
+}
+
+/// A Pod of the placed gang as the watch first shows it: created, its
+/// Binding not seen yet.
+fn placed_pod(rank: u32, node: Option<&str>) -> Value {
+    let mut pod = json!({
+        "metadata": {"name": format!("{}-{rank}", base()), "namespace": "ml",
+            "creationTimestamp": "2026-11-21T11:59:00Z",
+            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": "llama",
+                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
+        "spec": {"containers": [{"name": "main"}]},
+        "status": {"phase": "Pending"}
+    });
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    pod
+}
+
+#[tokio::test]
+async fn a_pod_whose_binding_the_watch_has_not_shown_is_not_taken_for_a_leftover() {
+    let b = base();
+    let (pod_watch, mut pods) = api_server::watch("/api/v1/namespaces/ml/pods", "7");
+    let (client, server) = mock_client(vec![
+        step(
+            "GET",
+            "/api/v1/nodes",
+            200,
+            list(
+                "NodeList",
+                vec![gpu_node("gpu-1", false), gpu_node("gpu-2", false)],
+            ),
+        ),
+        quiet_watch("/api/v1/nodes", "7"),
+        step(
+            "GET",
+            "/api/v1/namespaces/ml/pods",
+            200,
+            list("PodList", vec![]),
+        ),
+        pod_watch.query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+        // The gang is placed and bound.
+        step(
+            "POST",
+            "/api/v1/namespaces/ml/services",
+            201,
+            service_answer(),
+        ),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(0)),
+        step("POST", "/api/v1/namespaces/ml/pods", 201, pod_answer(1)),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-0/binding"),
+            201,
+            ok_status(),
+        ),
+        step(
+            "POST",
+            format!("/api/v1/namespaces/ml/pods/{b}-1/binding"),
+            201,
+            ok_status(),
+        ),
+        // The next observation sees the gang's Pods unbound, and a real
+        // leftover: only the leftover is deleted.
+        step(
+            "DELETE",
+            "/api/v1/namespaces/ml/pods/stale-p0",
+            200,
+            pod_answer(0),
+        ),
+    ]);
+    let mut kube = executor(client);
+    kube.observe(now(), &[]).await.unwrap();
+    let spec = job("llama", 2);
+    kube.execute(&place_action(), &ctx(Some(&spec), 30), now())
+        .await
+        .unwrap();
+    pods.send("ADDED", placed_pod(0, None), "8");
+    pods.send("ADDED", placed_pod(1, None), "9");
+    pods.send("ADDED", unbound_pod(), "10");
+    let p = placement();
+    let running = [view("llama", &p, None)];
+    let second = kube.observe(now(), &running).await.unwrap();
+    assert!(second.events.is_empty(), "{:?}", second.events);
+    // The Bindings and the leftover's deletion arrive: nothing to do.
+    pods.send("MODIFIED", placed_pod(0, Some("gpu-1")), "11");
+    pods.send("MODIFIED", placed_pod(1, Some("gpu-2")), "12");
+    pods.send("DELETED", unbound_pod(), "13");
+    let third = kube.observe(now(), &running).await.unwrap();
+    assert!(third.events.is_empty(), "{:?}", third.events);
+    drop(kube);
+    assert_eq!(server.await.unwrap().len(), 10);
 }

@@ -1,8 +1,9 @@
 //! The whole loop on the kube executor: `Reconciler` iterations over a
 //! small fleet directory against the mocked API server. The first
-//! iteration lists the cluster and places the gang (Service, Pods,
-//! Bindings); the next one reads the Pods' ends and records the job as
-//! succeeded; a third does nothing.
+//! iteration lists the cluster, starts watching it and places the gang
+//! (Service, Pods, Bindings); the next one reads the Pods' ends from the
+//! watch (confirmed by a LIST of the job's Pods) and records the job as
+//! succeeded; a third makes no request at all.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 
@@ -10,7 +11,7 @@ mod api_server;
 
 use std::sync::Arc;
 
-use api_server::{list, mock_client, ok_status, step};
+use api_server::{list, mock_client, ok_status, quiet_watch, step, watch};
 use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::Timestamp;
 use reconcile::state::{Phase, Store};
@@ -68,15 +69,18 @@ async fn reconcile_places_the_gang_then_records_its_end() {
         json!({"apiVersion": "v1", "kind": kind,
         "metadata": {"name": "gf-j", "namespace": "ml", "uid": "uid-7"}})
     };
+    let (pod_watch, mut pod_events) = watch("/api/v1/namespaces/ml/pods", "7");
     let (client, server) = mock_client(vec![
-        // Iteration 1: observe, then place.
+        // Iteration 1: observe (list and watch), then place.
         step("GET", "/api/v1/nodes", 200, nodes()),
+        quiet_watch("/api/v1/nodes", "7"),
         step(
             "GET",
             "/api/v1/namespaces/ml/pods",
             200,
             list("PodList", vec![]),
         ),
+        pod_watch.query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
         step(
             "POST",
             "/api/v1/namespaces/ml/services",
@@ -97,22 +101,19 @@ async fn reconcile_places_the_gang_then_records_its_end() {
             201,
             ok_status(),
         ),
-        // Iteration 2: both replicas succeeded.
-        step("GET", "/api/v1/nodes", 200, nodes()),
+        // Iteration 2: the watch says both replicas succeeded; a LIST of
+        // the job's Pods confirms it before it is reported.
         step(
             "GET",
             "/api/v1/namespaces/ml/pods",
             200,
             list("PodList", vec![ended_pod(0, "p-0"), ended_pod(1, "p-1")]),
+        )
+        .query(
+            "labelSelector",
+            "app.kubernetes.io/managed-by=gitfleet,gitfleet.io/job=j",
         ),
-        // Iteration 3: nothing runs, nothing to do.
-        step("GET", "/api/v1/nodes", 200, nodes()),
-        step(
-            "GET",
-            "/api/v1/namespaces/ml/pods",
-            200,
-            list("PodList", vec![ended_pod(0, "p-0"), ended_pod(1, "p-1")]),
-        ),
+        // Iteration 3: nothing changed, nothing runs: no request.
     ]);
     let kube = KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())));
     let dir = tempfile::tempdir().unwrap();
@@ -138,6 +139,8 @@ async fn reconcile_places_the_gang_then_records_its_end() {
     let placed: Vec<&str> = record.placement.iter().map(|p| p.node.as_str()).collect();
     assert_eq!(placed.len(), 2);
 
+    pod_events.send("ADDED", ended_pod(0, "p-0"), "8");
+    pod_events.send("ADDED", ended_pod(1, "p-1"), "9");
     let later: Timestamp = "2026-11-21T10:01:00Z".parse().unwrap();
     let second = reconciler.iterate(later).await.unwrap();
     assert!(second.executed.is_empty(), "{:?}", second.executed);
@@ -152,8 +155,8 @@ async fn reconcile_places_the_gang_then_records_its_end() {
     let seen = server.await.unwrap();
     // The Pods were pinned to the nodes and GPUs the plan chose.
     for rank in 0..2 {
-        let pod = &seen[3 + rank].body;
-        let binding = &seen[5 + rank].body;
+        let pod = &seen[5 + rank].body;
+        let binding = &seen[7 + rank].body;
         assert_eq!(pod["spec"]["schedulerName"], "gitfleet");
         assert_eq!(binding["metadata"]["name"], pod["metadata"]["name"]);
         assert_eq!(binding["target"]["name"], placed[rank]);

@@ -7,12 +7,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers stop at the first surprise
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::pin::pin;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body::Frame;
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tower_test::mock;
 
 /// One expected request and the answer to it.
@@ -22,6 +26,16 @@ pub struct Step {
     query: Vec<(&'static str, String)>,
     status: u16,
     answer: Value,
+    /// A watch's answer: events as the test sends them.
+    stream: Option<Stream>,
+}
+
+/// The body of a watch answer.
+enum Stream {
+    /// Events sent through a [`Watch`]; ends when it is dropped.
+    Channel(mpsc::UnboundedReceiver<Bytes>),
+    /// No event, never ending (a quiet cluster).
+    Quiet,
 }
 
 pub fn step(method: &'static str, path: impl Into<String>, status: u16, answer: Value) -> Step {
@@ -31,6 +45,105 @@ pub fn step(method: &'static str, path: impl Into<String>, status: u16, answer: 
         query: Vec::new(),
         status,
         answer,
+        stream: None,
+    }
+}
+
+/// The query of a WATCH from `version` (kube-rs's parameters: bookmarks,
+/// the 290 s timeout).
+fn watch_query(step: Step, version: &str) -> Step {
+    step.query("watch", "true")
+        .query("resourceVersion", version)
+        .query("allowWatchBookmarks", "true")
+        .query("timeoutSeconds", "290")
+}
+
+/// An expected WATCH of `path` from `version`, answered with the events the
+/// returned [`Watch`] sends (the watch ends when it is dropped).
+pub fn watch(path: impl Into<String>, version: &str) -> (Step, Watch) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut s = watch_query(step("GET", path, 200, Value::Null), version);
+    s.stream = Some(Stream::Channel(rx));
+    (s, Watch { tx, sent: 0 })
+}
+
+/// An expected WATCH of `path` from `version` on which nothing happens.
+pub fn quiet_watch(path: impl Into<String>, version: &str) -> Step {
+    let mut s = watch_query(step("GET", path, 200, Value::Null), version);
+    s.stream = Some(Stream::Quiet);
+    s
+}
+
+/// The first observation of a namespace `ml` executor: LIST and WATCH of
+/// the Nodes, then of gitfleet's Pods, both lists at version 7 and both
+/// watches quiet.
+pub fn first_observation(nodes: Value, pods: Value) -> Vec<Step> {
+    vec![
+        step("GET", "/api/v1/nodes", 200, nodes),
+        quiet_watch("/api/v1/nodes", "7"),
+        step("GET", "/api/v1/namespaces/ml/pods", 200, pods)
+            .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+        quiet_watch("/api/v1/namespaces/ml/pods", "7")
+            .query("labelSelector", "app.kubernetes.io/managed-by=gitfleet"),
+    ]
+}
+
+/// The sending end of a watch: each call is one event line.
+pub struct Watch {
+    tx: mpsc::UnboundedSender<Bytes>,
+    /// Bytes sent so far.
+    pub sent: usize,
+}
+
+impl Watch {
+    fn line(&mut self, event: Value) {
+        let mut bytes = serde_json::to_vec(&event).unwrap();
+        bytes.push(b'\n');
+        self.sent += bytes.len();
+        // A watch the executor dropped (it listed again) takes nothing.
+        let _ = self.tx.send(Bytes::from(bytes));
+    }
+
+    /// An `ADDED`, `MODIFIED` or `DELETED` event of `object` at `version`.
+    pub fn send(&mut self, kind: &str, mut object: Value, version: &str) {
+        object["metadata"]["resourceVersion"] = json!(version);
+        self.line(json!({"type": kind, "object": object}));
+    }
+
+    /// A `BOOKMARK` at `version`.
+    pub fn bookmark(&mut self, kind: &str, version: &str) {
+        self.line(
+            json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1",
+            "metadata": {"resourceVersion": version}}}),
+        );
+    }
+
+    /// An `ERROR` event `410 Gone` (the version is too old).
+    pub fn gone(&mut self) {
+        self.line(json!({"type": "ERROR", "object": status(410, "Expired")}));
+    }
+}
+
+/// The mock's answer body: all at once, or a watch's events.
+pub enum MockBody {
+    Full(Option<Bytes>),
+    Events(mpsc::UnboundedReceiver<Bytes>),
+    Quiet,
+}
+
+impl http_body::Body for MockBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            MockBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            MockBody::Events(rx) => rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+            MockBody::Quiet => Poll::Pending,
+        }
     }
 }
 
@@ -88,8 +201,18 @@ fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
 /// returns what was seen once the client is dropped (and fails if the
 /// executor asked for more).
 pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let granted = granted();
+    mock_client_as("rbac.yaml", script)
+}
+
+/// [`mock_client`] checking requests against the roles of another file of
+/// `deploy/kubernetes/` (the node agent's `agent-rbac.yaml`).
+pub fn mock_client_as(
+    rbac: &str,
+    script: Vec<Step>,
+) -> (Client, tokio::task::JoinHandle<Vec<Seen>>) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<MockBody>>();
+    let granted = granted(rbac);
+    let rbac = rbac.to_string();
     let server = tokio::spawn(async move {
         let mut handle = pin!(handle);
         let mut seen = Vec::new();
@@ -107,11 +230,17 @@ pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Se
                 s.method,
                 s.path
             );
-            let need = needs(&method, &path);
+            let need = needs(&method, &path, query.contains_key("watch"));
             assert!(
                 granted.contains(&need),
-                "request {i}: {method} {path} needs {need:?}, which deploy/kubernetes/rbac.yaml does not grant"
+                "request {i}: {method} {path} needs {need:?}, which deploy/kubernetes/{rbac} does not grant"
             );
+            if !s.query.iter().any(|(k, _)| *k == "watch") {
+                assert!(
+                    !query.contains_key("watch"),
+                    "request {i}: a WATCH of {path}, expected a LIST or a read"
+                );
+            }
             for (key, value) in &s.query {
                 assert_eq!(
                     query.get(*key),
@@ -125,9 +254,14 @@ pub fn mock_client(script: Vec<Step>) -> (Client, tokio::task::JoinHandle<Vec<Se
             } else {
                 serde_json::from_slice(&bytes).unwrap()
             };
+            let answer = match s.stream {
+                Some(Stream::Channel(rx)) => MockBody::Events(rx),
+                Some(Stream::Quiet) => MockBody::Quiet,
+                None => MockBody::Full(Some(Bytes::from(serde_json::to_vec(&s.answer).unwrap()))),
+            };
             let response = Response::builder()
                 .status(StatusCode::from_u16(s.status).unwrap())
-                .body(Body::from(serde_json::to_vec(&s.answer).unwrap()))
+                .body(answer)
                 .unwrap();
             send.send_response(response);
             seen.push(Seen { body });
@@ -168,10 +302,10 @@ pub fn list(kind: &str, items: Vec<Value>) -> Value {
 
 /// What the ClusterRole and Roles in `deploy/kubernetes/rbac.yaml` grant,
 /// as (API group, resource, verb).
-fn granted() -> BTreeSet<(String, String, String)> {
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../deploy/kubernetes/rbac.yaml"
+fn granted(rbac: &str) -> BTreeSet<(String, String, String)> {
+    let file = format!(
+        "{}/../../../deploy/kubernetes/{rbac}",
+        env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(file).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
@@ -198,7 +332,7 @@ fn granted() -> BTreeSet<(String, String, String)> {
 }
 
 /// The (API group, resource, verb) a request needs in RBAC terms.
-fn needs(method: &str, path: &str) -> (String, String, String) {
+fn needs(method: &str, path: &str, watch: bool) -> (String, String, String) {
     let (group, tail) = match path.strip_prefix("/api/v1/") {
         Some(tail) => ("", tail),
         None => {
@@ -220,6 +354,7 @@ fn needs(method: &str, path: &str) -> (String, String, String) {
         [] => panic!("no resource in {path}"),
     };
     let verb = match (method, rest.len()) {
+        ("GET", 1) if watch => "watch",
         ("GET", 1) => "list",
         ("GET", _) => "get",
         ("POST", _) => "create",
@@ -229,4 +364,10 @@ fn needs(method: &str, path: &str) -> (String, String, String) {
         _ => panic!("unexpected method {method}"),
     };
     (group.to_string(), resource, verb.to_string())
+}
+
+/// An expected WATCH of `path` from `version` that the server refuses
+/// with `code` (410: the version is gone).
+pub fn refused_watch(path: impl Into<String>, version: &str, code: u16) -> Step {
+    watch_query(step("GET", path, code, status(code, "Expired")), version)
 }
