@@ -11,7 +11,8 @@
 # when missing; CARGO_TARGET_DIR is honoured). NODES, JOBS: the size (512,
 # 5000). QUIET: seconds without a new start after which Slurm is taken to
 # have started all that fit (default 70: two backfill intervals and more
-# than one periodic main-scheduler pass).
+# than one periodic main-scheduler pass). RECONCILE_TIMEOUT: seconds the
+# scheduler-mode `reconcile --once` may take (default 900).
 #
 # (a) gitfleet: `gitfleet plan` wall time (median of 5), jobs placed, GPUs.
 # (b) Slurm: the cluster of tests/slurm/start-cluster.sh with
