@@ -120,6 +120,10 @@ pub struct SlurmArgs {
     /// accounts of the queues it submits to (default: this process's user).
     #[arg(long, value_name = "USER")]
     pub slurm_user: Option<String>,
+    /// Make each pool a Slurm partition of the same name holding the pool's
+    /// nodes (scontrol; docs/slurm.md "Pools as partitions").
+    #[arg(long)]
+    pub slurm_partitions: bool,
 }
 
 impl SlurmArgs {
@@ -131,6 +135,7 @@ impl SlurmArgs {
                 SlurmPreemptMode::Requeue => PreemptMode::Requeue,
                 SlurmPreemptMode::Cancel => PreemptMode::Cancel,
             },
+            partitions: self.slurm_partitions,
             ..Mapping::default()
         };
         for pair in &self.slurm_gres_type {

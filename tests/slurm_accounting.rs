@@ -170,6 +170,113 @@ fn accounting_mode_applies_the_queue_tree_reverts_drift_and_is_idempotent() {
         text(&out)
     );
     assert!(!tree(&cluster).iter().any(|r| r.starts_with("speech|")));
+
+    // Pools as partitions: the example's pools take the cluster's nodes by
+    // GRES type, in the order declared (h100-zone-a both H100 nodes,
+    // a100-infer the A100 one; h100-zone-b and h100-cloud none); the
+    // site's own `gpu` partition is left alone.
+    let with_partitions = ["--auto-approve", "--slurm-partitions"];
+    let out = gitfleet(&cluster, &fleet, &state, &with_partitions);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("slurm configuration changes (2):"), "{t}");
+    assert!(
+        t.contains("+ add partition a100-infer: Nodes=gpu-3\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("+ add partition h100-zone-a: Nodes=gpu-1,gpu-2\n"),
+        "{t}"
+    );
+    assert_eq!(
+        partitions(&cluster),
+        [
+            "a100-infer gpu-3 UP",
+            "gpu gpu-[1-3] UP",
+            "h100-zone-a gpu-[1-2] UP"
+        ]
+    );
+    let out = gitfleet(&cluster, &fleet, &state, &with_partitions);
+    assert!(text(&out).contains("Nothing to do."), "{}", text(&out));
+
+    // A hand edit of a pool's partition is drift, reverted.
+    scontrol(
+        &cluster,
+        &["update", "PartitionName=h100-zone-a", "Nodes=gpu-1"],
+    );
+    let out = gitfleet(&cluster, &fleet, &state, &["--slurm-partitions"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(
+            "~ modify partition h100-zone-a: Nodes gpu-1 → gpu-1,gpu-2 (drift: changed in Slurm, reverted)"
+        ),
+        "{}",
+        text(&out)
+    );
+    let out = gitfleet(&cluster, &fleet, &state, &with_partitions);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(partitions(&cluster).contains(&"h100-zone-a gpu-[1-2] UP".to_string()));
+
+    // A renamed pool: the old partition (gitfleet's) is deleted, the new
+    // one created.
+    let pools = std::fs::read_to_string(fleet.join("pools.yaml")).unwrap();
+    std::fs::write(
+        fleet.join("pools.yaml"),
+        pools.replace("name: a100-infer", "name: a100-serve"),
+    )
+    .unwrap();
+    let out = gitfleet(&cluster, &fleet, &state, &with_partitions);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("+ add partition a100-serve: Nodes=gpu-3\n"),
+        "{t}"
+    );
+    assert!(t.contains("- delete partition a100-infer\n"), "{t}");
+    assert_eq!(
+        partitions(&cluster),
+        [
+            "a100-serve gpu-3 UP",
+            "gpu gpu-[1-3] UP",
+            "h100-zone-a gpu-[1-2] UP"
+        ]
+    );
+}
+
+/// `scontrol ARGS` on the cluster.
+fn scontrol(c: &Cluster, args: &[&str]) -> String {
+    let out = Command::new("scontrol")
+        .env("SLURM_CONF", &c.conf)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scontrol {args:?}: {}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `NAME NODES STATE` of every partition, by name.
+fn partitions(c: &Cluster) -> Vec<String> {
+    let shown = scontrol(c, &["show", "partition", "--oneliner"]);
+    let mut rows: Vec<String> = shown
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let field = |name: &str| {
+                l.split_whitespace()
+                    .find_map(|f| f.strip_prefix(name))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            format!(
+                "{} {} {}",
+                field("PartitionName="),
+                field("Nodes="),
+                field("State=")
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
 }
 
 #[test]

@@ -243,7 +243,15 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
         ),
         "{job}"
     );
+    // slurmstepd creates it once the job is RUNNING in squeue, a moment
+    // later on a loaded machine: wait up to 10 s.
     let file = out_dir.join(format!("gitfleet-urgent-{}.out", job["job_id"]));
+    for _ in 0..100 {
+        if file.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert!(file.exists(), "{} is missing", file.display());
 
     // A node Slurm took down is drained by gitfleet.

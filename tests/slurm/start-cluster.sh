@@ -10,6 +10,10 @@
 # A100 (a100-sxm4-80gb), their GPUs files under DIR/dev (Slurm only needs
 # them to exist). One slurmd per node (`slurmd -N gpu-N`), each on a port of
 # its own.
+#
+# GITFLEET_SLURM_NODES=N instead declares N nodes gpu-1 … gpu-N, each with 8
+# H100, in racks of 8 (topology/tree: one leaf switch per 8 nodes), for
+# tests/slurm/compare-burst.sh (512 nodes, still one slurmd each).
 # Installs the Debian packages when they are missing (apt-get, root only).
 set -euo pipefail
 
@@ -34,13 +38,18 @@ if [ "$missing" = 1 ]; then
 fi
 export PATH=$PATH:/usr/sbin
 
-# Six free ports in a row: slurmctld, slurmdbd, MariaDB, one per slurmd.
+burst=${GITFLEET_SLURM_NODES:-0}
+nodes=3
+[ "$burst" -gt 0 ] && nodes=$burst
+
+# Free ports in a row: slurmctld, slurmdbd, MariaDB, one per slurmd.
 in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 base=0
 for _ in $(seq 1 50); do
   candidate=$((20000 + (RANDOM % 2000) * 10))
+  [ $((candidate + nodes + 3)) -lt 32000 ] || continue
   ok=1
-  for p in 0 1 2 3 4 5; do in_use $((candidate + p)) && ok=0; done
+  for p in $(seq 0 $((nodes + 2))); do in_use $((candidate + p)) && ok=0; done
   if [ "$ok" = 1 ]; then base=$candidate; break; fi
 done
 [ "$base" != 0 ] || { echo "start-cluster: no free ports" >&2; exit 1; }
@@ -142,17 +151,36 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
+CONF
+if [ "$burst" -gt 0 ]; then
+  for i in $(seq 1 "$burst"); do
+    echo "NodeName=gpu-$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2 + i)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN"
+  done >> "$dir/slurm.conf"
+  echo "PartitionName=gpu Nodes=gpu-[1-$burst] Default=YES MaxTime=INFINITE State=UP" >> "$dir/slurm.conf"
+  cat > "$dir/gres.conf" <<CONF
+AutoDetect=off
+NodeName=gpu-[1-$burst] Name=gpu Type=h100-sxm-80gb File=$dir/dev/h100-[0-7]
+CONF
+  echo "TopologyPlugin=topology/tree" >> "$dir/slurm.conf"
+  racks=$(((burst + 7) / 8))
+  for r in $(seq 1 "$racks"); do
+    last=$((r * 8)); [ "$last" -le "$burst" ] || last=$burst
+    echo "SwitchName=rack-$r Nodes=gpu-[$((r * 8 - 7))-$last]"
+  done > "$dir/topology.conf"
+  echo "SwitchName=top Switches=rack-[1-$racks]" >> "$dir/topology.conf"
+else
+  cat >> "$dir/slurm.conf" <<CONF
 NodeName=gpu-1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN
 NodeName=gpu-2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 4)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN
 NodeName=gpu-3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 5)) CPUs=8 RealMemory=8000 Gres=gpu:a100-sxm4-80gb:8 State=UNKNOWN
 PartitionName=gpu Nodes=gpu-[1-3] Default=YES MaxTime=INFINITE State=UP
 CONF
-
-cat > "$dir/gres.conf" <<CONF
+  cat > "$dir/gres.conf" <<CONF
 AutoDetect=off
 NodeName=gpu-[1-2] Name=gpu Type=h100-sxm-80gb File=$dir/dev/h100-[0-7]
 NodeName=gpu-3 Name=gpu Type=a100-sxm4-80gb File=$dir/dev/a100-[0-7]
 CONF
+fi
 
 export SLURM_CONF=$dir/slurm.conf
 
@@ -168,14 +196,14 @@ sacctmgr -i add cluster gitfleet >/dev/null
 
 slurmctld -f "$dir/slurm.conf"
 for _ in $(seq 1 100); do in_use "$ctld_port" && break; sleep 0.1; done
-for node in gpu-1 gpu-2 gpu-3; do slurmd -N "$node"; done
+for i in $(seq 1 "$nodes"); do slurmd -N "gpu-$i"; done
 
-for _ in $(seq 1 300); do
+for _ in $(seq 1 $((300 + nodes))); do
   idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 == "idle"' | sort -u | wc -l)
-  [ "$idle" -ge 3 ] && break
+  [ "$idle" -ge "$nodes" ] && break
   sleep 0.1
 done
-if [ "$idle" -lt 3 ]; then
+if [ "$idle" -lt "$nodes" ]; then
   echo "start-cluster: nodes not idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';') (see $dir/log)" >&2
   exit 1
 fi

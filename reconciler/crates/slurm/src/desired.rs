@@ -19,6 +19,9 @@ pub struct Mapping {
     pub gres_types: BTreeMap<String, String>,
     /// How preempted jobs end.
     pub preempt_mode: PreemptMode,
+    /// Pools become partitions of their nodes (`--slurm-partitions`;
+    /// [`crate::partitions`]).
+    pub partitions: bool,
 }
 
 impl Default for Mapping {
@@ -27,6 +30,7 @@ impl Default for Mapping {
             root: "root".to_string(),
             gres_types: BTreeMap::new(),
             preempt_mode: PreemptMode::Requeue,
+            partitions: false,
         }
     }
 }
@@ -62,7 +66,7 @@ pub enum MapError {
     RootQueue(String),
 }
 
-fn check_name(what: &'static str, name: &str) -> Result<(), MapError> {
+pub(crate) fn check_name(what: &'static str, name: &str) -> Result<(), MapError> {
     let ok = !name.is_empty()
         && name
             .chars()

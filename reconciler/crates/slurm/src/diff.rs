@@ -30,6 +30,8 @@ pub enum ObjectKind {
     Qos,
     /// An account (a queue).
     Account,
+    /// A partition (a pool, with `Mapping::partitions`).
+    Partition,
 }
 
 /// One field's value in Slurm and in the fleet.
@@ -69,6 +71,7 @@ impl fmt::Display for Change {
         let object = match self.object {
             ObjectKind::Qos => "qos",
             ObjectKind::Account => "account",
+            ObjectKind::Partition => "partition",
         };
         write!(f, "{symbol} {kind} {object} {}", self.name)?;
         let mut sep = ": ";
@@ -108,6 +111,9 @@ pub struct Diff {
     pub changes: Vec<Change>,
     /// The commands, in order.
     pub commands: Vec<Vec<String>>,
+    /// The partitions' `scontrol` commands (arguments after `scontrol`),
+    /// run after the `sacctmgr` ones.
+    pub scontrol: Vec<Vec<String>>,
 }
 
 impl Diff {
@@ -402,13 +408,20 @@ pub fn diff(
             ]);
         }
     }
+    crate::partitions::diff(
+        &current.partitions,
+        &desired.partitions,
+        last.map(|l| &l.partitions),
+        &mut out,
+    );
     // Show changes in the order of the commands' kinds: QOS adds and
-    // changes, account adds and changes, deletions.
+    // changes, account adds and changes, deletions, then partitions.
     out.changes.sort_by_key(|c| match (c.kind, c.object) {
         (ChangeKind::Delete, ObjectKind::Account) => 2,
         (ChangeKind::Delete, ObjectKind::Qos) => 3,
         (_, ObjectKind::Qos) => 0,
         (_, ObjectKind::Account) => 1,
+        (_, ObjectKind::Partition) => 4,
     });
     out
 }

@@ -100,18 +100,27 @@ impl<R: Runner> SlurmExecutor<R> {
 
     /// Reads Slurm and computes the diff to `fleet`.
     pub fn compute(&mut self, fleet: &Fleet) -> Result<&Diff, ExecError> {
-        let wanted = desired(fleet, &self.mapping).map_err(|e| ExecError::Action {
+        let map_error = |e: crate::desired::MapError| ExecError::Action {
             action: "slurm",
             subject: "fleet".into(),
             message: e.to_string(),
-        })?;
+        };
+        let mut wanted = desired(fleet, &self.mapping).map_err(map_error)?;
         self.nodes = derive_inventory(fleet).nodes;
         if let Some(scheduler) = &mut self.scheduler {
             scheduler.set_fleet(fleet);
         }
         let last = self.last_applied()?;
+        let mapping = self.mapping.clone();
         let client = self.client()?;
-        let current = client.read().map_err(|e| error("sacctmgr show", e))?;
+        let mut current = client.read().map_err(|e| error("sacctmgr show", e))?;
+        if mapping.partitions {
+            let (partitions, nodes) =
+                crate::partitions::read(client.runner()).map_err(|e| error("partitions", e))?;
+            current.partitions = partitions;
+            wanted.partitions =
+                crate::partitions::desired(fleet, &mapping, &nodes).map_err(map_error)?;
+        }
         let d = diff(&current, &wanted, last.as_ref(), client.cluster());
         let (_, d) = self.pending.insert((wanted, d));
         Ok(d)

@@ -172,6 +172,7 @@ pub fn parse_state(
     Ok(SlurmState {
         accounts: parse_accounts(assoc, accounts, root)?,
         qos: parse_qos(qos)?,
+        partitions: Default::default(),
     })
 }
 

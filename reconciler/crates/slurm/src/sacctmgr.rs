@@ -177,8 +177,14 @@ impl<R: Runner> Sacctmgr<R> {
         Ok(parse_state(&assoc, &accounts, &qos, &self.root)?)
     }
 
+    /// The runner its commands go through.
+    pub fn runner(&self) -> &R {
+        &self.runner
+    }
+
     /// Runs a diff's commands in order (`sacctmgr -i`, committed one by
-    /// one); stops at the first failure. Returns how many ran.
+    /// one, then the partitions' `scontrol`); stops at the first failure.
+    /// Returns how many ran.
     pub fn apply(&self, diff: &Diff) -> Result<usize, RunError> {
         for (done, command) in diff.commands.iter().enumerate() {
             let mut argv = vec!["-i".to_string()];
@@ -189,7 +195,14 @@ impl<R: Runner> Sacctmgr<R> {
                 return Err(e);
             }
         }
-        Ok(diff.commands.len())
+        for (done, command) in diff.scontrol.iter().enumerate() {
+            tracing::info!(command = %command.join(" "), "scontrol");
+            if let Err(e) = self.runner.run("scontrol", command) {
+                tracing::warn!(done, error = %e, "scontrol command failed");
+                return Err(e);
+            }
+        }
+        Ok(diff.commands.len() + diff.scontrol.len())
     }
 }
 

@@ -92,11 +92,24 @@ impl Qos {
     }
 }
 
-/// Accounts and QOS by name.
+/// A Slurm partition (a pool's, with `Mapping::partitions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// The partition's name (the pool's).
+    pub name: String,
+    /// Its nodes, in natural order.
+    pub nodes: Vec<String>,
+}
+
+/// Accounts, QOS and (with `Mapping::partitions`) partitions by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlurmState {
     /// Accounts by name (`root` is never one of them).
     pub accounts: BTreeMap<String, Account>,
     /// QOS by name.
     pub qos: BTreeMap<String, Qos>,
+    /// Partitions by name: the pools' (desired, applied) or all of Slurm's
+    /// (current); empty unless pools are mapped to partitions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub partitions: BTreeMap<String, Partition>,
 }

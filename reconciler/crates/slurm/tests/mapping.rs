@@ -418,7 +418,11 @@ fn arb_state() -> impl Strategy<Value = SlurmState> {
                 )
             })
             .collect();
-        SlurmState { accounts, qos }
+        SlurmState {
+            accounts,
+            qos,
+            partitions: Default::default(),
+        }
     })
 }
 
