@@ -260,6 +260,9 @@ struct Engine<'a> {
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
+    /// Per model: the GPUs of stopping jobs on schedulable nodes, as of a
+    /// cluster epoch (the victim search's starting point).
+    stopping_memo: HashMap<ModelId, std::rc::Rc<preemption::StoppingGpus>>,
 }
 
 #[derive(Debug, Default)]
@@ -347,6 +350,7 @@ impl<'a> Engine<'a> {
             outcome_memo: HashMap::default(),
             preemptions: 0,
             candidate_memo: HashMap::default(),
+            stopping_memo: HashMap::default(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),
         };

@@ -50,10 +50,26 @@ impl Waitable {
     }
 }
 
-/// The stopping runs of model `m` whose GPUs job `j` may wait for.
-fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
-    let mut out = Waitable::default();
-    let mut refused: rustc_hash::FxHashSet<RunId> = Default::default();
+/// The GPUs of stopping runs of one model on schedulable nodes, as of one
+/// cluster epoch (they only change with the owners of GPUs): those of runs
+/// every job may wait for, counted per node, and the runs only some jobs
+/// may wait for (kept for a preemptor, restarting), with their GPUs per node.
+#[derive(Debug)]
+pub struct StoppingGpus {
+    epoch: u64,
+    open: Waitable,
+    kept: Vec<(RunId, NodeId, u32)>,
+}
+
+/// [`StoppingGpus`] of model `m`, remembered until a GPU changes owner.
+fn stopping_gpus(e: &mut Engine, m: u16) -> std::rc::Rc<StoppingGpus> {
+    if let Some(known) = e.stopping_memo.get(&m)
+        && known.epoch == e.cluster.epoch
+    {
+        return known.clone();
+    }
+    let mut open = Waitable::default();
+    let mut kept: BTreeMap<(RunId, NodeId), u32> = BTreeMap::new();
     for id in e.freeing.nodes_of(m) {
         let node = e.cluster.node(id);
         if !node.schedulable {
@@ -61,17 +77,36 @@ fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
         }
         for g in &node.gpus {
             let Owner::Freeing(r) = g.owner else { continue };
-            if refused.contains(&r) {
-                continue;
+            let run = &e.runs[r as usize];
+            if run.restarting() || (run.kept_for.is_some() && run.model.is_some()) {
+                *kept.entry((r, id)).or_default() += 1;
+            } else {
+                open.runs.insert(r);
+                *open.on_node.entry(id).or_default() += 1;
             }
-            if !out.runs.contains(&r) {
-                if !e.claimable(r, j) {
-                    refused.insert(r);
-                    continue;
-                }
-                out.runs.insert(r);
-            }
-            *out.on_node.entry(id).or_default() += 1;
+        }
+    }
+    let known = std::rc::Rc::new(StoppingGpus {
+        epoch: e.cluster.epoch,
+        open,
+        kept: kept.into_iter().map(|((r, id), n)| (r, id, n)).collect(),
+    });
+    e.stopping_memo.insert(m, known.clone());
+    known
+}
+
+/// The stopping runs of model `m` whose GPUs job `j` may wait for.
+fn waitable(e: &mut Engine, j: JobId, m: u16) -> Waitable {
+    let known = stopping_gpus(e, m);
+    let mut out = Waitable {
+        runs: known.open.runs.clone(),
+        on_node: known.open.on_node.clone(),
+    };
+    let mut decided: HashMap<RunId, bool> = HashMap::default();
+    for &(r, id, n) in &known.kept {
+        if *decided.entry(r).or_insert_with(|| e.claimable(r, j)) {
+            out.runs.insert(r);
+            *out.on_node.entry(id).or_default() += n;
         }
     }
     out
@@ -657,6 +692,9 @@ fn search_inner(
     stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
+    if !replicas_could_fit(e, req, cands, stopping) {
+        return None;
+    }
     let all: Vec<usize> = (0..cands.len()).collect();
     let by_node = victims_by_node(e, cands, &all);
     let stopping_nodes = stopping
@@ -678,9 +716,6 @@ fn search_inner(
         let n = e.cluster.node(*id);
         n.schedulable && n.model == Some(m)
     });
-    if !replicas_could_fit(e, req, cands, stopping) {
-        return None;
-    }
     let base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
     let area = Area {
         nodes: &nodes,
@@ -918,12 +953,21 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
         }
     }
     // A node with fewer free GPUs than a replica and no candidate or
-    // stopping job on it holds no replica: only the others are counted.
-    let nodes = e.cluster.nodes_with_free_and(
-        req.model,
-        req.per_replica,
-        victim_gpus.keys().chain(stopping.on_node.keys()).copied(),
-    );
+    // stopping job on it holds no replica: only the others are counted,
+    // each once.
+    let stopping_only = stopping
+        .on_node
+        .keys()
+        .filter(|id| !victim_gpus.contains_key(id));
+    let free_only = e
+        .cluster
+        .candidates(req.model, req.per_replica)
+        .filter(|id| !victim_gpus.contains_key(id) && stopping.gpus_on(*id) == 0);
+    let nodes = victim_gpus
+        .keys()
+        .copied()
+        .chain(stopping_only.copied())
+        .chain(free_only);
     let replicas_on = |id: NodeId| {
         let node = e.cluster.node(id);
         if !node.schedulable || node.model != Some(req.model) {
@@ -934,10 +978,19 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
     };
     let needed = u64::from(req.replicas);
     match req.required {
-        None => nodes.iter().map(|id| replicas_on(*id)).sum::<u64>() >= needed,
+        None => {
+            let mut fit = 0;
+            for id in nodes {
+                fit += replicas_on(id);
+                if fit >= needed {
+                    return true;
+                }
+            }
+            false
+        }
         Some(level) => {
             let mut per_domain: HashMap<&str, u64> = HashMap::default();
-            for &id in &nodes {
+            for id in nodes {
                 if let Some(key) = e.cluster.node(id).domain_key(level) {
                     let fit = per_domain.entry(key).or_default();
                     *fit += replicas_on(id);
