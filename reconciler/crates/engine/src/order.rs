@@ -130,27 +130,31 @@ impl FairShare {
     }
 }
 
-/// `shortest-first`'s one constant, 7 days (Slurm's default
+/// `shortest-first`'s bound, 7 days (Slurm's default
 /// `PriorityMaxAge`): the most a declared limit counts (no `timeLimit`
 /// counts as this much), and the wait after which a job goes before every
 /// later arrival of its priority.
 pub const SHORTEST_FIRST_MAX_AGE: model::spec::Duration =
     model::spec::Duration::from_secs(7 * 24 * 3600);
 
+/// `shortest-first`'s aging: waiting this many seconds counts as one second
+/// less of declared limit (rank `L − age / k`, ordered as `k·L + since`).
+pub const SHORTEST_FIRST_AGING: i64 = 24;
+
 /// A job's rank under its leaf's ordering, lower first: under fifo always
 /// `(false, 0)`; under `shortest-first` `(false, since)` once it has waited
-/// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, L + since)`.
+/// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, k·L + since)` (k: [`SHORTEST_FIRST_AGING`]).
 type Rank = (bool, i64);
 
 /// How one leaf orders its pending jobs of equal priority, at the plan's
 /// time.
 ///
-/// `shortest-first` ranks a job by `L − age`, lower first, then older, then
-/// by name, where `L` is its declared `timeLimit` capped at
-/// [`SHORTEST_FIRST_MAX_AGE`] (none: the cap) and `age = now − first seen`
-/// (never seen: 0). Waiting one second counts as one second of declared
-/// limit (aging factor 1); since `L − age + now = L + first seen`, two
-/// waiting jobs keep their order as time passes. A job that has waited
+/// `shortest-first` ranks a job by `L − age / k`, lower first, then older,
+/// then by name, where `L` is its declared `timeLimit` capped at
+/// [`SHORTEST_FIRST_MAX_AGE`] (none: the cap), `age = now − first seen`
+/// (never seen: 0) and `k` is [`SHORTEST_FIRST_AGING`]; since `k·(L − age /
+/// k) + now = k·L + first seen`, two waiting jobs keep their order as time
+/// passes. A job that has waited
 /// [`SHORTEST_FIRST_MAX_AGE`] or longer goes before every job that has not
 /// (oldest first among such jobs), so it is never behind a later arrival of
 /// its priority: no starvation. `fifo` ranks all jobs alike (today's rule:
@@ -184,7 +188,8 @@ impl LeafOrder {
         let limit = job
             .time_limit
             .map_or(SHORTEST_FIRST_MAX_AGE, |l| l.min(SHORTEST_FIRST_MAX_AGE));
-        (true, since.saturating_add(limit.as_millis() as i64))
+        let weighted = (limit.as_millis() as i64).saturating_mul(SHORTEST_FIRST_AGING);
+        (true, since.saturating_add(weighted))
     }
 }
 

@@ -8,8 +8,8 @@
 //!   starvation — a job that has waited 7 days goes before every job of its
 //!   priority that arrived after it, so no job is passed by a later arrival
 //!   of its priority for longer than that; priority classes still come
-//!   first; the order is the documented rank `min(timeLimit, 7d) − age`
-//!   (docs/semantics.md);
+//!   first; the order is the documented rank `min(timeLimit, 7d) − age /
+//!   24` (docs/semantics.md);
 //! - `fifo` (explicit on the leaf or its parent, or omitted): the plan is
 //!   byte-identical to the plan of the fleet without `ordering`, and the
 //!   order is today's (priority, then first seen, never seen last, name).
@@ -32,6 +32,9 @@ const LIMITS: [Option<&str>; 8] = [
 
 /// `shortest-first`'s maximum age (docs/semantics.md), in minutes.
 const CAP_MIN: i64 = 7 * 24 * 60;
+
+/// `shortest-first`'s aging: 24 minutes waited count as a minute of limit.
+const AGING: i64 = 24;
 
 /// Priority classes jobs choose from (`None`: the default, `normal`).
 const CLASSES: [Option<&str>; 3] = [None, Some("low"), Some("high")];
@@ -234,10 +237,11 @@ proptest! {
                     "j{a} waited {} min (≥ 7 days) yet j{b}, which arrived after it, goes first",
                     arrived_ago(ja)
                 );
-                // Only with a limit shorter by more than the gap: the rank
-                // min(limit, 7d) − age, lower first.
+                // Only with a limit shorter by more than the gap ÷ 24: the
+                // rank min(limit, 7d) − age / 24 (× 24), lower first.
                 prop_assert!(
-                    limit_min(jb) - arrived_ago(jb) < limit_min(ja) - arrived_ago(ja),
+                    AGING * limit_min(jb) - arrived_ago(jb)
+                        < AGING * limit_min(ja) - arrived_ago(ja),
                     "j{b} passes j{a} with a higher rank"
                 );
             }
@@ -249,7 +253,7 @@ proptest! {
             let rank = if arrived_ago(j) >= CAP_MIN {
                 (false, -arrived_ago(j))
             } else {
-                (true, limit_min(j) - arrived_ago(j))
+                (true, AGING * limit_min(j) - arrived_ago(j))
             };
             (rank, j.age.is_none(), -arrived_ago(j), i)
         };

@@ -32,8 +32,9 @@ pub enum QueueOrdering {
     #[default]
     Fifo,
     /// Shorter declared `timeLimit` first, with aging: a job's rank is its
-    /// time limit (none or above 7 days: 7 days) minus the time it has
-    /// waited; after 7 days of waiting it goes before every later arrival.
+    /// time limit (none or above 7 days: 7 days) minus 1/24 of the time it
+    /// has waited; after 7 days of waiting it goes before every later
+    /// arrival.
     ShortestFirst,
 }
 
