@@ -2,9 +2,10 @@
 //! the full Philly trace (`data/traces/philly_pollux_jobs.csv`, 82,229
 //! jobs on its 11 virtual clusters, no borrowing) replayed in-process, per
 //! case: `gitfleet` (the engine, ladder limits), `gitfleet-noisy` (noisy
-//! limits), `gitfleet-none` (no limits), `gitfleet-sf` and
-//! `gitfleet-sf-noisy` (every queue `ordering: shortest-first`, ladder or
-//! noisy limits), `fifo`, `fifo-skip`, `sjf-oracle`. Prints, per case, the
+//! limits), `gitfleet-none` (no limits), `gitfleet-sf`,
+//! `gitfleet-sf-noisy` and `gitfleet-sf-exact` (every queue `ordering:
+//! shortest-first`, ladder, noisy or exact limits: the last knows the
+//! future, as the oracle), `fifo`, `fifo-skip`, `sjf-oracle`. Prints, per case, the
 //! median wall time of N runs (default 1), plans, waits, and the ratios of
 //! each gitfleet case's average wait to fifo's and sjf-oracle's; then the
 //! process's peak memory. CPU seconds are shown
@@ -24,12 +25,13 @@ use reconciler::trace::{Source, TraceFormat, parse};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "gitfleet",
     "gitfleet-noisy",
     "gitfleet-none",
     "gitfleet-sf",
     "gitfleet-sf-noisy",
+    "gitfleet-sf-exact",
     "fifo",
     "fifo-skip",
     "sjf-oracle",
@@ -43,6 +45,7 @@ fn case(name: &str) -> Option<(Policy, Limits, Option<QueueOrdering>)> {
         "gitfleet-none" => (Policy::Gitfleet, Limits::None, None),
         "gitfleet-sf" => (Policy::Gitfleet, Limits::Ladder, sf),
         "gitfleet-sf-noisy" => (Policy::Gitfleet, Limits::Noisy, sf),
+        "gitfleet-sf-exact" => (Policy::Gitfleet, Limits::Exact, sf),
         "fifo" => (Policy::Fifo, Limits::None, None),
         "fifo-skip" => (Policy::FifoSkip, Limits::None, None),
         "sjf-oracle" => (Policy::SjfOracle, Limits::None, None),
