@@ -114,7 +114,7 @@ pub enum OrderingArg {
 /// `--policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PolicyArg {
-    /// The engine: fair share, priority then age, backfill, preemption.
+    /// The engine: fair share, priority then the queue ordering, backfill, preemption.
     Gitfleet,
     /// Strict FIFO per queue (head-of-line blocking).
     Fifo,
