@@ -2,10 +2,13 @@
 //! the full Philly trace (`data/traces/philly_pollux_jobs.csv`, 82,229
 //! jobs on its 11 virtual clusters, no borrowing) replayed in-process, per
 //! case: `gitfleet` (the engine, ladder limits), `gitfleet-noisy` (noisy
-//! limits), `gitfleet-none` (no limits), `fifo`, `fifo-skip`,
-//! `sjf-oracle`. Prints, per case, the median wall time of N runs (default
-//! 1), plans, waits, and the ratios of gitfleet's average wait to fifo's
-//! and sjf-oracle's; then the process's peak memory. CPU seconds are shown
+//! limits), `gitfleet-none` (no limits), `gitfleet-sf`,
+//! `gitfleet-sf-noisy` and `gitfleet-sf-exact` (every queue `ordering:
+//! shortest-first`, ladder, noisy or exact limits: the last knows the
+//! future, as the oracle), `fifo`, `fifo-skip`, `sjf-oracle`. Prints, per case, the
+//! median wall time of N runs (default 1), plans, waits, and the ratios of
+//! each gitfleet case's average wait to fifo's and sjf-oracle's; then the
+//! process's peak memory. CPU seconds are shown
 //! beside wall seconds: on a shared machine they are the figure to compare.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
@@ -15,29 +18,37 @@ use std::time::{Duration, Instant};
 
 use reconciler::load::{SourceFile, load_fleet};
 use reconciler::simulate::{Limits, Options, Policy, Report, simulate};
+use reconciler::spec::QueueOrdering;
 use reconciler::trace::{Source, TraceFormat, parse};
 
 /// The allocator the binary uses, so in-process figures match it.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const CASES: [&str; 6] = [
+const CASES: [&str; 9] = [
     "gitfleet",
     "gitfleet-noisy",
     "gitfleet-none",
+    "gitfleet-sf",
+    "gitfleet-sf-noisy",
+    "gitfleet-sf-exact",
     "fifo",
     "fifo-skip",
     "sjf-oracle",
 ];
 
-fn case(name: &str) -> Option<(Policy, Limits)> {
+fn case(name: &str) -> Option<(Policy, Limits, Option<QueueOrdering>)> {
+    let sf = Some(QueueOrdering::ShortestFirst);
     Some(match name {
-        "gitfleet" => (Policy::Gitfleet, Limits::Ladder),
-        "gitfleet-noisy" => (Policy::Gitfleet, Limits::Noisy),
-        "gitfleet-none" => (Policy::Gitfleet, Limits::None),
-        "fifo" => (Policy::Fifo, Limits::None),
-        "fifo-skip" => (Policy::FifoSkip, Limits::None),
-        "sjf-oracle" => (Policy::SjfOracle, Limits::None),
+        "gitfleet" => (Policy::Gitfleet, Limits::Ladder, None),
+        "gitfleet-noisy" => (Policy::Gitfleet, Limits::Noisy, None),
+        "gitfleet-none" => (Policy::Gitfleet, Limits::None, None),
+        "gitfleet-sf" => (Policy::Gitfleet, Limits::Ladder, sf),
+        "gitfleet-sf-noisy" => (Policy::Gitfleet, Limits::Noisy, sf),
+        "gitfleet-sf-exact" => (Policy::Gitfleet, Limits::Exact, sf),
+        "fifo" => (Policy::Fifo, Limits::None, None),
+        "fifo-skip" => (Policy::FifoSkip, Limits::None, None),
+        "sjf-oracle" => (Policy::SjfOracle, Limits::None, None),
         _ => return None,
     })
 }
@@ -114,7 +125,7 @@ fn main() {
         trace.dropped.len()
     );
     println!(
-        "{:<15} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9} {:>10} {:>7} {:>7} {:>6}",
+        "{:<17} {:>9} {:>9} {:>8} {:>10} {:>9} {:>9} {:>10} {:>7} {:>7} {:>6}",
         "case",
         "wall",
         "cpu",
@@ -129,13 +140,14 @@ fn main() {
     );
     let mut reports: Vec<(String, Report)> = Vec::new();
     for name in &cases {
-        let (policy, limits) = case(name).unwrap();
+        let (policy, limits, ordering) = case(name).unwrap();
         let options = Options {
             arrival_scale: scale,
             limits,
             policy,
             seed: 1,
             until,
+            ordering,
         };
         let mut times: Vec<Duration> = Vec::new();
         let mut cpus: Vec<f64> = Vec::new();
@@ -162,7 +174,7 @@ fn main() {
         let r = last.unwrap();
         let m = &r.metrics;
         println!(
-            "{:<15} {:>8.1}s {:>8.1}s {:>8} {:>10.0} {:>8}s {:>8}s {:>9}s {:>7.3} {:>7.3} {:>6}",
+            "{:<17} {:>8.1}s {:>8.1}s {:>8} {:>10.0} {:>8}s {:>8}s {:>9}s {:>7.3} {:>7.3} {:>6}",
             name,
             wall.as_secs_f64(),
             cpu,
@@ -183,17 +195,19 @@ fn main() {
             .find(|(n, _)| n == name)
             .map(|(_, r)| r.metrics.avg_wait_s.max(1) as f64)
     };
-    if let (Some(g), Some(f)) = (wait("gitfleet"), wait("fifo")) {
-        println!(
-            "fifo avg wait / gitfleet avg wait: {:.2}x (target >= 7)",
-            f / g
-        );
-    }
-    if let (Some(g), Some(s)) = (wait("gitfleet"), wait("sjf-oracle")) {
-        println!(
-            "gitfleet avg wait / sjf-oracle avg wait: {:.2}x (target <= 1.1)",
-            g / s
-        );
+    for case in CASES.iter().filter(|c| c.starts_with("gitfleet")) {
+        if let (Some(g), Some(f)) = (wait(case), wait("fifo")) {
+            println!(
+                "fifo avg wait / {case} avg wait: {:.2}x (target >= 7)",
+                f / g
+            );
+        }
+        if let (Some(g), Some(s)) = (wait(case), wait("sjf-oracle")) {
+            println!(
+                "{case} avg wait / sjf-oracle avg wait: {:.2}x (target <= 1.1)",
+                g / s
+            );
+        }
     }
     if let Some(mib) = peak_rss_mib() {
         println!("peak memory: {mib} MiB");

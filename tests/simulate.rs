@@ -157,6 +157,24 @@ fn fail_on_exits_3_naming_the_expression() {
         "{stderr}"
     );
     assert_eq!(run("queues.cv.avg_wait_s > 95").status.code(), Some(0));
+    // cv waited 5–100 s while nlp held every GPU: share 0 of a weight
+    // share of 1/2; nlp never waited: share 1.
+    let out = run("share(cv) < 0.9 * weight_share");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--fail-on `share(cv) < 0.9 * weight_share` holds")
+    );
+    assert_eq!(
+        run("share(nlp) < 0.9 * weight_share").status.code(),
+        Some(0)
+    );
+    let out = run("p95_wait_s > weight_share");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "weight_share needs a queue's metric"
+    );
     let out = run("queues.speech.avg_wait_s > 1");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no metric `queues.speech.avg_wait_s`"));
@@ -164,6 +182,60 @@ fn fail_on_exits_3_naming_the_expression() {
         run("p95 wait").status.code(),
         Some(2),
         "clap refuses what does not parse"
+    );
+}
+
+/// `--ordering shortest-first` (issue 19 item 4) with declared exact
+/// limits: on one 8-GPU node of nlp, a 100 s job runs; a 50 s and a 10 s job
+/// wait; shortest-first starts the 10 s one first (at 100 s, then the 50 s
+/// one at 110 s: the longest wait 109 s), fifo the other way (the 10 s one
+/// at 150 s: 148 s). A baseline refuses `--ordering`.
+#[test]
+fn ordering_shortest_first_replays_by_declared_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = FLEET.replace("size: {min: 2, max: 2}", "size: {min: 1, max: 1}");
+    std::fs::write(dir.path().join("fleet.yaml"), fleet).unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "submit,queue,gpus_per_replica,duration\n0,nlp,8,100\n1,nlp,8,50\n2,nlp,8,10\n",
+    )
+    .unwrap();
+    let max_wait = |ordering: &str| {
+        let v = json(
+            &[
+                "simulate",
+                "fleet.yaml",
+                "--trace",
+                "trace.csv",
+                "--limits",
+                "exact",
+                "--ordering",
+                ordering,
+                "-o",
+                "json",
+            ],
+            dir.path(),
+        );
+        v["metrics"]["max_wait_s"].as_u64().unwrap()
+    };
+    assert_eq!(max_wait("shortest-first"), 109);
+    assert_eq!(max_wait("fifo"), 148);
+    let out = gitfleet(
+        &[
+            "simulate",
+            "fleet.yaml",
+            "--trace",
+            "trace.csv",
+            "--policy",
+            "fifo",
+            "--ordering",
+            "shortest-first",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--ordering applies to --policy gitfleet")
     );
 }
 

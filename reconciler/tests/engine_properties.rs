@@ -829,6 +829,7 @@ mod regressions {
                 guaranteed,
                 limit: None,
             }],
+            ordering: None,
         }
     }
 

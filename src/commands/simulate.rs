@@ -10,7 +10,7 @@ use miette::{IntoDiagnostic, Result, WrapErr, miette};
 use reconciler::simulate::{
     Gate, Limits, Options, Policy, Progress, Report, plot, simulate, simulate_series, write_charts,
 };
-use reconciler::spec::Duration;
+use reconciler::spec::{Duration, QueueOrdering};
 use reconciler::trace::{Source, Trace, TraceFormat, parse};
 
 use super::args::{OutputArgs, SpecArgs};
@@ -52,6 +52,11 @@ pub struct Args {
     /// Seed of --limits noisy.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Under --policy gitfleet: replay with every queue's `ordering` set to
+    /// this (default: the fleet's own); e.g. shortest-first with --limits
+    /// ladder orders each leaf by declared limits with aging.
+    #[arg(long, value_enum)]
+    pub ordering: Option<OrderingArg>,
     /// Stop the replay at this time from the trace's origin (after
     /// --arrival-scale), e.g. 72h.
     #[arg(long, value_name = "DURATION")]
@@ -97,10 +102,19 @@ pub enum LimitsArg {
     None,
 }
 
+/// `--ordering`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderingArg {
+    /// Priority, then age (first seen), then name.
+    Fifo,
+    /// Priority, then declared timeLimit minus age (docs/semantics.md).
+    ShortestFirst,
+}
+
 /// `--policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PolicyArg {
-    /// The engine: fair share, priority then age, backfill, preemption.
+    /// The engine: fair share, priority then the queue ordering, backfill, preemption.
     Gitfleet,
     /// Strict FIFO per queue (head-of-line blocking).
     Fifo,
@@ -119,6 +133,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let Some((fleet, _)) = super::input::load_specs(&args.specs)? else {
         return Ok(ExitCode::FAILURE);
     };
+    if args.ordering.is_some() && args.policy != PolicyArg::Gitfleet {
+        return Err(miette!(
+            "--ordering applies to --policy gitfleet (a baseline's order is its own)"
+        ));
+    }
     if let Some(dir) = &args.plot {
         plot::create_dir(dir).map_err(|e| miette!("{e}"))?;
     }
@@ -138,6 +157,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             PolicyArg::SjfOracle => Policy::SjfOracle,
         },
         seed: args.seed,
+        ordering: args.ordering.map(|o| match o {
+            OrderingArg::Fifo => QueueOrdering::Fifo,
+            OrderingArg::ShortestFirst => QueueOrdering::ShortestFirst,
+        }),
         until: args.until,
     };
     let bar = std::io::stderr().is_terminal().then(|| {

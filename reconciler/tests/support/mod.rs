@@ -386,6 +386,7 @@ fn queues(raw: &[QueueRaw], provided: &BTreeSet<&str>) -> Vec<Object<QueueSpec>>
                 parent: p.map(|p| format!("q{p}")),
                 weight: q.weight,
                 quota,
+                ordering: None,
             },
         ));
     }

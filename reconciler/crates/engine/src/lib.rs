@@ -709,7 +709,7 @@ impl<'a> Engine<'a> {
             }
         }
 
-        let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending);
+        let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending, self.now);
         // As Kueue does: jobs that fit within their queue's guarantee go
         // first, in fair-share order; jobs that would borrow come after, in
         // fair-share order too (issue 16 item 3: a queue that uses less is
@@ -774,7 +774,7 @@ impl<'a> Engine<'a> {
             }
         }
         for pass in [first, rest] {
-            let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &pass);
+            let mut order = order::FairShare::from_ordered(&self.tree, &self.jobs, &pass, self.now);
             while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
                 explain::before_admit(&mut self, j, &order);
                 self.admit(j);

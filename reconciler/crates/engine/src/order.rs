@@ -1,9 +1,13 @@
 //! Fair-share order: at each level of the queue tree the child with the
 //! lowest dominant share ÷ weight goes next; inside a leaf, higher priority
-//! first, then older (first seen), then never-seen jobs by name.
+//! first, then (a `shortest-first` leaf) the lower aged time limit
+//! ([`LeafOrder`]), then older (first seen), then never-seen jobs by name.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+
+use model::observed::Timestamp;
+use model::spec::QueueOrdering;
 
 use super::ids::{JobId, QueueId};
 use super::jobs::JobInfo;
@@ -26,13 +30,15 @@ pub struct FairShare {
 }
 
 impl FairShare {
-    /// Queues `pending` (jobs whose queue is a known leaf) for picking.
-    pub fn new(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId]) -> Self {
+    /// Queues `pending` (jobs whose queue is a known leaf) for picking;
+    /// `now` is the plan's time (the age of `shortest-first` leaves).
+    pub fn new(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId], now: Timestamp) -> Self {
         let mut per_leaf: Vec<Vec<(LeafKey, JobId)>> = vec![Vec::new(); tree.queues.len()];
         for &j in pending {
             let job = &jobs[j as usize];
             if let Some(q) = job.queue {
-                per_leaf[q as usize].push((leaf_key(job), j));
+                let order = LeafOrder::of(tree, q, now);
+                per_leaf[q as usize].push((leaf_key(job, order), j));
             }
         }
         let mut ordered: Vec<(QueueId, JobId)> = Vec::with_capacity(pending.len());
@@ -45,19 +51,25 @@ impl FairShare {
             });
             ordered.extend(list.into_iter().map(|(_, j)| (q as QueueId, j)));
         }
-        Self::from_ordered(tree, jobs, &ordered)
+        Self::from_ordered(tree, jobs, &ordered, now)
     }
 
     /// Like [`FairShare::new`] for `pending` jobs with their leaf queues,
     /// already in [`within_leaf`] order inside each leaf (as the jobs a
-    /// `FairShare` handed out are).
-    pub fn from_ordered(tree: &QueueTree, jobs: &[JobInfo], pending: &[(QueueId, JobId)]) -> Self {
+    /// `FairShare` handed out are, at the same `now`).
+    pub fn from_ordered(
+        tree: &QueueTree,
+        jobs: &[JobInfo],
+        pending: &[(QueueId, JobId)],
+        now: Timestamp,
+    ) -> Self {
         let n = tree.queues.len();
         let mut leaf_jobs: Vec<VecDeque<JobId>> = vec![VecDeque::new(); n];
         for &(q, j) in pending {
             debug_assert_eq!(jobs[j as usize].queue, Some(q));
             debug_assert!(leaf_jobs[q as usize].back().is_none_or(|last| {
-                within_leaf(&jobs[*last as usize], &jobs[j as usize]) == Ordering::Less
+                let order = LeafOrder::of(tree, q, now);
+                within_leaf(&jobs[*last as usize], &jobs[j as usize], order) == Ordering::Less
             }));
             leaf_jobs[q as usize].push_back(j);
         }
@@ -118,15 +130,79 @@ impl FairShare {
     }
 }
 
-/// [`within_leaf`] as a key that settles almost every comparison without
-/// reading the job table again: priority (high first), first seen
-/// (old first, never seen last), the name's first 16 bytes. Equal keys are
-/// settled by the whole names.
-type LeafKey = (std::cmp::Reverse<i32>, bool, i64, u32, u128);
+/// `shortest-first`'s bound, 7 days (Slurm's default
+/// `PriorityMaxAge`): the most a declared limit counts (no `timeLimit`
+/// counts as this much), and the wait after which a job goes before every
+/// later arrival of its priority.
+pub const SHORTEST_FIRST_MAX_AGE: model::spec::Duration =
+    model::spec::Duration::from_secs(7 * 24 * 3600);
 
-fn leaf_key(job: &JobInfo) -> LeafKey {
+/// `shortest-first`'s aging: waiting this many seconds counts as one second
+/// less of declared limit (rank `L − age / k`, ordered as `k·L + since`).
+pub const SHORTEST_FIRST_AGING: i64 = 24;
+
+/// A job's rank under its leaf's ordering, lower first: under fifo always
+/// `(false, 0)`; under `shortest-first` `(false, since)` once it has waited
+/// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, k·L + since)` (k: [`SHORTEST_FIRST_AGING`]).
+type Rank = (bool, i64);
+
+/// How one leaf orders its pending jobs of equal priority, at the plan's
+/// time.
+///
+/// `shortest-first` ranks a job by `L − age / k`, lower first, then older,
+/// then by name, where `L` is its declared `timeLimit` capped at
+/// [`SHORTEST_FIRST_MAX_AGE`] (none: the cap), `age = now − first seen`
+/// (never seen: 0) and `k` is [`SHORTEST_FIRST_AGING`]; since `k·(L − age /
+/// k) + now = k·L + first seen`, two waiting jobs keep their order as time
+/// passes. A job that has waited
+/// [`SHORTEST_FIRST_MAX_AGE`] or longer goes before every job that has not
+/// (oldest first among such jobs), so it is never behind a later arrival of
+/// its priority: no starvation. `fifo` ranks all jobs alike (today's rule:
+/// priority, age, name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafOrder {
+    /// `Some(now in ms)` under `shortest-first`; `None` under fifo.
+    shortest_first: Option<i64>,
+}
+
+impl LeafOrder {
+    /// The order of leaf `q` at `now`.
+    pub fn of(tree: &QueueTree, q: QueueId, now: Timestamp) -> Self {
+        LeafOrder {
+            shortest_first: (tree.get(q).ordering == QueueOrdering::ShortestFirst)
+                .then(|| now.timestamp_millis()),
+        }
+    }
+
+    /// The job's rank (lower first; see [`Rank`]), in milliseconds.
+    pub fn rank(self, job: &JobInfo) -> Rank {
+        let Some(now) = self.shortest_first else {
+            return (false, 0);
+        };
+        let max_age = SHORTEST_FIRST_MAX_AGE.as_millis() as i64;
+        let since = job.first_seen.map_or(now, |t| t.timestamp_millis());
+        if now.saturating_sub(since) >= max_age {
+            // Waited long enough: ahead of every job that has not, by age.
+            return (false, since);
+        }
+        let limit = job
+            .time_limit
+            .map_or(SHORTEST_FIRST_MAX_AGE, |l| l.min(SHORTEST_FIRST_MAX_AGE));
+        let weighted = (limit.as_millis() as i64).saturating_mul(SHORTEST_FIRST_AGING);
+        (true, since.saturating_add(weighted))
+    }
+}
+
+/// [`within_leaf`] as a key that settles almost every comparison without
+/// reading the job table again: priority (high first), rank
+/// ([`LeafOrder::rank`]), first seen (old first, never seen last), the
+/// name's first 16 bytes. Equal keys are settled by the whole names.
+type LeafKey = (std::cmp::Reverse<i32>, Rank, bool, i64, u32, u128);
+
+fn leaf_key(job: &JobInfo, order: LeafOrder) -> LeafKey {
     (
         std::cmp::Reverse(job.priority),
+        order.rank(job),
         job.first_seen.is_none(),
         job.first_seen.map_or(0, |t| t.timestamp()),
         job.first_seen.map_or(0, |t| t.timestamp_subsec_nanos()),
@@ -143,11 +219,13 @@ fn name_prefix(name: &str) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-/// Order inside a leaf: priority (high first), first seen (old first, never
-/// seen last), name.
-pub fn within_leaf(a: &JobInfo, b: &JobInfo) -> Ordering {
+/// Order inside a leaf: priority (high first), rank under `order`
+/// ([`LeafOrder::rank`]: lower first), first seen (old first, never seen
+/// last), name.
+pub fn within_leaf(a: &JobInfo, b: &JobInfo, order: LeafOrder) -> Ordering {
     b.priority
         .cmp(&a.priority)
+        .then_with(|| order.rank(a).cmp(&order.rank(b)))
         .then_with(|| match (&a.first_seen, &b.first_seen) {
             (Some(x), Some(y)) => x.cmp(y),
             (Some(_), None) => Ordering::Less,

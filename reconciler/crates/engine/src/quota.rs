@@ -2,7 +2,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use model::spec::{Object, QueueSpec};
+use model::spec::{Object, QueueOrdering, QueueSpec};
 
 use super::ids::{ModelId, Models, QueueId};
 
@@ -32,6 +32,9 @@ pub struct QueueNode {
     /// descendants) that still count against `limit`: a job in its grace
     /// period holds its GPUs until the executor reports it gone.
     pub held: Vec<u64>,
+    /// The order of its pending jobs: its own `ordering`, else its
+    /// nearest ancestor's, else fifo.
+    pub ordering: QueueOrdering,
 }
 
 /// The binding quota constraint for a request.
@@ -103,6 +106,7 @@ impl QueueTree {
                     usage: vec![0; model_count],
                     running: vec![0; model_count],
                     held: vec![0; model_count],
+                    ordering: QueueOrdering::Fifo,
                 }
             })
             .collect();
@@ -117,6 +121,17 @@ impl QueueTree {
                     break;
                 }
                 cur = queues[p as usize].parent;
+            }
+        }
+        // Ordering is inherited down the tree (parents are acyclic now).
+        for id in 0..queues.len() {
+            let mut cur = Some(id as QueueId);
+            while let Some(q) = cur {
+                if let Some(ordering) = sorted[q as usize].spec.ordering {
+                    queues[id].ordering = ordering;
+                    break;
+                }
+                cur = queues[q as usize].parent;
             }
         }
         let mut roots = Vec::new();

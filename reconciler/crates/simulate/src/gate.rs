@@ -6,8 +6,10 @@
 //! OP one of `>`, `>=`, `<`, `<=`, `==`, `!=`; BOUND a number, or under
 //! `plan --simulate` the same metric in the base revision's replay: `base`,
 //! `F * base`, `base * F`, each optionally `+ N` or `- N`
-//! (`p95_wait(queue=nlp) > 1.2 * base`). It fails (the gate trips) when the
-//! comparison holds.
+//! (`p95_wait(queue=nlp) > 1.2 * base`); or, for a queue's metric, that
+//! queue's weight share among its siblings in the same forms with
+//! `weight_share` (`share(research) < 0.9 * weight_share`). It fails (the
+//! gate trips) when the comparison holds.
 
 use crate::Report;
 
@@ -30,15 +32,17 @@ enum Op {
     Ne,
 }
 
-/// The right-hand side: a number, or `factor × base + offset`.
+/// The right-hand side: a number, `factor × base + offset`, or `factor ×
+/// weight_share + offset` (the left-hand queue's weight share).
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bound {
     Number(f64),
     Base { factor: f64, offset: f64 },
+    WeightShare { factor: f64, offset: f64 },
 }
 
 /// Queue fields a gate may name (with or without their `_s`).
-const QUEUE_FIELDS: [&str; 7] = [
+const QUEUE_FIELDS: [&str; 9] = [
     "jobs",
     "avg_wait_s",
     "p50_wait_s",
@@ -46,6 +50,8 @@ const QUEUE_FIELDS: [&str; 7] = [
     "gpu_hours",
     "gpu_share",
     "preemptions",
+    "share",
+    "weight_share",
 ];
 
 /// What is wrong with an expression.
@@ -71,6 +77,11 @@ pub enum GateError {
         "--fail-on `{0}`: `base` is the base revision's replay, which only `gitfleet plan --base B --simulate TRACE` has"
     )]
     NoBase(String),
+    /// It compares with `weight_share` but its metric is not a queue's.
+    #[error(
+        "--fail-on `{0}`: `weight_share` is the left-hand queue's weight share; name a queue's metric, e.g. `share(research) < 0.9 * weight_share`"
+    )]
+    NoQueue(String),
 }
 
 impl std::str::FromStr for Gate {
@@ -93,6 +104,9 @@ impl std::str::FromStr for Gate {
             .ok_or_else(syntax)?;
         let metric = metric_path(text[..at].trim()).ok_or_else(syntax)?;
         let bound = parse_bound(&text[at + sym.len()..]).ok_or_else(syntax)?;
+        if matches!(bound, Bound::WeightShare { .. }) && metric.len() != 3 {
+            return Err(GateError::NoQueue(text.trim().to_string()));
+        }
         Ok(Gate {
             text: text.trim().to_string(),
             metric,
@@ -128,35 +142,48 @@ fn metric_path(metric: &str) -> Option<Vec<String>> {
     Some(vec!["queues".to_string(), queue.to_string(), field])
 }
 
-/// `NUMBER`, or `[F *] base [* F] [+|- N]`.
+/// `NUMBER`, or `[F *] REF [* F] [+|- N]` where REF is `base` or
+/// `weight_share`.
 fn parse_bound(text: &str) -> Option<Bound> {
     let s: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    let number = |t: &str| t.parse::<f64>().ok().filter(|n| n.is_finite());
+    for (word, make) in [
+        (
+            "base",
+            (|factor, offset| Bound::Base { factor, offset }) as fn(f64, f64) -> Bound,
+        ),
+        ("weight_share", |factor, offset| Bound::WeightShare {
+            factor,
+            offset,
+        }),
+    ] {
+        if let Some((factor, offset)) = scaled(&s, word) {
+            return Some(make(factor, offset));
+        }
+    }
+    number(&s).map(Bound::Number)
+}
+
+fn number(t: &str) -> Option<f64> {
+    t.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// `(F, N)` of `[F *] word [* F] [+|- N]` (spaces removed), if `s` has that
+/// shape.
+fn scaled(s: &str, word: &str) -> Option<(f64, f64)> {
     let offset = |t: &str| if t.is_empty() { Some(0.0) } else { number(t) };
-    if let Some(rest) = s.strip_prefix("base") {
+    if let Some(rest) = s.strip_prefix(word) {
         let Some(rest) = rest.strip_prefix('*') else {
-            return Some(Bound::Base {
-                factor: 1.0,
-                offset: offset(rest)?,
-            });
+            return Some((1.0, offset(rest)?));
         };
         // The factor ends at a sign that is not an exponent's.
         let bytes = rest.as_bytes();
         let split = (1..bytes.len())
             .find(|&i| matches!(bytes[i], b'+' | b'-') && !matches!(bytes[i - 1], b'e' | b'E'))
             .unwrap_or(bytes.len());
-        return Some(Bound::Base {
-            factor: number(&rest[..split])?,
-            offset: offset(&rest[split..])?,
-        });
+        return Some((number(&rest[..split])?, offset(&rest[split..])?));
     }
-    if let Some(at) = s.find("*base") {
-        return Some(Bound::Base {
-            factor: number(&s[..at])?,
-            offset: offset(&s[at + "*base".len()..])?,
-        });
-    }
-    number(&s).map(Bound::Number)
+    let at = s.find(&format!("*{word}"))?;
+    Some((number(&s[..at])?, offset(&s[at + 1 + word.len()..])?))
 }
 
 impl Gate {
@@ -190,6 +217,11 @@ impl Gate {
             Bound::Base { factor, offset } => {
                 let base = base.ok_or_else(|| GateError::NoBase(self.text.clone()))?;
                 factor * self.value(base).ok_or_else(|| missing("base"))? + offset
+            }
+            Bound::WeightShare { factor, offset } => {
+                let queue = self.metric.get(1).map(String::as_str).unwrap_or_default();
+                let q = head.queues.get(queue).ok_or_else(|| missing("head"))?;
+                factor * q.weight_share + offset
             }
         };
         Ok(match self.op {
@@ -234,6 +266,8 @@ impl Gate {
                         }
                     }
                     "preemptions" => q.preemptions as f64,
+                    "share" => q.share,
+                    "weight_share" => q.weight_share,
                     _ => return None,
                 }
             }
@@ -280,6 +314,35 @@ mod tests {
         assert!(trips("gpu_alloc < 0.6"));
         assert!(trips("queues.nlp.avg_wait_s == 600"));
         assert!(!trips("queues.nlp.avg_wait_s != 600"));
+    }
+
+    #[test]
+    fn shares_against_weight_shares() {
+        let mut r = report();
+        for (name, share, weight_share) in [("research", 0.2, 0.25), ("nlp", 0.3, 0.25)] {
+            let q = r.queues.entry(name.to_string()).or_default();
+            q.share = share;
+            q.weight_share = weight_share;
+        }
+        let trips = |e: &str| e.parse::<Gate>().unwrap().trips(&r).unwrap();
+        // research: 0.2 < 0.9 × 0.25 = 0.225 (fails the gate); nlp: 0.3 does not.
+        assert!(trips("share(research) < 0.9 * weight_share"));
+        assert!(!trips("share(nlp) < 0.9 * weight_share"));
+        assert!(!trips("share(queue=research) < weight_share*0.75"));
+        assert!(trips("queues.research.share < weight_share - 0.01"));
+        assert!(trips("weight_share(research) == 0.25"));
+        assert_eq!(
+            "share_s > 0.9 * weight_share"
+                .parse::<Gate>()
+                .err()
+                .map(|e| e.to_string()),
+            Some("--fail-on `share_s > 0.9 * weight_share`: `weight_share` is the left-hand queue's weight share; name a queue's metric, e.g. `share(research) < 0.9 * weight_share`".to_string())
+        );
+        let gate: Gate = "share(cv) < 0.9 * weight_share".parse().unwrap();
+        assert!(matches!(
+            gate.trips(&r),
+            Err(GateError::Metric { side: "head", .. })
+        ));
     }
 
     #[test]

@@ -19,8 +19,11 @@ mod policy;
 mod replay;
 mod report;
 mod samples;
+mod shares;
 
-use model::spec::{Duration, Fleet};
+use std::borrow::Cow;
+
+use model::spec::{Duration, Fleet, QueueOrdering};
 use model::time::Timestamp;
 
 pub use compare::{Comparison, Delta, QueueSide, Side};
@@ -45,6 +48,11 @@ pub struct Options {
     pub seed: u64,
     /// Stop at this time from the trace's origin (after scaling).
     pub until: Option<Duration>,
+    /// `--ordering`: every queue's `ordering` for the replay under
+    /// [`Policy::Gitfleet`] (`None`: the fleet's own). Baselines always
+    /// replay with every queue's ordering removed (fifo): their order is
+    /// their own.
+    pub ordering: Option<QueueOrdering>,
 }
 
 impl Default for Options {
@@ -55,6 +63,7 @@ impl Default for Options {
             policy: Policy::Gitfleet,
             seed: 1,
             until: None,
+            ordering: None,
         }
     }
 }
@@ -207,15 +216,38 @@ fn run(
     if !(MIN_ARRIVAL_SCALE..=MAX_ARRIVAL_SCALE).contains(&scale) {
         return Err(SimulateError::ArrivalScale(scale.to_string()));
     }
-    let prepared = jobs::prepare(fleet, trace, options)?;
-    let outcome = replay::run(fleet, &prepared, options, record, progress)?;
+    let fleet = replayed_fleet(fleet, options);
+    let prepared = jobs::prepare(&fleet, trace, options)?;
+    let outcome = replay::run(&fleet, &prepared, options, record, progress)?;
     let report = metrics::report(
+        &fleet,
         &prepared,
         &outcome,
         options.policy,
         dropped + prepared.dropped.len() as u64,
     );
     Ok((prepared, outcome, report))
+}
+
+/// The fleet the replay plans on: under gitfleet with `--ordering`, every
+/// queue with that ordering; under a baseline, every queue's ordering
+/// removed (fifo); else the fleet as it is.
+fn replayed_fleet<'a>(fleet: &'a Fleet, options: &Options) -> Cow<'a, Fleet> {
+    let ordering = match options.policy {
+        Policy::Gitfleet => match options.ordering {
+            Some(o) => Some(o),
+            None => return Cow::Borrowed(fleet),
+        },
+        _ => None,
+    };
+    if fleet.queues.iter().all(|q| q.spec.ordering == ordering) {
+        return Cow::Borrowed(fleet);
+    }
+    let mut fleet = fleet.clone();
+    for q in &mut fleet.queues {
+        q.spec.ordering = ordering;
+    }
+    Cow::Owned(fleet)
 }
 
 /// The origin of virtual time (any fixed instant: reports are relative).

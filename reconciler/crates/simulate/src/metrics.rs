@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use model::spec::Fleet;
+
 use crate::Policy;
 use crate::jobs::Prepared;
 use crate::replay::Outcome;
@@ -70,6 +72,13 @@ pub struct QueueMetrics {
     /// Times its jobs were preempted (as `p50_wait_s`).
     #[serde(skip)]
     pub preemptions: u64,
+    /// Its share of GPU-time among its siblings while it had jobs pending
+    /// (as `p50_wait_s`; docs/simulate.md).
+    #[serde(skip)]
+    pub share: f64,
+    /// Its weight ÷ its and its siblings' weights (as `p50_wait_s`).
+    #[serde(skip)]
+    pub weight_share: f64,
 }
 
 /// Figures beside the JSON's.
@@ -88,7 +97,13 @@ pub struct Totals {
 }
 
 /// The report of a replay.
-pub(crate) fn report(prepared: &Prepared, out: &Outcome, policy: Policy, dropped: u64) -> Report {
+pub(crate) fn report(
+    fleet: &Fleet,
+    prepared: &Prepared,
+    out: &Outcome,
+    policy: Policy,
+    dropped: u64,
+) -> Report {
     let end = out.end;
     let mut waits: Vec<i64> = Vec::new();
     let mut per_queue: BTreeMap<&str, (Vec<i64>, u128, u64)> = BTreeMap::new();
@@ -146,10 +161,14 @@ pub(crate) fn report(prepared: &Prepared, out: &Outcome, policy: Policy, dropped
         gpu_alloc_backlog: ratio(out.alloc_backlog),
         preemptions: out.preemptions,
     };
+    let shares = crate::shares::shares(fleet, prepared, out);
     let queues = per_queue
         .into_iter()
         .map(|(name, (mut w, gpu_ms, preemptions))| {
+            let (share, weight_share) = shares.get(name).copied().unwrap_or((1.0, 1.0));
             let m = QueueMetrics {
+                share,
+                weight_share,
                 jobs: w.len() as u64,
                 avg_wait_s: mean(&w),
                 p95_wait_s: percentile(&mut w, 0.95),

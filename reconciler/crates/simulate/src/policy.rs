@@ -8,7 +8,8 @@ use model::time::{Timestamp, after};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     /// The engine as configured: fair share across queues; within a leaf,
-    /// priority then age; backfill on declared limits; preemption.
+    /// priority then the queue's ordering (age, or shortest-first by
+    /// declared limits); backfill on declared limits; preemption.
     #[default]
     Gitfleet,
     /// Strict FIFO per leaf queue: a job starts only after every earlier

@@ -379,6 +379,7 @@ fn queues(raw: &[QueueRaw], provided: &BTreeSet<&str>) -> Vec<Object<QueueSpec>>
                 parent: parent.map(|p| format!("q{p}")),
                 weight: q.weight,
                 quota,
+                ordering: None,
             },
         ));
     }

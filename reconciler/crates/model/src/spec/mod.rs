@@ -27,7 +27,7 @@ pub use meta::{API_VERSION, DNS_LABEL_PATTERN, Metadata, is_dns_label};
 pub use node_pool::{DEFAULT_SCALE_DOWN_AFTER, NodePoolSpec, NvLink, PoolGpu, PoolSize};
 pub use policy::{PolicyMatch, PolicyRule, PolicySpec};
 pub use priority_class::PriorityClassSpec;
-pub use queue::{ModelQuota, QueueSpec};
+pub use queue::{ModelQuota, QueueOrdering, QueueSpec};
 pub use restart::{RESTART_ANNOTATION, RUNTIME_FIELDS};
 pub use slurm::SlurmSpec;
 

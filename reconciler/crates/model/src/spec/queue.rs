@@ -17,6 +17,25 @@ pub struct QueueSpec {
     /// Quota per GPU model; a model not listed has guaranteed 0 and no limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quota: Vec<ModelQuota>,
+    /// How the queue's pending jobs of one priority are ordered; omitted:
+    /// the parent's ordering (a top-level queue: `fifo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<QueueOrdering>,
+}
+
+/// The order of a leaf's pending jobs of equal priority (priority classes
+/// always come first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueOrdering {
+    /// Older first (first seen pending), then by name.
+    #[default]
+    Fifo,
+    /// Shorter declared `timeLimit` first, with aging: a job's rank is its
+    /// time limit (none or above 7 days: 7 days) minus 1/24 of the time it
+    /// has waited; after 7 days of waiting it goes before every later
+    /// arrival.
+    ShortestFirst,
 }
 
 fn default_weight() -> u32 {
