@@ -292,10 +292,11 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
     let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
     sacctmgr(&cluster, &["-i", "add", "user", user.trim(), "account=nlp"]);
 
-    let jobs = Jobs::new(ProcessRunner {
+    let runner = || ProcessRunner {
         bin_dir: None,
         conf: Some(cluster.conf.clone()),
-    });
+    };
+    let mut jobs = Jobs::new(runner());
     let gang = Submit {
         job: "llama".into(),
         attempt: "1".into(),
@@ -311,9 +312,14 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         options: Default::default(),
     };
     let id = jobs.submit(&gang).unwrap();
-    // Submitting the same placement again (a crash before it was recorded)
-    // finds the held job instead of submitting a second one.
+    // Submitting the same placement again in the same iteration: known
+    // from sbatch's answer.
     assert_eq!(jobs.submit(&gang).unwrap(), id);
+    // …and after a crash before it was recorded (a new process lists the
+    // queue): finds the held job instead of submitting a second one.
+    let mut restarted = Jobs::new(runner());
+    assert_eq!(restarted.submit(&gang).unwrap(), id);
+    jobs.forget();
     let held = jobs.find(&gang).unwrap().unwrap();
     assert_eq!(
         (held.state.as_str(), held.reason.as_str()),
@@ -324,6 +330,8 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
     jobs.release(id).unwrap();
     let mut running = None;
     for _ in 0..100 {
+        // A new iteration's look at the queue.
+        jobs.forget();
         let job = jobs.find(&gang).unwrap().unwrap();
         if job.state == "RUNNING" {
             running = Some(job);
@@ -345,6 +353,7 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
     jobs.cancel(id, None).unwrap();
     let mut gone = false;
     for _ in 0..100 {
+        jobs.forget();
         let left = jobs.find(&gang).unwrap();
         if left.is_none_or(|j| j.state != "RUNNING" && j.state != "PENDING") {
             gone = true;

@@ -174,6 +174,15 @@ impl<R: Runner + 'static> Executor for SlurmExecutor<R> {
         }
     }
 
+    fn lead(&mut self, _now: Timestamp) -> impl Future<Output = Result<(), ExecError>> + Send {
+        // First in every iteration: a listing kept from an earlier one may
+        // miss jobs another replica submitted since.
+        if let Some(scheduler) = &mut self.scheduler {
+            scheduler.begin();
+        }
+        std::future::ready(Ok(()))
+    }
+
     fn set_fleet(&mut self, fleet: &Fleet) -> impl Future<Output = Result<(), ExecError>> + Send {
         let result = self.compute(fleet).map(|_| ());
         std::future::ready(result)

@@ -4,6 +4,8 @@
 //! between `sbatch` and recording it never submits twice), observed with
 //! `squeue --json`, cancelled with `scancel`.
 
+use std::collections::BTreeMap;
+
 use model::spec::{Duration, SlurmSpec};
 use serde_json::Value;
 
@@ -123,6 +125,23 @@ pub fn shell_quote(arg: &str) -> String {
         return arg.to_string();
     }
     format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// The reason `squeue` gives for a job submitted with `--hold`.
+const HELD: &str = "JobHeldUser";
+
+/// A job `sbatch` just accepted, as the kept listing holds it: held.
+fn submitted(submit: &Submit, id: u64) -> SlurmJob {
+    SlurmJob {
+        id,
+        name: submit.name(),
+        comment: submit.comment(),
+        state: "PENDING".into(),
+        reason: HELD.into(),
+        nodes: String::new(),
+        gres_detail: Vec::new(),
+        exit_code: None,
+    }
 }
 
 /// A Slurm job as `squeue --json` shows it.
@@ -287,15 +306,28 @@ pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
 }
 
 /// Submits, finds, releases and cancels gangs.
+///
+/// Keeps the last `squeue --json` listing, by comment, with every job
+/// `sbatch` accepted since added from its own answer: the duplicate check
+/// before a submission reads it instead of listing the queue again (one
+/// listing per iteration, not one per placement). The listing is dropped
+/// whenever it may miss a job of ours: by [`Jobs::forget`] (each iteration
+/// starts with it) and when an `sbatch` gives no readable answer (it may
+/// have been accepted). The argument is in docs/slurm.md.
 #[derive(Debug)]
 pub struct Jobs<R> {
     runner: R,
+    /// The queue by comment, when known to hold every job of ours.
+    known: Option<BTreeMap<String, SlurmJob>>,
 }
 
 impl<R: Runner> Jobs<R> {
     /// Over `runner`.
     pub fn new(runner: R) -> Self {
-        Jobs { runner }
+        Jobs {
+            runner,
+            known: None,
+        }
     }
 
     /// The command runner.
@@ -303,50 +335,96 @@ impl<R: Runner> Jobs<R> {
         &self.runner
     }
 
-    /// Every job in the queue (finished ones too, for `MinJobAge`).
-    pub fn list(&self) -> Result<Vec<SlurmJob>, RunError> {
+    /// Drops the kept listing: the next duplicate check lists the queue.
+    pub fn forget(&mut self) {
+        self.known = None;
+    }
+
+    /// Every job in the queue (finished ones too, for `MinJobAge`); kept
+    /// for the duplicate checks that follow.
+    pub fn list(&mut self) -> Result<Vec<SlurmJob>, RunError> {
         let out = self.runner.run("squeue", &["--json".to_string()])?;
-        parse_squeue(&out).map_err(|message| RunError::Failed {
+        let jobs = parse_squeue(&out).map_err(|message| RunError::Failed {
             command: "squeue --json".into(),
             status: "unreadable output".into(),
             stderr: message,
-        })
+        })?;
+        let mut known = BTreeMap::new();
+        for job in &jobs {
+            known
+                .entry(job.comment.clone())
+                .or_insert_with(|| job.clone());
+        }
+        self.known = Some(known);
+        Ok(jobs)
     }
 
-    /// The queued or running job of this placement, if any.
-    pub fn find(&self, submit: &Submit) -> Result<Option<SlurmJob>, RunError> {
-        let comment = submit.comment();
-        Ok(self.list()?.into_iter().find(|j| j.comment == comment))
+    /// The job of this placement (queued, running or recently ended), if
+    /// any: from the kept listing, or a new one when none is kept.
+    pub fn find(&mut self, submit: &Submit) -> Result<Option<SlurmJob>, RunError> {
+        if self.known.is_none() {
+            self.list()?;
+        }
+        Ok(self
+            .known
+            .as_ref()
+            .and_then(|known| known.get(&submit.comment()))
+            .cloned())
     }
 
     /// Submits the gang held, unless this placement was submitted already
     /// (then its id is returned): idempotent across crashes.
-    pub fn submit(&self, submit: &Submit) -> Result<u64, RunError> {
+    pub fn submit(&mut self, submit: &Submit) -> Result<u64, RunError> {
         if let Some(job) = self.find(submit)? {
             return Ok(job.id);
         }
         self.sbatch(submit)
     }
 
-    fn sbatch(&self, submit: &Submit) -> Result<u64, RunError> {
-        let out = self.runner.run("sbatch", &submit.sbatch_args())?;
-        let id = out.trim().split(';').next().unwrap_or("");
-        id.parse().map_err(|_| RunError::Failed {
-            command: "sbatch --parsable".into(),
-            status: "unreadable output".into(),
-            stderr: out.trim().to_string(),
-        })
+    /// Runs `sbatch`; the job it accepted joins the kept listing. Without
+    /// a readable answer the listing is dropped: the job may exist.
+    fn sbatch(&mut self, submit: &Submit) -> Result<u64, RunError> {
+        let id = match self.runner.run("sbatch", &submit.sbatch_args()) {
+            Ok(out) => {
+                let id = out.trim().split(';').next().unwrap_or("");
+                id.parse().map_err(|_| RunError::Failed {
+                    command: "sbatch --parsable".into(),
+                    status: "unreadable output".into(),
+                    stderr: out.trim().to_string(),
+                })
+            }
+            Err(e) => Err(e),
+        };
+        match id {
+            Ok(id) => {
+                if let Some(known) = &mut self.known {
+                    known.insert(submit.comment(), submitted(submit, id));
+                }
+                Ok(id)
+            }
+            Err(e) => {
+                self.known = None;
+                Err(e)
+            }
+        }
     }
 
     /// Submits the gang (unless this placement was submitted already) and
     /// releases it if it is held: idempotent across crashes. Its id.
-    pub fn start(&self, submit: &Submit) -> Result<u64, RunError> {
+    pub fn start(&mut self, submit: &Submit) -> Result<u64, RunError> {
         let id = match self.find(submit)? {
-            Some(job) if job.reason != "JobHeldUser" => return Ok(job.id),
+            Some(job) if job.reason != HELD => return Ok(job.id),
             Some(job) => job.id,
             None => self.sbatch(submit)?,
         };
         self.release(id)?;
+        if let Some(job) = self
+            .known
+            .as_mut()
+            .and_then(|known| known.get_mut(&submit.comment()))
+        {
+            job.reason = String::new();
+        }
         Ok(id)
     }
 
@@ -557,19 +635,41 @@ mod tests {
         );
     }
 
-    /// Answers squeue from a recorded output and counts sbatch calls.
+    /// Answers squeue from a recorded output, sbatch with ids from 42 on
+    /// (or a failure while `refuse` is set), and keeps the programs run.
     #[derive(Debug, Default)]
     struct Recorded {
         squeue: String,
+        refuse: std::sync::atomic::AtomicBool,
         calls: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Recorded {
+        fn count(&self, program: &str) -> usize {
+            self.calls
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|p| *p == program)
+                .count()
+        }
     }
 
     impl Runner for Recorded {
         fn run(&self, program: &str, _args: &[String]) -> Result<String, RunError> {
-            self.calls.lock().unwrap().push(program.to_string());
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(program.to_string());
+            if program == "sbatch" && self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(RunError::Failed {
+                    command: "sbatch".into(),
+                    status: "exit status: 1".into(),
+                    stderr: "Socket timed out on send/recv operation".into(),
+                });
+            }
+            let sbatches = calls.iter().filter(|p| *p == "sbatch").count();
             Ok(match program {
                 "squeue" => self.squeue.clone(),
-                "sbatch" => "42\n".into(),
+                "sbatch" => format!("{}\n", 41 + sbatches),
                 _ => String::new(),
             })
         }
@@ -580,18 +680,85 @@ mod tests {
         let mut submit = gang();
         submit.job = "j1".into();
         submit.attempt = "1".into();
-        let jobs = Jobs::new(Recorded {
+        let mut jobs = Jobs::new(Recorded {
             squeue: SQUEUE.into(),
             ..Recorded::default()
         });
         assert_eq!(jobs.submit(&submit).unwrap(), 1);
         assert_eq!(*jobs.runner.calls.lock().unwrap(), ["squeue"]);
-        // Another attempt is a new submission.
+        // Another attempt is a new submission, checked against the listing
+        // already taken.
         submit.attempt = "2".into();
         assert_eq!(jobs.submit(&submit).unwrap(), 42);
-        assert_eq!(
-            *jobs.runner.calls.lock().unwrap(),
-            ["squeue", "squeue", "sbatch"]
-        );
+        assert_eq!(*jobs.runner.calls.lock().unwrap(), ["squeue", "sbatch"]);
+        // Submitted again in the same iteration: known from sbatch's answer.
+        assert_eq!(jobs.submit(&submit).unwrap(), 42);
+        assert_eq!(*jobs.runner.calls.lock().unwrap(), ["squeue", "sbatch"]);
+    }
+
+    fn placements(n: usize) -> Vec<Submit> {
+        (0..n)
+            .map(|i| Submit {
+                job: format!("burst-{i}"),
+                attempt: "1".into(),
+                ..gang()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn n_placements_take_one_queue_listing_not_n() {
+        let mut jobs = Jobs::new(Recorded {
+            squeue: SQUEUE.into(),
+            ..Recorded::default()
+        });
+        let burst = placements(50);
+        let ids: Vec<u64> = burst.iter().map(|s| jobs.start(s).unwrap()).collect();
+        assert_eq!(ids, (42..92).collect::<Vec<u64>>());
+        assert_eq!(jobs.runner.count("squeue"), 1);
+        assert_eq!(jobs.runner.count("sbatch"), 50);
+        assert_eq!(jobs.runner.count("scontrol"), 50);
+
+        // All carried out again in the same iteration (intents retried):
+        // every one known from sbatch's answer, nothing run at all.
+        jobs.runner.calls.lock().unwrap().clear();
+        let again: Vec<u64> = burst.iter().map(|s| jobs.start(s).unwrap()).collect();
+        assert_eq!(again, ids);
+        assert!(jobs.runner.calls.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_next_iteration_lists_the_queue_again() {
+        let mut jobs = Jobs::new(Recorded {
+            squeue: SQUEUE.into(),
+            ..Recorded::default()
+        });
+        let burst = placements(3);
+        jobs.start(&burst[0]).unwrap();
+        jobs.forget();
+        jobs.start(&burst[1]).unwrap();
+        jobs.start(&burst[2]).unwrap();
+        assert_eq!(jobs.runner.count("squeue"), 2);
+        assert_eq!(jobs.runner.count("sbatch"), 3);
+    }
+
+    #[test]
+    fn an_sbatch_without_an_answer_makes_the_next_check_list_the_queue() {
+        let mut jobs = Jobs::new(Recorded {
+            squeue: SQUEUE.into(),
+            ..Recorded::default()
+        });
+        let burst = placements(3);
+        jobs.start(&burst[0]).unwrap();
+        jobs.runner
+            .refuse
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // It may have been accepted: the listing no longer holds every job.
+        assert!(jobs.start(&burst[1]).is_err());
+        jobs.runner
+            .refuse
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        jobs.start(&burst[2]).unwrap();
+        assert_eq!(jobs.runner.count("squeue"), 2);
     }
 }

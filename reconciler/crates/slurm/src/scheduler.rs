@@ -112,6 +112,13 @@ impl<R: Runner> Scheduler<R> {
         }
     }
 
+    /// Starts an iteration: the queue listing kept for duplicate checks is
+    /// dropped, so the first placement after it (a crash's intent carried
+    /// out again included) lists the queue anew.
+    pub fn begin(&mut self) {
+        self.jobs.forget();
+    }
+
     /// Takes the fleet's pools and default class.
     pub fn set_fleet(&mut self, fleet: &Fleet) {
         self.pools = pools(fleet, &self.mapping);
@@ -515,20 +522,26 @@ mod tests {
             grace: "30s".parse().unwrap(),
             revision: "r1",
         };
+        // The duplicate check reads the listing the observation took.
         assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
         assert_eq!(
             slurm.take(),
             [
                 "sacctmgr -i add user gitfleet account=nlp",
-                "squeue --json",
                 "sbatch --parsable --hold --job-name=gitfleet-train --comment=gitfleet:train:1 --account=nlp --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=gpu-1,gpu-2 --gres=gpu:h100-sxm-80gb:8 --output=/dev/null --qos=low --time=5 --wrap=srun sleep 300",
                 "scontrol release 42",
             ]
         );
 
-        // Carried out again (a crash before it was recorded): found, not
-        // submitted twice; a job already released is left alone.
+        // Carried out again in the same iteration: known from sbatch's
+        // answer, nothing run.
         slurm.queue("RUNNING", "None");
+        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
+        assert_eq!(slurm.take(), Vec::<String>::new());
+        // Carried out again after a crash (a new iteration, before its
+        // observation): the queue is listed, the job found, not submitted
+        // twice; a job already released is left alone.
+        s.begin();
         assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
         assert_eq!(slurm.take(), ["squeue --json"]);
 
@@ -591,6 +604,68 @@ mod tests {
             ["scontrol update NodeName=gpu-3 State=DRAIN Reason=gitfleet: GPUs 0-7 unhealthy"]
         );
         assert!(s.already_done(&drain));
+    }
+
+    /// Slurm jobs `train-0` … as the fleet's `train`, each on `gpu-1`.
+    fn burst(fleet: &Fleet, n: usize) -> Vec<(Action, Object<JobSpec>)> {
+        (0..n)
+            .map(|i| {
+                let mut spec = fleet.jobs[0].clone();
+                spec.metadata.name = format!("train-{i}");
+                let place = Action::Place {
+                    job: format!("train-{i}"),
+                    placement: vec![NodeGpus {
+                        node: "gpu-1".into(),
+                        gpus: (0..8).collect(),
+                    }],
+                    reason: String::new(),
+                };
+                (place, spec)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_of_placements_lists_the_queue_once_per_iteration() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store);
+        let fleet = fleet();
+        s.set_fleet(&fleet);
+        let squeues = |calls: &[String]| calls.iter().filter(|c| *c == "squeue --json").count();
+        let sbatches = |calls: &[String]| calls.iter().filter(|c| c.starts_with("sbatch")).count();
+        let run = |s: &mut Scheduler<Arc<Recorded>>, burst: &[(Action, Object<JobSpec>)]| {
+            for (place, spec) in burst {
+                let ctx = ActionContext {
+                    spec: Some(spec),
+                    attempt: Some("1".into()),
+                    grace: "0s".parse().unwrap(),
+                    revision: "r1",
+                };
+                assert_eq!(s.execute(place, &ctx).unwrap(), Outcome::Done);
+            }
+        };
+        let jobs = burst(&fleet, 20);
+
+        // An iteration: observed, then 20 placed: one listing, not 21.
+        s.begin();
+        s.observe(at("2026-11-23T00:00:00Z"), &[]).unwrap();
+        run(&mut s, &jobs);
+        let calls = slurm.take();
+        assert_eq!((squeues(&calls), sbatches(&calls)), (1, 20));
+
+        // A restart carrying out the same intents before observing: one
+        // listing; every job found in it (Slurm's queue now holds them),
+        // none submitted again.
+        let queue: Vec<String> = (0..20)
+            .map(|i| format!(r#"{{"job_id":{},"name":"gitfleet-train-{i}","comment":"gitfleet:train-{i}:1","job_state":"RUNNING","state_reason":"None"}}"#, 100 + i))
+            .collect();
+        *slurm.squeue.lock().unwrap() = format!(r#"{{"jobs":[{}]}}"#, queue.join(","));
+        s.begin();
+        run(&mut s, &jobs);
+        let calls = slurm.take();
+        assert_eq!((squeues(&calls), sbatches(&calls)), (1, 0));
     }
 
     #[test]
