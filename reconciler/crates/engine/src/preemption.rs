@@ -1129,7 +1129,7 @@ fn node_by_node(
             u64::from(gpus / req.per_replica.max(1))
         })
         .sum();
-    if most_replicas < u64::from(req.replicas) {
+    if req.per_replica > 0 && most_replicas < u64::from(req.replicas) {
         if may_reject {
             choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, false);
         }
