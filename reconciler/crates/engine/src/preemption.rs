@@ -1102,6 +1102,42 @@ fn node_by_node(
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
     let nodes = holders(e, area, req, cands, by_node, stopping);
+    let found = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
+    // Debug builds (every test) check the pruned search against the plain
+    // one: the same choice, and the same word on the borrowing rule when
+    // nothing was found.
+    #[cfg(debug_assertions)]
+    {
+        let plain_rejected = std::cell::Cell::new(false);
+        let (plain, _) = choose_node_by_node(
+            e,
+            &nodes,
+            req,
+            cands,
+            by_node,
+            &plain_rejected,
+            stopping,
+            false,
+        );
+        debug_assert_eq!(found, plain, "the pruned victim search chose differently");
+        debug_assert!(
+            found.is_some() || !plain_rejected.get() || rejected.get(),
+            "the pruned victim search missed a victim the borrowing rule turned down"
+        );
+    }
+    found
+}
+
+/// [`node_by_node`] on the nodes that could hold a replica, pruned.
+fn node_by_node_pruned(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+) -> Option<(Cost, Vec<usize>, Placement)> {
     // Only a victim taken from another queue's borrowing can be turned
     // down by the borrowing rule.
     let none: Vec<usize> = Vec::new();
@@ -1131,16 +1167,16 @@ fn node_by_node(
         .sum();
     if req.per_replica > 0 && most_replicas < u64::from(req.replicas) {
         if may_reject {
-            choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, false);
+            choose_node_by_node(e, nodes, req, cands, by_node, rejected, stopping, false);
         }
         return None;
     }
     let (found, pruned) =
-        choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, true);
+        choose_node_by_node(e, nodes, req, cands, by_node, rejected, stopping, true);
     if found.is_none() && pruned && may_reject && !rejected.get() {
         // Nodes left unseen might have told that the borrowing rule turned
         // down a victim, which matters only when nothing was found.
-        choose_node_by_node(e, &nodes, req, cands, by_node, rejected, stopping, false);
+        choose_node_by_node(e, nodes, req, cands, by_node, rejected, stopping, false);
     }
     found
 }
