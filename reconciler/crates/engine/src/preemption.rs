@@ -1156,12 +1156,7 @@ fn node_by_node_pruned(
         .iter()
         .map(|&id| {
             let local = by_node.get(&id).unwrap_or(&none);
-            let gpus = e.cluster.node(id).free
-                + stopping.gpus_on(id)
-                + local
-                    .iter()
-                    .map(|&i| gpus_of_run_on(e, cands[i].run, id))
-                    .sum::<u32>();
+            let gpus = most_gpus_on(e, id, local, cands, stopping);
             u64::from(gpus / req.per_replica.max(1))
         })
         .sum();
@@ -1331,18 +1326,29 @@ fn holders(
         if area.nodes.binary_search(&id).is_err() || area.base.binary_search(&id).is_ok() {
             continue;
         }
-        let most = e.cluster.node(id).free
-            + stopping.gpus_on(id)
-            + local
-                .iter()
-                .map(|&i| gpus_of_run_on(e, cands[i].run, id))
-                .sum::<u32>();
-        if most >= req.per_replica {
+        if most_gpus_on(e, id, local, cands, stopping) >= req.per_replica {
             out.push(id);
         }
     }
     out.sort_unstable();
     out
+}
+
+/// The most GPUs a replica could use on node `id`: free ones, waited-for
+/// stopping ones and those of every candidate in `local`.
+fn most_gpus_on(
+    e: &Engine,
+    id: NodeId,
+    local: &[usize],
+    cands: &[Candidate],
+    stopping: &Waitable,
+) -> u32 {
+    e.cluster.node(id).free
+        + stopping.gpus_on(id)
+        + local
+            .iter()
+            .map(|&i| gpus_of_run_on(e, cands[i].run, id))
+            .sum::<u32>()
 }
 
 /// How many GPUs run `run` holds on node `id`.
