@@ -138,6 +138,27 @@ fn the_dashboard_renders_in_a_real_browser() {
     let view: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(state.join("dashboard.json")).unwrap())
             .unwrap();
+    // A simulation's charts in the state's `simulation/` folder.
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(
+        &trace,
+        "submit,queue,replicas,gpus_per_replica,duration\n0,nlp,2,8,3600\n60,vision,1,8,1800\n120,inference,1,1,600\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("simulate")
+        .arg(&fleet)
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--plot")
+        .arg(state.join("simulation"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let mut serve = Killed(
         Command::new(BIN)
@@ -178,6 +199,7 @@ fn the_dashboard_renders_in_a_real_browser() {
         ("queues", "Queues"),
         ("fleet", "Fleet map"),
         ("actions", "Action log"),
+        ("simulation", "Simulation"),
     ] {
         assert!(dom.contains(&format!("href=\"#{id}\"")), "{id}");
         assert!(
@@ -233,6 +255,23 @@ fn the_dashboard_renders_in_a_real_browser() {
     let applied = view["revisions"]["applied"].as_str().unwrap();
     assert!(dom.contains(applied));
     assert!(dom.contains("<td>place</td>"));
+    // The simulation's charts, served next to the page as SVG images.
+    for chart in ["allocation.svg", "queue-depth.svg", "wait-cdf.svg"] {
+        assert!(
+            dom.contains(&format!("<img src=\"charts/{chart}\"")),
+            "{chart}"
+        );
+        let (head, body) = http_get(&format!("{url}charts/{chart}"));
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: image/svg+xml"),
+            "{head}"
+        );
+        assert!(body.contains("<svg"), "{chart}: {body:.200}");
+    }
+    let (head, _) = http_get(&format!("{url}charts/..%2Fdashboard.json"));
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
     // Nothing from elsewhere: no external URL, no script.
     assert!(!dom.contains("http://") && !dom.contains("https://"));
     assert!(!dom.contains("<script"));
@@ -256,6 +295,27 @@ fn the_dashboard_renders_in_a_real_browser() {
         png.len()
     );
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// A plain HTTP/1.1 GET of `url` (`http://HOST:PORT/PATH`): the response's
+/// head and body.
+fn http_get(url: &str) -> (String, String) {
+    use std::io::Write;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.to_string(), body.to_string())
 }
 
 #[test]

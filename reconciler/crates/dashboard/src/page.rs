@@ -29,8 +29,20 @@ pub enum Source {
     Stopped,
 }
 
-/// The whole page.
-pub fn render(view: &FleetView, source: Source) -> String {
+/// A chart of `gitfleet simulate --plot`, served next to the page at
+/// `charts/FILE` and shown in the page's simulation section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    /// Its file name (`allocation.svg`, …), also its path under `charts/`.
+    pub file: String,
+    /// What it shows.
+    pub caption: String,
+    /// When it was written (RFC 3339), if known.
+    pub written: Option<String>,
+}
+
+/// The whole page; `charts` (those present) make a simulation section.
+pub fn render(view: &FleetView, source: Source, charts: &[Chart]) -> String {
     let mut h = Html::new();
     h.raw("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
         .raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
@@ -47,8 +59,11 @@ pub fn render(view: &FleetView, source: Source) -> String {
         .raw("<li><a href=\"#queues\">Queues</a></li>")
         .raw("<li><a href=\"#pending\">Pending jobs</a></li>")
         .raw("<li><a href=\"#fleet\">Fleet map</a></li>")
-        .raw("<li><a href=\"#actions\">Action log</a></li>")
-        .raw("</ul></nav><p class=\"meta\">");
+        .raw("<li><a href=\"#actions\">Action log</a></li>");
+    if !charts.is_empty() {
+        h.raw("<li><a href=\"#simulation\">Simulation</a></li>");
+    }
+    h.raw("</ul></nav><p class=\"meta\">");
     h.text(&view.time).raw(" · executor ").text(&view.executor);
     if source == Source::Stopped {
         h.raw(" · <strong>read-only view of a stopped loop's state</strong>");
@@ -60,6 +75,7 @@ pub fn render(view: &FleetView, source: Source) -> String {
     pending(&mut h, view);
     fleet(&mut h, view, &tree);
     actions(&mut h, view);
+    simulation(&mut h, charts);
     h.raw("</main></body></html>\n");
     h.finish()
 }
@@ -393,6 +409,33 @@ fn actions(h: &mut Html, view: &FleetView) {
     h.raw("</section>");
 }
 
+/// The charts of `gitfleet simulate --plot`, as images (an SVG shown by
+/// `<img>` runs no script and loads nothing).
+fn simulation(h: &mut Html, charts: &[Chart]) {
+    if charts.is_empty() {
+        return;
+    }
+    h.raw("<section id=\"simulation\" aria-labelledby=\"simulation-h\">")
+        .raw("<h2 id=\"simulation-h\">Simulation</h2>")
+        .raw("<p>Charts of <code>gitfleet simulate --plot</code> in the state directory's <code>simulation/</code> folder.</p>");
+    for chart in charts {
+        h.raw("<figure><img")
+            .attr("src", &format!("charts/{}", chart.file))
+            .attr("alt", &chart.caption)
+            .raw(" width=\"960\" height=\"540\" loading=\"lazy\"><figcaption>")
+            .text(&chart.caption);
+        if let Some(written) = &chart.written {
+            h.raw(" · written ").text(written);
+        }
+        h.raw(" · <a")
+            .attr("href", &format!("charts/{}", chart.file))
+            .raw(">")
+            .text(&chart.file)
+            .raw("</a></figcaption></figure>");
+    }
+    h.raw("</section>");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,19 +561,19 @@ mod tests {
 
     #[test]
     fn every_section_is_there_with_its_heading_and_link() {
-        let page = render(&view(), Source::Live);
+        let page = render(&view(), Source::Live, &[]);
         for id in ["revisions", "queues", "pending", "fleet", "actions"] {
             assert!(page.contains(&format!("<section id=\"{id}\"")), "{id}");
             assert!(page.contains(&format!("href=\"#{id}\"")), "{id}");
         }
         assert!(page.contains("<a class=\"skip\" href=\"#main\">"));
         assert!(page.contains("http-equiv=\"refresh\""));
-        assert!(!render(&view(), Source::Stopped).contains("http-equiv=\"refresh\""));
+        assert!(!render(&view(), Source::Stopped, &[]).contains("http-equiv=\"refresh\""));
     }
 
     #[test]
     fn fleet_text_is_escaped_everywhere() {
-        let page = render(&view(), Source::Live);
+        let page = render(&view(), Source::Live, &[]);
         assert!(!page.contains("<img"), "{page}");
         assert!(!page.contains("<team>"));
         assert!(!page.contains("<bad>"));
@@ -540,7 +583,7 @@ mod tests {
 
     #[test]
     fn borrowing_drained_and_unhealthy_are_marked() {
-        let page = render(&view(), Source::Live);
+        let page = render(&view(), Source::Live, &[]);
         assert!(page.contains("<td class=\"n borrowing\">4</td>"));
         assert!(page.contains("<li class=\"node drained\">"));
         assert!(page.contains("title=\"GPU 0 unhealthy\""));
@@ -552,13 +595,13 @@ mod tests {
     #[test]
     fn pending_jobs_show_their_expected_start() {
         let mut v = view();
-        let page = render(&v, Source::Live);
+        let page = render(&v, Source::Live, &[]);
         assert!(page.contains("<th scope=\"col\">Expected start</th>"));
         assert!(page.contains(
             "<td class=\"start\">by 2026-11-21T14:00:00Z, when &lt;j1&gt; ends (time limit or grace period)</td>"
         ));
         v.pending[0].expected_start = None;
-        let page = render(&v, Source::Live);
+        let page = render(&v, Source::Live, &[]);
         assert!(page.contains("<td class=\"start\"><span class=\"note\">not computed</span></td>"));
     }
 
@@ -567,7 +610,7 @@ mod tests {
         let mut v = view();
         v.pending_total = 1000;
         v.pending = vec![v.pending[0].clone(); 300];
-        let page = render(&v, Source::Live);
+        let page = render(&v, Source::Live, &[]);
         assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (1000)</h2>"));
         assert_eq!(
             page.matches("onerror=alert(1)&gt;</code>").count(),
@@ -577,8 +620,26 @@ mod tests {
     }
 
     #[test]
+    fn charts_make_a_simulation_section_only_when_present() {
+        assert!(!render(&view(), Source::Live, &[]).contains("id=\"simulation\""));
+        let charts = [Chart {
+            file: "wait-cdf.svg".to_string(),
+            caption: "Queueing delay <per leaf>".to_string(),
+            written: Some("2026-11-24T01:00:00Z".to_string()),
+        }];
+        let page = render(&view(), Source::Stopped, &charts);
+        assert!(page.contains("<a href=\"#simulation\">Simulation</a>"));
+        assert!(
+            page.contains(
+                "<img src=\"charts/wait-cdf.svg\" alt=\"Queueing delay &lt;per leaf&gt;\""
+            )
+        );
+        assert!(page.contains("written 2026-11-24T01:00:00Z"));
+    }
+
+    #[test]
     fn no_external_resource_is_referenced() {
-        let page = render(&view(), Source::Live);
+        let page = render(&view(), Source::Live, &[]);
         assert!(!page.contains("http://") && !page.contains("https://"));
         assert!(!page.contains("<script"));
     }

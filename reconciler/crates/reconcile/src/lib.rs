@@ -17,6 +17,7 @@
 //!   recorded) nor repeats one (its intent goes in the transaction that
 //!   records its outcome).
 
+pub mod charts;
 pub mod http_limits;
 pub mod live;
 pub mod metrics;

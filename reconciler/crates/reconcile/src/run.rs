@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path as AxumPath, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -189,6 +189,9 @@ pub struct Shared {
     /// The dashboard's expected starts, kept while nothing they depend on
     /// changes.
     pub starts: crate::starts::StartsCache,
+    /// The loop's state directory: the dashboard shows the charts in its
+    /// `simulation/` folder ([`crate::charts`]).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Shared {
@@ -415,7 +418,10 @@ async fn loop_until_stopped<E: Executor>(
     signals: ShutdownSignals,
     mut observer: impl FnMut(LoopEvent<'_>),
 ) -> Result<(), RunError> {
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared {
+        state_dir: Some(options.state_dir.clone()),
+        ..Shared::default()
+    });
     if let Ok(mut deadline) = shared.deadline.lock() {
         *deadline = Some(options.deadline);
     }
@@ -525,6 +531,7 @@ async fn watch_shutdown(
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(page))
+        .route("/charts/{file}", get(live_chart))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/status", get(status))
@@ -545,7 +552,44 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 /// The dashboard page (503 before the first iteration).
 async fn page(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     let view = shared.view.lock().ok().and_then(|v| v.clone());
-    html_page(view.as_deref(), dashboard::Source::Live)
+    let charts = shared
+        .state_dir
+        .as_deref()
+        .map(crate::charts::present)
+        .unwrap_or_default();
+    html_page(view.as_deref(), dashboard::Source::Live, &charts)
+}
+
+/// A chart of the state directory's `simulation/` folder (404 otherwise).
+async fn live_chart(
+    State(shared): State<Arc<Shared>>,
+    AxumPath(file): AxumPath<String>,
+) -> Response {
+    match &shared.state_dir {
+        Some(dir) => chart(dir, &file),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Chart `file` of `state_dir` as an SVG response, or 404. The policy
+/// keeps an SVG opened on its own from running a script.
+fn chart(state_dir: &std::path::Path, file: &str) -> Response {
+    match crate::charts::read(state_dir, file) {
+        Some(svg) => (
+            [
+                (header::CONTENT_TYPE, "image/svg+xml"),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+                ),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            svg,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "no such chart\n").into_response(),
+    }
 }
 
 /// A dashboard page as a response: the page, or 503 with a short page
@@ -554,17 +598,18 @@ async fn page(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 pub fn html_page(
     view: Option<&dashboard::FleetView>,
     source: dashboard::Source,
+    charts: &[dashboard::page::Chart],
 ) -> impl IntoResponse + use<> {
     let headers = [
         (header::CONTENT_TYPE, "text/html; charset=utf-8"),
         (
             header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data: 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
         ),
         (header::CACHE_CONTROL, "no-store"),
     ];
     match view {
-        Some(view) => (StatusCode::OK, headers, dashboard::render(view, source)),
+        Some(view) => (StatusCode::OK, headers, dashboard::render(view, source, charts)),
         None => (
             StatusCode::SERVICE_UNAVAILABLE,
             headers,
@@ -580,13 +625,22 @@ pub async fn serve_state(listener: TcpListener, state_dir: PathBuf) -> std::io::
     let listener = LimitedListener::new(listener, MAX_CONNECTIONS, IDLE_TIMEOUT);
     let app = Router::new()
         .route("/", get(state_page))
+        .route("/charts/{file}", get(state_chart))
         .with_state(Arc::new(state_dir));
     axum::serve(listener, app).await
 }
 
 async fn state_page(State(dir): State<Arc<PathBuf>>) -> impl IntoResponse {
     let view = crate::view::read(&dir).ok();
-    html_page(view.as_ref(), dashboard::Source::Stopped)
+    let charts = crate::charts::present(&dir);
+    html_page(view.as_ref(), dashboard::Source::Stopped, &charts)
+}
+
+async fn state_chart(
+    State(dir): State<Arc<PathBuf>>,
+    AxumPath(file): AxumPath<String>,
+) -> Response {
+    chart(&dir, &file)
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
