@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod git_support;
+
 const BIN: &str = env!("CARGO_BIN_EXE_gitfleet");
 
 struct Killed(Child);
@@ -160,27 +162,7 @@ fn the_dashboard_renders_in_a_real_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let mut serve = Killed(
-        Command::new(BIN)
-            .arg("serve")
-            .arg("--state")
-            .arg(&state)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let line = BufReader::new(serve.0.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let url = line
-        .strip_prefix("serving ")
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let (_served, url) = serve(&["--state".as_ref(), state.as_os_str()]);
 
     let dom = browse(
         &chromium,
@@ -295,6 +277,116 @@ fn the_dashboard_renders_in_a_real_browser() {
         png.len()
     );
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// `gitfleet serve ARGS` until dropped, and the URL it serves.
+fn serve(args: &[&std::ffi::OsStr]) -> (Killed, String) {
+    let mut serve = Killed(
+        Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let line = BufReader::new(serve.0.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let url = line
+        .strip_prefix("serving ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    (serve, url)
+}
+
+#[test]
+fn revisions_link_to_the_semantic_history_of_a_git_fleet() {
+    let mut repo = git_support::TestRepo::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in walk(&root.join("examples/fleet")) {
+        let relative = entry.strip_prefix(root.join("examples")).unwrap();
+        repo.write(
+            relative.to_str().unwrap(),
+            &std::fs::read_to_string(&entry).unwrap(),
+        );
+    }
+    repo.commit("Ada", "add the fleet");
+    let queues = std::fs::read_to_string(repo.path().join("fleet/queues.yaml")).unwrap();
+    repo.write(
+        "fleet/queues.yaml",
+        &queues.replace(
+            "{model: H100-SXM-80GB, guaranteed: 200, limit: 320}",
+            "{model: H100-SXM-80GB, guaranteed: 200, limit: 400}",
+        ),
+    );
+    let head = repo.commit("Grace", "raise nlp's H100 limit <for the sprint>");
+    let state = repo.path().join("state");
+    let fleet = repo.path().join("fleet");
+    let out = Command::new(BIN)
+        .arg("reconcile")
+        .arg(&fleet)
+        .args(["--listen", "off", "--state"])
+        .arg(&state)
+        .args(["--now", "2026-11-21T10:00:00Z", "--iterations", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (_served, url) = serve(&[
+        "--state".as_ref(),
+        state.as_os_str(),
+        "--fleet".as_ref(),
+        fleet.as_os_str(),
+    ]);
+    let (_, page) = http_get(&url);
+    assert!(
+        page.contains(&format!("<a href=\"history?rev={head}#c-{head}\">")),
+        "no history link in the page"
+    );
+    let (head_line, history) = http_get(&format!("{url}history?rev={head}"));
+    assert!(head_line.starts_with("HTTP/1.1 200"), "{head_line}");
+    assert!(history.contains(&format!("id=\"c-{head}\"")));
+    assert!(history.contains("raise nlp&#39;s H100 limit &lt;for the sprint&gt;"));
+    assert!(history.contains("Grace &lt;grace@example.com&gt;"));
+    assert!(history.contains("320 → 400"), "{history}");
+    assert!(history.contains("add the fleet"));
+    for (rev, status) in [("HEAD", "400"), ("main~1", "400"), ("00000000", "404")] {
+        let (head_line, _) = http_get(&format!("{url}history?rev={rev}"));
+        assert!(
+            head_line.starts_with(&format!("HTTP/1.1 {status}")),
+            "{rev}: {head_line}"
+        );
+    }
+
+    // Without the fleet, no links and no history.
+    let (_served, url) = serve(&["--state".as_ref(), state.as_os_str()]);
+    let (_, page) = http_get(&url);
+    assert!(!page.contains("history?rev="));
+    let (head_line, _) = http_get(&format!("{url}history?rev={head}"));
+    assert!(head_line.starts_with("HTTP/1.1 404"), "{head_line}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// A plain HTTP/1.1 GET of `url` (`http://HOST:PORT/PATH`): the response's

@@ -54,7 +54,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let path = path.unwrap_or_else(|| PathBuf::from("."));
     let since = args.since.as_deref().map(parse_since).transpose()?;
     let source = super::git::open(&path)?;
-    let query = HistoryQuery { object, since };
+    let query = HistoryQuery {
+        object,
+        since,
+        limit: None,
+    };
     let entries = history(&source, &args.rev, &query).into_diagnostic()?;
     let report = HistoryReport {
         path: path.display().to_string(),

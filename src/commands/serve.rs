@@ -1,4 +1,4 @@
-//! `gitfleet serve --state DIR [--listen ADDR]`: the dashboard of a stopped
+//! `gitfleet serve --state DIR [--listen ADDR] [--fleet PATH]`: the dashboard of a stopped
 //! reconcile loop, read only, from its state directory's `dashboard.json`.
 
 use std::net::SocketAddr;
@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use miette::{Result, miette};
+use reconciler::reconcile::history_page::HistoryRepo;
 use reconciler::reconcile::run::serve_state;
 use reconciler::reconcile::view::VIEW_FILE;
 
@@ -20,6 +21,10 @@ pub struct Args {
     /// Where to serve the dashboard.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9465")]
     pub listen: String,
+    /// The fleet, in a Git repository (a work tree, a directory in one, or
+    /// a bare repository): revisions link to their semantic history.
+    #[arg(long, value_name = "PATH")]
+    pub fleet: Option<PathBuf>,
 }
 
 /// Runs `gitfleet serve` until Ctrl-C or SIGTERM.
@@ -39,6 +44,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             args.listen
         )
     })?;
+    let history = match &args.fleet {
+        Some(path) => Some(HistoryRepo::of(&super::git::open(path).map_err(|e| {
+            miette!("--fleet {}: not in a Git repository: {e}", path.display())
+        })?)),
+        None => None,
+    };
     let runtime = runtime()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -50,7 +61,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             args.state.display()
         );
         tokio::select! {
-            served = serve_state(listener, args.state.clone()) => {
+            served = serve_state(listener, args.state.clone(), history) => {
                 served.map_err(|e| miette!("serving the dashboard: {e}"))
             }
             _ = tokio::signal::ctrl_c() => Ok(()),

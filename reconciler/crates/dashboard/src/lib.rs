@@ -4,9 +4,11 @@
 //! `/`; `gitfleet serve` serves it from a stopped loop's state. Every
 //! string from the fleet is escaped ([`html::escape`]).
 
+pub mod history;
 pub mod html;
 pub mod page;
 pub mod view;
 
-pub use page::{Source, render};
+pub use history::{HistoryView, render_history};
+pub use page::{Extras, Source, render};
 pub use view::FleetView;

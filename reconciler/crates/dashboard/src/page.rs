@@ -41,8 +41,19 @@ pub struct Chart {
     pub written: Option<String>,
 }
 
-/// The whole page; `charts` (those present) make a simulation section.
-pub fn render(view: &FleetView, source: Source, charts: &[Chart]) -> String {
+/// What the page shows besides the view, when the server has it.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// The `simulate --plot` charts present: a simulation section.
+    pub charts: Vec<Chart>,
+    /// The server answers `history?rev=ID` (a Git fleet): revisions link
+    /// to their semantic history.
+    pub history: bool,
+}
+
+/// The whole page.
+pub fn render(view: &FleetView, source: Source, extras: &Extras) -> String {
+    let charts = extras.charts.as_slice();
     let mut h = Html::new();
     h.raw("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
         .raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
@@ -70,24 +81,47 @@ pub fn render(view: &FleetView, source: Source, charts: &[Chart]) -> String {
     }
     h.raw("</p></header><main id=\"main\" tabindex=\"-1\">");
     let tree = Queues::new(view);
-    revisions(&mut h, view);
+    revisions(&mut h, view, extras.history);
     queues(&mut h, view, &tree);
     pending(&mut h, view);
     fleet(&mut h, view, &tree);
-    actions(&mut h, view);
+    actions(&mut h, view, extras.history);
     simulation(&mut h, charts);
     h.raw("</main></body></html>\n");
     h.finish()
 }
 
-fn revisions(h: &mut Html, view: &FleetView) {
+/// A revision in `<code>`, linked to its semantic history when the server
+/// has one and the revision is a commit id (not a directory digest).
+fn revision(h: &mut Html, revision: &str, shown: &str, history: bool) {
+    let is_commit =
+        (4..=64).contains(&revision.len()) && revision.bytes().all(|b| b.is_ascii_hexdigit());
+    if history && is_commit {
+        h.raw("<a")
+            .attr("href", &format!("history?rev={revision}#c-{revision}"))
+            .raw(">");
+    }
+    h.raw("<code")
+        .attr("title", revision)
+        .raw(">")
+        .text(shown)
+        .raw("</code>");
+    if history && is_commit {
+        h.raw("</a>");
+    }
+}
+
+fn revisions(h: &mut Html, view: &FleetView, history: bool) {
     let r = &view.revisions;
     h.raw("<section id=\"revisions\" aria-labelledby=\"revisions-h\"><h2 id=\"revisions-h\">Revisions</h2><dl>")
-        .raw("<dt>Applied</dt><dd><code>");
-    h.text(r.applied.as_deref().unwrap_or("none"))
-        .raw("</code></dd><dt>Attempted</dt><dd><code>")
-        .text(r.attempted.as_deref().unwrap_or("none"))
-        .raw("</code></dd><dt>Last error</dt><dd>");
+        .raw("<dt>Applied</dt><dd>");
+    let none = "none".to_string();
+    let applied = r.applied.as_ref().unwrap_or(&none);
+    revision(h, applied, applied, history);
+    h.raw("</dd><dt>Attempted</dt><dd>");
+    let attempted = r.attempted.as_ref().unwrap_or(&none);
+    revision(h, attempted, attempted, history);
+    h.raw("</dd><dt>Last error</dt><dd>");
     match &r.last_error {
         Some(error) => {
             h.raw("<pre class=\"error\">").text(error).raw("</pre>");
@@ -376,7 +410,7 @@ fn node_map(h: &mut Html, tree: &Queues<'_>, node: &NodeView) {
     h.raw("</span></li>");
 }
 
-fn actions(h: &mut Html, view: &FleetView) {
+fn actions(h: &mut Html, view: &FleetView, history: bool) {
     h.raw("<section id=\"actions\" aria-labelledby=\"actions-h\"><h2 id=\"actions-h\">Action log</h2>");
     if view.actions.is_empty() {
         h.raw("<p>Nothing recorded yet.</p></section>");
@@ -385,13 +419,9 @@ fn actions(h: &mut Html, view: &FleetView) {
     h.raw("<table><thead><tr><th scope=\"col\">Time</th><th scope=\"col\">Revision</th><th scope=\"col\">What</th><th scope=\"col\">Subject</th><th scope=\"col\">Details</th></tr></thead><tbody>");
     for a in view.actions.iter().take(MAX_ROWS) {
         let short: String = a.revision.chars().take(12).collect();
-        h.raw("<tr><td>")
-            .text(&a.time)
-            .raw("</td><td><code")
-            .attr("title", &a.revision)
-            .raw(">")
-            .text(&short)
-            .raw("</code></td><td>")
+        h.raw("<tr><td>").text(&a.time).raw("</td><td>");
+        revision(h, &a.revision, &short, history);
+        h.raw("</td><td>")
             .text(&a.what)
             .raw("</td><td><code>")
             .text(&a.subject)
@@ -561,19 +591,22 @@ mod tests {
 
     #[test]
     fn every_section_is_there_with_its_heading_and_link() {
-        let page = render(&view(), Source::Live, &[]);
+        let page = render(&view(), Source::Live, &Extras::default());
         for id in ["revisions", "queues", "pending", "fleet", "actions"] {
             assert!(page.contains(&format!("<section id=\"{id}\"")), "{id}");
             assert!(page.contains(&format!("href=\"#{id}\"")), "{id}");
         }
         assert!(page.contains("<a class=\"skip\" href=\"#main\">"));
         assert!(page.contains("http-equiv=\"refresh\""));
-        assert!(!render(&view(), Source::Stopped, &[]).contains("http-equiv=\"refresh\""));
+        assert!(
+            !render(&view(), Source::Stopped, &Extras::default())
+                .contains("http-equiv=\"refresh\"")
+        );
     }
 
     #[test]
     fn fleet_text_is_escaped_everywhere() {
-        let page = render(&view(), Source::Live, &[]);
+        let page = render(&view(), Source::Live, &Extras::default());
         assert!(!page.contains("<img"), "{page}");
         assert!(!page.contains("<team>"));
         assert!(!page.contains("<bad>"));
@@ -583,7 +616,7 @@ mod tests {
 
     #[test]
     fn borrowing_drained_and_unhealthy_are_marked() {
-        let page = render(&view(), Source::Live, &[]);
+        let page = render(&view(), Source::Live, &Extras::default());
         assert!(page.contains("<td class=\"n borrowing\">4</td>"));
         assert!(page.contains("<li class=\"node drained\">"));
         assert!(page.contains("title=\"GPU 0 unhealthy\""));
@@ -595,13 +628,13 @@ mod tests {
     #[test]
     fn pending_jobs_show_their_expected_start() {
         let mut v = view();
-        let page = render(&v, Source::Live, &[]);
+        let page = render(&v, Source::Live, &Extras::default());
         assert!(page.contains("<th scope=\"col\">Expected start</th>"));
         assert!(page.contains(
             "<td class=\"start\">by 2026-11-21T14:00:00Z, when &lt;j1&gt; ends (time limit or grace period)</td>"
         ));
         v.pending[0].expected_start = None;
-        let page = render(&v, Source::Live, &[]);
+        let page = render(&v, Source::Live, &Extras::default());
         assert!(page.contains("<td class=\"start\"><span class=\"note\">not computed</span></td>"));
     }
 
@@ -610,7 +643,7 @@ mod tests {
         let mut v = view();
         v.pending_total = 1000;
         v.pending = vec![v.pending[0].clone(); 300];
-        let page = render(&v, Source::Live, &[]);
+        let page = render(&v, Source::Live, &Extras::default());
         assert!(page.contains("<h2 id=\"pending-h\">Pending jobs (1000)</h2>"));
         assert_eq!(
             page.matches("onerror=alert(1)&gt;</code>").count(),
@@ -621,13 +654,17 @@ mod tests {
 
     #[test]
     fn charts_make_a_simulation_section_only_when_present() {
-        assert!(!render(&view(), Source::Live, &[]).contains("id=\"simulation\""));
+        assert!(!render(&view(), Source::Live, &Extras::default()).contains("id=\"simulation\""));
         let charts = [Chart {
             file: "wait-cdf.svg".to_string(),
             caption: "Queueing delay <per leaf>".to_string(),
             written: Some("2026-11-24T01:00:00Z".to_string()),
         }];
-        let page = render(&view(), Source::Stopped, &charts);
+        let extras = Extras {
+            charts: charts.to_vec(),
+            history: false,
+        };
+        let page = render(&view(), Source::Stopped, &extras);
         assert!(page.contains("<a href=\"#simulation\">Simulation</a>"));
         assert!(
             page.contains(
@@ -638,8 +675,26 @@ mod tests {
     }
 
     #[test]
+    fn commit_revisions_link_to_their_history_when_the_server_has_it() {
+        let v = view();
+        let rev = v.actions[0].revision.clone();
+        let link = format!("<a href=\"history?rev={rev}#c-{rev}\"><code title=\"{rev}\">");
+        assert!(!render(&v, Source::Live, &Extras::default()).contains(&link));
+        let extras = Extras {
+            history: true,
+            ..Extras::default()
+        };
+        let page = render(&v, Source::Live, &extras);
+        assert!(page.contains(&link), "{page}");
+        let mut dir = v.clone();
+        dir.revisions.applied = Some("dir:5d8017dcae78958c".into());
+        let page = render(&dir, Source::Live, &extras);
+        assert!(!page.contains("history?rev=dir:"));
+    }
+
+    #[test]
     fn no_external_resource_is_referenced() {
-        let page = render(&view(), Source::Live, &[]);
+        let page = render(&view(), Source::Live, &Extras::default());
         assert!(!page.contains("http://") && !page.contains("https://"));
         assert!(!page.contains("<script"));
     }

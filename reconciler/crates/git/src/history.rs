@@ -21,6 +21,8 @@ pub struct HistoryQuery {
     pub object: Option<(Kind, String)>,
     /// Only commits committed at or after this time (as `git log --since`).
     pub since: Option<DateTime<Utc>>,
+    /// At most this many entries, the newest (as `git log -n`); all when `None`.
+    pub limit: Option<usize>,
 }
 
 /// One commit that changed the fleet (or the object asked for).
@@ -80,6 +82,9 @@ pub fn history(
     let mut versions = Versions::new(source);
     let mut out = Vec::new();
     for oid in walk {
+        if query.limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
         let oid = oid.map_err(walk_err)?;
         let commit = repo.find_commit(oid).map_err(walk_err)?;
         if let Some(since) = query.since
@@ -341,6 +346,7 @@ mod tests {
         let query = HistoryQuery {
             object: parse_object("job/train"),
             since: None,
+            limit: None,
         };
         let train = history(&source, "HEAD", &query).unwrap();
         let summaries: Vec<&str> = train.iter().map(|e| e.commit.summary.as_str()).collect();
@@ -349,8 +355,16 @@ mod tests {
         let recent = HistoryQuery {
             object: None,
             since: DateTime::from_timestamp(t + 45, 0),
+            limit: None,
         };
         assert_eq!(history(&source, "HEAD", &recent).unwrap().len(), 2);
+
+        let newest = HistoryQuery {
+            limit: Some(2),
+            ..HistoryQuery::default()
+        };
+        let two = history(&source, "HEAD", &newest).unwrap();
+        assert_eq!(two, all[..2]);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //!   records its outcome).
 
 pub mod charts;
+pub mod history_page;
 pub mod http_limits;
 pub mod live;
 pub mod metrics;
@@ -272,6 +273,12 @@ impl<E: Executor> std::fmt::Debug for Reconciler<E> {
 }
 
 impl<E: Executor> Reconciler<E> {
+    /// Where the dashboard reads the fleet's semantic history: the Git
+    /// repository (a remote's mirror once fetched); `None` for a directory.
+    pub fn history_repo(&self) -> Option<history_page::HistoryRepo> {
+        self.source.git().map(history_page::HistoryRepo::of)
+    }
+
     /// A reconciler over `source`, keeping state in `store`, acting through `executor`.
     pub fn new(source: FleetSource, store: Arc<Store>, executor: E) -> Self {
         Reconciler {

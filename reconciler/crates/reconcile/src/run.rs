@@ -24,6 +24,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use super::history_page::{HistoryPageError, HistoryRepo, history_view, is_commit_id};
 use super::http_limits::{
     IDLE_TIMEOUT, LimitedListener, MAX_CONNECTIONS, MAX_WEBHOOK_BODY, RateLimit,
     webhook_signature_ok,
@@ -192,6 +193,91 @@ pub struct Shared {
     /// The loop's state directory: the dashboard shows the charts in its
     /// `simulation/` folder ([`crate::charts`]).
     pub state_dir: Option<PathBuf>,
+    /// The history pages of a Git fleet (set after each iteration).
+    pub history: HistoryPages,
+}
+
+/// The dashboard's history pages: where commits are read (a Git fleet
+/// only) and the last page shown (a commit's history never changes).
+#[derive(Debug, Default)]
+pub struct HistoryPages {
+    /// The repository; `None`: not a Git fleet, no history links.
+    pub repo: Mutex<Option<HistoryRepo>>,
+    last: Mutex<Option<(String, Arc<String>)>>,
+    /// One walk at a time: a burst of requests waits instead of walking
+    /// the repository once each.
+    walking: tokio::sync::Mutex<()>,
+}
+
+impl HistoryPages {
+    /// History pages read from `repo`.
+    pub fn new(repo: Option<HistoryRepo>) -> Self {
+        Self {
+            repo: Mutex::new(repo),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the pages exist (the dashboard links to them).
+    pub fn available(&self) -> bool {
+        self.repo.lock().ok().is_some_and(|r| r.is_some())
+    }
+
+    /// `/history?rev=ID`: the page, 400 for a revision that is not a
+    /// commit id, 404 without a Git fleet or for an unknown commit.
+    async fn respond(&self, uri: &axum::http::Uri) -> Response {
+        let Some(repo) = self.repo.lock().ok().and_then(|r| r.clone()) else {
+            return (
+                StatusCode::NOT_FOUND,
+                "no history: the fleet is not a Git repository\n",
+            )
+                .into_response();
+        };
+        let rev = uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("rev="))
+            .unwrap_or("")
+            .to_string();
+        if !is_commit_id(&rev) {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("{}\n", HistoryPageError::NotACommit(rev)),
+            )
+                .into_response();
+        }
+        let _walking = self.walking.lock().await;
+        let cached = self.last.lock().ok().and_then(|l| {
+            l.as_ref()
+                .filter(|(r, _)| *r == rev)
+                .map(|(_, p)| p.clone())
+        });
+        let page = match cached {
+            Some(page) => page,
+            None => {
+                let asked = rev.clone();
+                let walked = tokio::task::spawn_blocking(move || history_view(&repo, &asked)).await;
+                match walked {
+                    Ok(Ok(view)) => {
+                        let page = Arc::new(dashboard::render_history(&view));
+                        if let Ok(mut last) = self.last.lock() {
+                            *last = Some((rev, page.clone()));
+                        }
+                        page
+                    }
+                    Ok(Err(e)) => {
+                        return (StatusCode::NOT_FOUND, format!("{e}\n")).into_response();
+                    }
+                    Err(e) => {
+                        return (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"))
+                            .into_response();
+                    }
+                }
+            }
+        };
+        (html_headers(), page.as_str().to_string()).into_response()
+    }
 }
 
 impl Shared {
@@ -459,6 +545,9 @@ async fn loop_until_stopped<E: Executor>(
         shared.set_running(Some(Instant::now()));
         let result = iterate_and_record(reconciler, now, &shared, &options.state_dir).await;
         shared.set_running(None);
+        if let Ok(mut repo) = shared.history.repo.lock() {
+            *repo = reconciler.history_repo();
+        }
         let mut retry_after = None;
         match &result {
             Ok((iteration, status)) => {
@@ -532,6 +621,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/charts/{file}", get(live_chart))
+        .route("/history", get(live_history))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/status", get(status))
@@ -552,12 +642,19 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 /// The dashboard page (503 before the first iteration).
 async fn page(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     let view = shared.view.lock().ok().and_then(|v| v.clone());
-    let charts = shared
-        .state_dir
-        .as_deref()
-        .map(crate::charts::present)
-        .unwrap_or_default();
-    html_page(view.as_deref(), dashboard::Source::Live, &charts)
+    let extras = dashboard::Extras {
+        charts: shared
+            .state_dir
+            .as_deref()
+            .map(crate::charts::present)
+            .unwrap_or_default(),
+        history: shared.history.available(),
+    };
+    html_page(view.as_deref(), dashboard::Source::Live, &extras)
+}
+
+async fn live_history(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> Response {
+    shared.history.respond(&uri).await
 }
 
 /// A chart of the state directory's `simulation/` folder (404 otherwise).
@@ -598,18 +695,11 @@ fn chart(state_dir: &std::path::Path, file: &str) -> Response {
 pub fn html_page(
     view: Option<&dashboard::FleetView>,
     source: dashboard::Source,
-    charts: &[dashboard::page::Chart],
+    extras: &dashboard::Extras,
 ) -> impl IntoResponse + use<> {
-    let headers = [
-        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; style-src 'unsafe-inline'; img-src data: 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-        ),
-        (header::CACHE_CONTROL, "no-store"),
-    ];
+    let headers = html_headers();
     match view {
-        Some(view) => (StatusCode::OK, headers, dashboard::render(view, source, charts)),
+        Some(view) => (StatusCode::OK, headers, dashboard::render(view, source, extras)),
         None => (
             StatusCode::SERVICE_UNAVAILABLE,
             headers,
@@ -618,29 +708,65 @@ pub fn html_page(
     }
 }
 
+/// The headers of the dashboard's pages: HTML that runs no script and
+/// loads nothing but its own charts.
+fn html_headers() -> [(header::HeaderName, &'static str); 3] {
+    [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data: 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+        (header::CACHE_CONTROL, "no-store"),
+    ]
+}
+
 /// Serves the dashboard of a stopped loop's state directory, read only
 /// (`gitfleet serve`): `/` renders `dashboard.json` as it is at each
 /// request, within the same connection limits as the loop's endpoint.
-pub async fn serve_state(listener: TcpListener, state_dir: PathBuf) -> std::io::Result<()> {
+/// With `history` (a Git fleet's repository), revisions link to their
+/// semantic history.
+pub async fn serve_state(
+    listener: TcpListener,
+    state_dir: PathBuf,
+    history: Option<HistoryRepo>,
+) -> std::io::Result<()> {
     let listener = LimitedListener::new(listener, MAX_CONNECTIONS, IDLE_TIMEOUT);
     let app = Router::new()
         .route("/", get(state_page))
         .route("/charts/{file}", get(state_chart))
-        .with_state(Arc::new(state_dir));
+        .route("/history", get(state_history))
+        .with_state(Arc::new(StoppedLoop {
+            dir: state_dir,
+            history: HistoryPages::new(history),
+        }));
     axum::serve(listener, app).await
 }
 
-async fn state_page(State(dir): State<Arc<PathBuf>>) -> impl IntoResponse {
-    let view = crate::view::read(&dir).ok();
-    let charts = crate::charts::present(&dir);
-    html_page(view.as_ref(), dashboard::Source::Stopped, &charts)
+/// What `gitfleet serve` serves from.
+struct StoppedLoop {
+    dir: PathBuf,
+    history: HistoryPages,
+}
+
+async fn state_page(State(stopped): State<Arc<StoppedLoop>>) -> impl IntoResponse {
+    let view = crate::view::read(&stopped.dir).ok();
+    let extras = dashboard::Extras {
+        charts: crate::charts::present(&stopped.dir),
+        history: stopped.history.available(),
+    };
+    html_page(view.as_ref(), dashboard::Source::Stopped, &extras)
 }
 
 async fn state_chart(
-    State(dir): State<Arc<PathBuf>>,
+    State(stopped): State<Arc<StoppedLoop>>,
     AxumPath(file): AxumPath<String>,
 ) -> Response {
-    chart(&dir, &file)
+    chart(&stopped.dir, &file)
+}
+
+async fn state_history(State(stopped): State<Arc<StoppedLoop>>, uri: axum::http::Uri) -> Response {
+    stopped.history.respond(&uri).await
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
