@@ -213,6 +213,11 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
     let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
     if ub < job.gpus {
+        if let Some(found) =
+            reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, stopping, None)
+        {
+            return Some(found);
+        }
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
@@ -235,7 +240,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         let shown = &cands[..limit.min(cands.len())];
         let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
         let found = if !shown.is_empty() && possible >= job.gpus {
-            search(e, j, q, req, shown, &stopping)
+            search(e, j, q, req, shown, &stopping, &[])
         } else {
             None
         };
@@ -267,10 +272,193 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         }
         limit *= 4;
     }
+    if let Some(found) =
+        reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, stopping, Some(list))
+    {
+        return Some(found);
+    }
     if memo {
         e.preempt_memo.insert(key, e.generation);
     }
     None
+}
+
+/// "Within its guarantee" judged with the preemptor's victims gone (rules
+/// 5a and 5b together): a queue on the preemptor's path may come back
+/// within its guarantee only once victims inside its own subtree are gone
+/// (its own leaf's lower-priority jobs, siblings' borrowers), and then
+/// the preemptor may reclaim from queues further away. Tried when no
+/// preemption was found otherwise: for each queue newly within, the fewest
+/// victims inside its subtree (in victim order, each allowed as things
+/// are) that bring it within are taken for certain, the search adds the
+/// rest, and the result is accepted only when every victim is allowed with
+/// all of them gone (as the reference scheduler and Kueue judge it).
+/// `known`: the candidates allowed as things are, when already listed.
+#[allow(clippy::too_many_arguments)]
+fn reclaim_after_subtree_victims(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    req: &Request,
+    reclaim: Within,
+    own_path: &[bool],
+    stopping: Waitable,
+    known: Option<std::rc::Rc<CandidateList>>,
+) -> Option<Found> {
+    let m = req.model;
+    let job = e.jobs[j as usize].clone();
+    let path: Vec<QueueId> = e.tree.path(q).take(64).collect();
+    // At best every running job below a queue goes: a cheap bound first.
+    let optimistic = within_with_room(e, &path, m, job.gpus, reclaim, |_, a| e.tree.running(a, m));
+    if optimistic == reclaim {
+        return None;
+    }
+    let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
+    if upper_bound(e, &job, q, m, optimistic, own_path) + stopping_gpus < job.gpus {
+        return None;
+    }
+    let now = match known {
+        Some(list) => list,
+        None => candidates_cached(e, j, q, req, reclaim, own_path, max_candidates(job.gpus)),
+    };
+    // What the victims allowed now free below each queue of the path.
+    let mut freeable = vec![0u64; path.len()];
+    for c in &now.cands {
+        for (i, a) in path.iter().enumerate() {
+            if inside(e, c.queue, *a) {
+                freeable[i] += c.gpus;
+            }
+        }
+    }
+    let widened = within_with_room(e, &path, m, job.gpus, reclaim, |i, _| freeable[i]);
+    let newly = widened & !reclaim;
+    if newly == 0 {
+        return None;
+    }
+    let list = candidates_cached(e, j, q, req, widened, own_path, max_candidates(job.gpus));
+    let index: HashMap<RunId, usize> = list
+        .cands
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (c.run, k))
+        .collect();
+    let mut forced: Vec<usize> = Vec::new();
+    let mut forced_below = vec![0u64; path.len()];
+    for (i, a) in path.iter().enumerate() {
+        if newly & (1 << i) == 0 {
+            continue;
+        }
+        let mut need = (e.tree.usage(*a, m) + job.gpus)
+            .saturating_sub(e.tree.guaranteed(*a, m))
+            .saturating_sub(forced_below[i]);
+        for c in &now.cands {
+            if need == 0 {
+                break;
+            }
+            if !inside(e, c.queue, *a) {
+                continue;
+            }
+            let Some(&k) = index.get(&c.run) else {
+                continue;
+            };
+            if forced.contains(&k) {
+                continue;
+            }
+            forced.push(k);
+            need = need.saturating_sub(c.gpus);
+            for (l, b) in path.iter().enumerate() {
+                if inside(e, c.queue, *b) {
+                    forced_below[l] += c.gpus;
+                }
+            }
+        }
+        if need > 0 {
+            return None;
+        }
+    }
+    forced.sort_unstable();
+    let cands = &list.cands;
+    let (chosen, placement) = search(e, j, q, req, cands, &stopping, &forced)?;
+    if !reclaims_with_victims_gone(e, &job, q, m, cands, &chosen, own_path) {
+        return None;
+    }
+    let victims: Vec<Candidate> = chosen.iter().map(|i| cands[*i].clone()).collect();
+    let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
+    cost.sort_unstable_by(|a, b| b.cmp(a));
+    Some(Found {
+        req: *req,
+        victims,
+        placement,
+        stopping,
+        cost,
+    })
+}
+
+/// [`Within`] for the queues of `path` (the preemptor's, leaf first): those
+/// within already, and those within with `room(i, queue)` of their usage
+/// gone.
+fn within_with_room(
+    e: &Engine,
+    path: &[QueueId],
+    m: u16,
+    gpus: u64,
+    within: Within,
+    room: impl Fn(usize, QueueId) -> u64,
+) -> Within {
+    path.iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            within & (1 << i) != 0
+                || e.tree.usage(**a, m) + gpus <= e.tree.guaranteed(**a, m) + room(*i, **a)
+        })
+        .fold(0, |mask, (i, _)| mask | (1 << i))
+}
+
+/// Whether `queue` is `a` or below it.
+fn inside(e: &Engine, queue: QueueId, a: QueueId) -> bool {
+    e.tree.path(queue).any(|x| x == a)
+}
+
+/// Whether every victim in `chosen` of another queue is allowed with all
+/// of `chosen` gone: by reclaim (the preemptor's queues below the common
+/// ancestor within their guarantees after the victims below them are
+/// removed) or by rule (c), lower priority and started before the
+/// preemptor was first seen.
+fn reclaims_with_victims_gone(
+    e: &Engine,
+    job: &super::jobs::JobInfo,
+    q: QueueId,
+    m: u16,
+    cands: &[Candidate],
+    chosen: &[usize],
+    own_path: &[bool],
+) -> bool {
+    let mut removed: HashMap<QueueId, u64> = HashMap::default();
+    for &i in chosen {
+        for a in e.tree.path(cands[i].queue) {
+            *removed.entry(a).or_default() += cands[i].gpus;
+        }
+    }
+    let within: Within = e
+        .tree
+        .path(q)
+        .take(64)
+        .enumerate()
+        .filter(|(_, a)| {
+            let gone = removed.get(a).copied().unwrap_or(0);
+            e.tree.usage(*a, m) + job.gpus <= e.tree.guaranteed(*a, m) + gone
+        })
+        .fold(0, |mask, (i, _)| mask | (1 << i));
+    chosen.iter().all(|&i| {
+        let c = &cands[i];
+        if c.borrowed_from.is_empty() || reclaims(e, q, c.queue, within, own_path) {
+            return true;
+        }
+        let run = &e.runs[c.run as usize];
+        let priority = run.job.map(|vj| e.jobs[vj as usize].priority);
+        priority.is_some_and(|p| p < job.priority)
+            && job.first_seen.is_none_or(|seen| run.started < seen)
+    })
 }
 
 /// Carries out a preemption [`find`] found for job `j`.
@@ -667,6 +855,7 @@ fn headroom_allows(
 /// preferred victims (or none); then victims are added in order until the
 /// quota fits; then any victim the job fits without is dropped. Every
 /// cross-queue victim respects the guarantee check. Leaves the engine unchanged.
+/// The candidates `forced` are victims whatever the search finds.
 fn search(
     e: &mut Engine,
     j: JobId,
@@ -674,11 +863,12 @@ fn search(
     req: &Request,
     cands: &[Candidate],
     stopping: &Waitable,
+    forced: &[usize],
 ) -> Option<(Vec<usize>, Placement)> {
     // The search charges and releases usage tentatively and leaves the tree
     // as it found it: its epoch too.
     let epoch = e.tree.epoch;
-    let found = search_inner(e, j, q, req, cands, stopping);
+    let found = search_inner(e, j, q, req, cands, stopping, forced);
     e.tree.epoch = epoch;
     found
 }
@@ -690,6 +880,7 @@ fn search_inner(
     req: &Request,
     cands: &[Candidate],
     stopping: &Waitable,
+    forced: &[usize],
 ) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
     if !replicas_could_fit(e, req, cands, stopping) {
@@ -732,6 +923,11 @@ fn search_inner(
         }
     });
     let (mut chosen, mut placement) = found?;
+    for &f in forced {
+        if !chosen.contains(&f) {
+            chosen.push(f);
+        }
+    }
 
     // The placement stands; what is left is the quota. Add victims, in
     // order, until the quota fits.
@@ -759,6 +955,9 @@ fn search_inner(
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
+        }
+        if forced.contains(&chosen[k]) {
+            continue;
         }
         let mut without = chosen.clone();
         without.remove(k);
