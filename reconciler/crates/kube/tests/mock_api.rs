@@ -10,7 +10,9 @@ mod api_server;
 
 use std::collections::BTreeMap;
 
-use api_server::{list, mock_client, ok_status, quiet_watch, status, step};
+use api_server::{
+    executor, list, mock_client, now, ok_status, pod as pod_in_phase, quiet_watch, status, step,
+};
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -19,14 +21,6 @@ use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::{NodeGpus, Timestamp};
 use model::plan::Action;
 use model::spec::{Duration, JobSpec, Object};
-
-fn executor(client: Client) -> KubeExecutor {
-    KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())))
-}
-
-fn now() -> Timestamp {
-    "2026-11-21T12:00:00Z".parse().unwrap()
-}
 
 fn job(name: &str, replicas: u32) -> Object<JobSpec> {
     Object {
@@ -76,23 +70,6 @@ fn service_answer() -> Value {
 fn pod_answer(rank: u32) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": format!("{}-{rank}", base()), "namespace": "ml"}})
-}
-
-fn pod_in_phase(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>) -> Value {
-    let mut pod = json!({
-        "metadata": {"name": format!("{job}-p{rank}"), "namespace": "ml",
-            "creationTimestamp": "2026-11-21T11:00:00Z",
-            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": job,
-                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
-        "spec": {"nodeName": node, "containers": [{"name": "main"}]},
-        "status": {"phase": phase}
-    });
-    if let Some(code) = code {
-        pod["status"]["containerStatuses"] = json!([{"name": "main", "image": "x",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
-    }
-    pod
 }
 
 fn unbound_pod() -> Value {
