@@ -14,8 +14,7 @@ use api_server::{
     watch,
 };
 use exec::{Event, Executor, JobView};
-use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
-use model::observed::{NodeGpus, Timestamp};
+use model::observed::NodeGpus;
 use model::spec::Duration;
 use serde_json::{Value, json};
 
