@@ -97,9 +97,7 @@ impl JobSpec {
         let bytes = serde_json::to_vec(&fields).unwrap_or_default();
         format!("{:016x}", fnv1a(&bytes))
     }
-}
 
-impl JobSpec {
     /// The fields whose change a [`runtime_digest`](Self::runtime_digest)
     /// tells, as a person reads them: [`RUNTIME_FIELDS`], then the
     /// [`EXECUTOR_SECTIONS`] this job has (`image, …, gpu or topology`).
