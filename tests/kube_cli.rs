@@ -6,7 +6,7 @@
 #![cfg(feature = "kube")] // the binary's kube executor (a default feature)
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -226,11 +226,17 @@ spec:
 /// A GPU node of pool `p` as GPU Feature Discovery and the device plugin
 /// describe it.
 fn gpu_node(name: &str) -> Value {
+    node_of(name, "p", "a", "r0", "NVIDIA-H100-80GB-HBM3")
+}
+
+/// An 8-GPU node of `pool` in `zone` and `rack` with GFD's `product`.
+fn node_of(name: &str, pool: &str, zone: &str, rack: &str, product: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {
-            "gitfleet.io/pool": "p",
-            "topology.kubernetes.io/zone": "a",
-            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "gitfleet.io/pool": pool,
+            "gitfleet.io/rack": rack,
+            "topology.kubernetes.io/zone": zone,
+            "nvidia.com/gpu.product": product,
             "nvidia.com/gpu.memory": "81559",
             "nvidia.com/gpu.count": "8"}},
         "status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "192"},
@@ -529,5 +535,107 @@ fn reconcile_once_runs_the_plan_on_a_cluster_over_http() {
             (format!("{urgent}-0").as_str(), placed[0]),
             (format!("{urgent}-1").as_str(), placed[1]),
         ]
+    );
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn reconcile_once_places_the_example_fleets_first_iteration() {
+    // The example fleet's on-prem pools at their size, as the cluster
+    // shows them: 48 + 48 H100 nodes and 29 A100 nodes, 4 to a rack.
+    let mut cluster = Cluster::default();
+    for (pool, count, zone, product) in [
+        ("h100-zone-a", 48, "a", "NVIDIA-H100-80GB-HBM3"),
+        ("h100-zone-b", 48, "b", "NVIDIA-H100-80GB-HBM3"),
+        ("a100-infer", 29, "a", "NVIDIA-A100-SXM4-80GB"),
+    ] {
+        for i in 0..count {
+            let rack = format!("{pool}-r{}", i / 4);
+            cluster.add_node(node_of(&format!("{pool}-{i}"), pool, zone, &rack, product));
+        }
+    }
+    let api = FakeApi::start(cluster);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let fleet = tmp.path().join("fleet");
+    let state = tmp.path().join("state");
+    std::fs::create_dir_all(&home).unwrap();
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet"),
+        &fleet,
+    );
+    let (code, output) = reconcile_once(&api, &home, &fleet, &state);
+    assert_eq!(code, 0, "{output}");
+    let seen = api.seen_since(0);
+    // No write refused (the Lease's first read finds none: a 404).
+    let failed: Vec<String> = seen
+        .iter()
+        .filter(|s| s.is_write() && s.status >= 400)
+        .map(|s| format!("{} {}", s.line(), s.status))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let jobs = Store::open(&state).unwrap().jobs().unwrap();
+    let running: BTreeSet<&str> = jobs
+        .values()
+        .filter(|r| r.phase == Phase::Running)
+        .map(|r| r.job.as_str())
+        .collect();
+    assert!(running.len() >= 20, "{running:?}");
+    // The writes, job by job: its Service (more than one replica), its
+    // Pods, their Bindings, each as the state records the placement.
+    let writes: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.is_write() && !s.is_lease())
+        .collect();
+    let mut placed = BTreeSet::new();
+    let mut i = 0;
+    while i < writes.len() {
+        let job = writes[i].body["metadata"]["labels"]["gitfleet.io/job"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{:?}", writes[i]));
+        let record = &jobs[job];
+        let replicas = record.placement.len();
+        if replicas > 1 {
+            assert_eq!(writes[i].line(), "POST /api/v1/namespaces/ml/services");
+            i += 1;
+        }
+        let pods = &writes[i..i + replicas];
+        let bindings = &writes[i + replicas..i + 2 * replicas];
+        for (rank, part) in record.placement.iter().enumerate() {
+            let pod = &pods[rank].body;
+            let name = pod["metadata"]["name"].as_str().unwrap();
+            assert_eq!(pods[rank].line(), "POST /api/v1/namespaces/ml/pods");
+            assert_eq!(pod["metadata"]["labels"]["gitfleet.io/job"], job);
+            assert_eq!(pod["spec"]["schedulerName"], "gitfleet");
+            let planned: Vec<String> = part.gpus.iter().map(u32::to_string).collect();
+            assert_eq!(env_of(pod)["NVIDIA_VISIBLE_DEVICES"], planned.join(","));
+            assert_eq!(
+                bindings[rank].line(),
+                format!("POST /api/v1/namespaces/ml/pods/{name}/binding")
+            );
+            assert_eq!(bindings[rank].body["target"]["name"], part.node.as_str());
+        }
+        i += 2 * replicas;
+        assert!(placed.insert(job), "{job} placed twice");
+    }
+    assert_eq!(placed, running);
+    eprintln!(
+        "example fleet, first iteration: {} jobs placed, {} requests ({} writes besides the Lease's)",
+        placed.len(),
+        seen.len(),
+        writes.len()
     );
 }

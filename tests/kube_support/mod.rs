@@ -28,6 +28,8 @@ pub struct Seen {
     pub path: String,
     pub query: BTreeMap<String, String>,
     pub body: Value,
+    /// The answer's status code.
+    pub status: u16,
 }
 
 impl Seen {
@@ -324,13 +326,19 @@ async fn handle(State(cluster): State<Arc<Mutex<Cluster>>>, request: Request) ->
     let query = query_map(parts.uri.query());
     let (code, answer) = {
         let mut cluster = cluster.lock().unwrap();
-        cluster.seen.push(Seen {
+        let seen = Seen {
             method: parts.method.to_string(),
             path: path.clone(),
             query: query.clone(),
             body: body.clone(),
+            status: 0,
+        };
+        let (code, answer) = cluster.answer(&parts.method, &path, &query, body);
+        cluster.seen.push(Seen {
+            status: code,
+            ..seen
         });
-        cluster.answer(&parts.method, &path, &query, body)
+        (code, answer)
     };
     let body = match answer {
         Answer::Json(v) => Body::from(serde_json::to_vec(&v).unwrap()),
