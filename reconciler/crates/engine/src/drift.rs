@@ -25,9 +25,7 @@ use std::collections::BTreeMap;
 use model::nvlink;
 use model::observed::{ObservedNode, ObservedState, RunningJob};
 use model::plan::{Action, Drift, DriftAction, DriftKind};
-use model::spec::{
-    Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATION, RUNTIME_FIELDS,
-};
+use model::spec::{Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATION};
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
@@ -124,7 +122,7 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
             reason: format!(
                 "job {} runs an older spec: {} changed in Git since it started; set annotation {RESTART_ANNOTATION} to a new value to restart it",
                 r.job,
-                RUNTIME_FIELDS.join(", ").replacen(", topology", " or topology", 1)
+                spec.spec.runtime_fields_text()
             ),
             action: DriftAction::Report,
         });

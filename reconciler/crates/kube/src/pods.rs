@@ -424,6 +424,15 @@ mod tests {
         assert_eq!(env["EPOCHS"], "3");
         // gitfleet's own variables win over the spec's.
         assert_eq!(env["RANK"], "0");
+        // What gitfleet sets is what init containers may not set.
+        let own: Vec<&str> = env
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "EPOCHS")
+            .collect();
+        let mut owned = model::spec::kubernetes::OWNED_ENV.to_vec();
+        owned.sort_unstable();
+        assert_eq!(own, owned);
         let env1 = env_of(&gang.pod(1, Some(owner)).unwrap());
         assert_eq!(env1["RANK"], "1");
         assert_eq!(env1["NVIDIA_VISIBLE_DEVICES"], "0,1");

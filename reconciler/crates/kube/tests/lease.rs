@@ -39,6 +39,18 @@ fn lease(holder: &str, renewed: Timestamp, rv: &str, transitions: i32) -> Value 
                     "leaseTransitions": transitions}})
 }
 
+/// `then`, after the script of acquiring the absent Lease: a GET that finds
+/// none, then the create, answered with pod-a's Lease at `at(0)`, version
+/// `rv`.
+fn acquired(rv: &str, then: Vec<api_server::Step>) -> Vec<api_server::Step> {
+    let mut script = vec![
+        step("GET", LEASE, 404, status(404, "NotFound")),
+        step("POST", LEASES, 201, lease("pod-a", at(0), rv, 0)).query("fieldManager", "gitfleet"),
+    ];
+    script.extend(then);
+    script
+}
+
 fn config() -> LeaseConfig {
     LeaseConfig::new("gitfleet", "pod-a")
 }
@@ -78,13 +90,13 @@ fn drained_node(name: &str) -> Value {
 
 #[tokio::test]
 async fn acquires_an_absent_lease_then_renews_it_with_its_resource_version() {
-    let (client, server) = mock_client(vec![
-        step("GET", LEASE, 404, status(404, "NotFound")),
-        step("POST", LEASES, 201, lease("pod-a", at(0), "100", 0))
-            .query("fieldManager", "gitfleet"),
-        step("PUT", LEASE, 200, lease("pod-a", at(6), "101", 0)),
-        step("PUT", LEASE, 200, lease("pod-a", at(12), "102", 0)),
-    ]);
+    let (client, server) = mock_client(acquired(
+        "100",
+        vec![
+            step("PUT", LEASE, 200, lease("pod-a", at(6), "101", 0)),
+            step("PUT", LEASE, 200, lease("pod-a", at(12), "102", 0)),
+        ],
+    ));
     let mut elector = Elector::new(config());
     assert_eq!(
         elector.try_lead(&client, at(0)).await.unwrap(),
@@ -262,12 +274,13 @@ async fn a_standby_replicas_iteration_records_nothing() {
 
 #[tokio::test]
 async fn the_leader_renews_between_iterations_and_stops_when_dropped() {
-    let (client, server) = mock_client(vec![
-        step("GET", LEASE, 404, status(404, "NotFound")),
-        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
-        // The renewal task, while the loop sleeps.
-        step("PUT", LEASE, 200, lease("pod-a", at(2), "2", 0)),
-    ]);
+    let (client, server) = mock_client(acquired(
+        "1",
+        vec![
+            // The renewal task, while the loop sleeps.
+            step("PUT", LEASE, 200, lease("pod-a", at(2), "2", 0)),
+        ],
+    ));
     let mut config = KubeConfig::new(Namespaces::Fixed("ml".to_string()));
     // Renewed every second.
     config.lease = Some(LeaseConfig {
@@ -341,11 +354,10 @@ async fn a_replica_that_does_not_lead_releases_nothing() {
     drop(kube);
     server.await.unwrap();
     // A leader that lost the Lease (409 on renewal) releases nothing.
-    let (client, server) = mock_client(vec![
-        step("GET", LEASE, 404, status(404, "NotFound")),
-        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
-        step("PUT", LEASE, 409, status(409, "Conflict")),
-    ]);
+    let (client, server) = mock_client(acquired(
+        "1",
+        vec![step("PUT", LEASE, 409, status(409, "Conflict"))],
+    ));
     let (mut kube, clock) = executor(client);
     kube.lead(at(0)).await.unwrap();
     clock.store(6, Ordering::SeqCst);
@@ -363,12 +375,13 @@ async fn a_replica_that_does_not_lead_releases_nothing() {
 
 #[tokio::test]
 async fn a_release_that_meets_a_conflict_leaves_the_lease_alone() {
-    let (client, server) = mock_client(vec![
-        step("GET", LEASE, 404, status(404, "NotFound")),
-        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
-        // Another replica took the Lease (this one's had expired).
-        step("PUT", LEASE, 409, status(409, "Conflict")),
-    ]);
+    let (client, server) = mock_client(acquired(
+        "1",
+        vec![
+            // Another replica took the Lease (this one's had expired).
+            step("PUT", LEASE, 409, status(409, "Conflict")),
+        ],
+    ));
     let (mut kube, _clock) = executor(client);
     kube.lead(at(0)).await.unwrap();
     kube.release().await.unwrap();
@@ -401,25 +414,12 @@ async fn a_released_lease_is_taken_over_at_once() {
 
 #[tokio::test]
 async fn the_loop_releases_the_lease_when_its_iterations_end() {
-    let (client, server) = mock_client(vec![
-        step("GET", LEASE, 404, status(404, "NotFound")),
-        step("POST", LEASES, 201, lease("pod-a", at(0), "1", 0)),
-        step(
-            "GET",
-            "/api/v1/nodes",
-            200,
-            api_server::list("NodeList", vec![]),
-        ),
-        api_server::quiet_watch("/api/v1/nodes", "7"),
-        step(
-            "GET",
-            "/api/v1/namespaces/ml/pods",
-            200,
-            api_server::list("PodList", vec![]),
-        ),
-        api_server::quiet_watch("/api/v1/namespaces/ml/pods", "7"),
-        step("PUT", LEASE, 200, lease("", at(0), "2", 0)),
-    ]);
+    let mut then = api_server::first_observation(
+        api_server::list("NodeList", vec![]),
+        api_server::list("PodList", vec![]),
+    );
+    then.push(step("PUT", LEASE, 200, lease("", at(0), "2", 0)));
+    let (client, server) = mock_client(acquired("1", then));
     let (kube, _clock) = executor(client);
     let dir = tempfile::tempdir().unwrap();
     let fleet = dir.path().join("fleet");

@@ -10,7 +10,9 @@ mod api_server;
 
 use std::collections::BTreeMap;
 
-use api_server::{list, mock_client, ok_status, quiet_watch, status, step};
+use api_server::{
+    executor, list, mock_client, now, ok_status, pod as pod_in_phase, quiet_watch, status, step,
+};
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -19,14 +21,6 @@ use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use model::observed::{NodeGpus, Timestamp};
 use model::plan::Action;
 use model::spec::{Duration, JobSpec, Object};
-
-fn executor(client: Client) -> KubeExecutor {
-    KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())))
-}
-
-fn now() -> Timestamp {
-    "2026-11-21T12:00:00Z".parse().unwrap()
-}
 
 fn job(name: &str, replicas: u32) -> Object<JobSpec> {
     Object {
@@ -76,23 +70,6 @@ fn service_answer() -> Value {
 fn pod_answer(rank: u32) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": format!("{}-{rank}", base()), "namespace": "ml"}})
-}
-
-fn pod_in_phase(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>) -> Value {
-    let mut pod = json!({
-        "metadata": {"name": format!("{job}-p{rank}"), "namespace": "ml",
-            "creationTimestamp": "2026-11-21T11:00:00Z",
-            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": job,
-                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
-        "spec": {"nodeName": node, "containers": [{"name": "main"}]},
-        "status": {"phase": phase}
-    });
-    if let Some(code) = code {
-        pod["status"]["containerStatuses"] = json!([{"name": "main", "image": "x",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
-    }
-    pod
 }
 
 fn unbound_pod() -> Value {
@@ -984,6 +961,18 @@ fn templated_job() -> Object<JobSpec> {
                 {"name": "config", "mountPath": "/etc/train", "configMap": {"name": "train"}},
                 {"name": "creds", "mountPath": "/var/run/creds", "secret": {"secretName": "s3"}},
                 {"name": "scratch", "mountPath": "/scratch", "emptyDir": {"sizeLimit": "100Gi"}}
+            ],
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": true,
+                                "fsGroup": 1000, "supplementalGroups": [44],
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": {"allowPrivilegeEscalation": false,
+                                         "readOnlyRootFilesystem": true,
+                                         "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]}},
+            "initContainers": [
+                {"name": "fetch", "image": "amazon/aws-cli:2", "command": ["aws", "s3", "sync", "s3://d", "/scratch"],
+                 "env": {"AWS_REGION": "eu-west-1"},
+                 "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "4Gi"}}},
+                {"name": "warm", "image": "busybox:1.36"}
             ]
         }
     }))
@@ -1024,6 +1013,17 @@ async fn the_kubernetes_section_and_secret_references_go_into_the_pod() {
     drop(kube);
     let seen = server.await.unwrap();
     let var = |name: &str, value: &str| json!({"name": name, "value": value});
+    // Every container mounts the section's volumes and has its security
+    // context; init containers get no GPU.
+    let mounts = json!([
+        {"name": "gitfleet-shm", "mountPath": "/dev/shm"},
+        {"name": "data", "mountPath": "/data", "readOnly": true},
+        {"name": "config", "mountPath": "/etc/train"},
+        {"name": "creds", "mountPath": "/var/run/creds"},
+        {"name": "scratch", "mountPath": "/scratch"}
+    ]);
+    let security = json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                          "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]}});
     let expected = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -1047,6 +1047,21 @@ async fn the_kubernetes_section_and_secret_references_go_into_the_pod() {
                 {"name": "creds", "secret": {"secretName": "s3"}},
                 {"name": "scratch", "emptyDir": {"sizeLimit": "100Gi"}}
             ],
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": true,
+                                "fsGroup": 1000, "supplementalGroups": [44],
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "initContainers": [
+                {"name": "fetch", "image": "amazon/aws-cli:2",
+                 "command": ["aws", "s3", "sync", "s3://d", "/scratch"],
+                 "env": [var("AWS_REGION", "eu-west-1"), var("NVIDIA_VISIBLE_DEVICES", "void")],
+                 "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "4Gi"}},
+                 "volumeMounts": mounts.clone(),
+                 "securityContext": security.clone()},
+                {"name": "warm", "image": "busybox:1.36",
+                 "env": [var("NVIDIA_VISIBLE_DEVICES", "void")],
+                 "volumeMounts": mounts.clone(),
+                 "securityContext": security.clone()}
+            ],
             "containers": [{
                 "name": "main",
                 "image": "nvcr.io/nvidia/pytorch:24.03-py3",
@@ -1067,13 +1082,8 @@ async fn the_kubernetes_section_and_secret_references_go_into_the_pod() {
                     "requests": {"nvidia.com/gpu": "4", "cpu": "32", "memory": "400Gi"},
                     "limits": {"nvidia.com/gpu": "4", "memory": "400Gi", "ephemeral-storage": "200Gi"}
                 },
-                "volumeMounts": [
-                    {"name": "gitfleet-shm", "mountPath": "/dev/shm"},
-                    {"name": "data", "mountPath": "/data", "readOnly": true},
-                    {"name": "config", "mountPath": "/etc/train"},
-                    {"name": "creds", "mountPath": "/var/run/creds"},
-                    {"name": "scratch", "mountPath": "/scratch"}
-                ]
+                "volumeMounts": mounts,
+                "securityContext": security
             }]
         }
     });

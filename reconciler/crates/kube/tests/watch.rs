@@ -9,10 +9,12 @@
 
 mod api_server;
 
-use api_server::{first_observation, list, mock_client, quiet_watch, refused_watch, step, watch};
+use api_server::{
+    executor, first_observation, list, mock_client, now, pod, quiet_watch, refused_watch, step,
+    watch,
+};
 use exec::{Event, Executor, JobView};
-use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
-use model::observed::{NodeGpus, Timestamp};
+use model::observed::NodeGpus;
 use model::spec::Duration;
 use serde_json::{Value, json};
 
@@ -20,36 +22,11 @@ const MANAGED: &str = "app.kubernetes.io/managed-by=gitfleet";
 const PODS: &str = "/api/v1/namespaces/ml/pods";
 const NODES: &str = "/api/v1/nodes";
 
-fn now() -> Timestamp {
-    "2026-11-21T12:00:00Z".parse().unwrap()
-}
-
-fn executor(client: kube::Client) -> KubeExecutor {
-    KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())))
-}
-
 fn node(name: &str, cordoned: bool) -> Value {
     json!({"metadata": {"name": name, "labels": {"gitfleet.io/pool": "h100"}},
            "spec": {"unschedulable": cordoned},
            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
                       "conditions": [{"type": "Ready", "status": "True"}]}})
-}
-
-fn pod(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>) -> Value {
-    let mut pod = json!({
-        "metadata": {"name": format!("{job}-p{rank}"), "namespace": "ml",
-            "creationTimestamp": "2026-11-21T11:00:00Z",
-            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": job,
-                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
-        "spec": {"nodeName": node, "containers": [{"name": "main"}]},
-        "status": {"phase": phase}
-    });
-    if let Some(code) = code {
-        pod["status"]["containerStatuses"] = json!([{"name": "main", "image": "x",
-            "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
-    }
-    pod
 }
 
 fn placement(node: &str) -> Vec<NodeGpus> {

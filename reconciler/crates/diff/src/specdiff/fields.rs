@@ -44,10 +44,9 @@ impl FieldChange {
         let field = self.field.as_str();
         // The kube executor's Pod template is read when the Pods are made,
         // the Slurm executor's sbatch options when the job is submitted.
-        let pod_template = ["kubernetes", "slurm"];
         model::spec::RUNTIME_FIELDS
             .iter()
-            .chain(&pod_template)
+            .chain(model::spec::EXECUTOR_SECTIONS)
             .any(|f| {
                 field == *f
                     || field.starts_with(&format!("{f}."))

@@ -11,10 +11,12 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use gitfleet_kube::{KubeConfig, KubeExecutor, Namespaces};
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
 use kube::Client;
 use kube::client::Body;
+use model::observed::Timestamp;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tower_test::mock;
@@ -370,4 +372,36 @@ fn needs(method: &str, path: &str, watch: bool) -> (String, String, String) {
 /// with `code` (410: the version is gone).
 pub fn refused_watch(path: impl Into<String>, version: &str, code: u16) -> Step {
     watch_query(step("GET", path, code, status(code, "Expired")), version)
+}
+
+// Fixtures shared by the test files.
+
+/// The tests' clock: 2026-11-21T12:00:00Z.
+pub fn now() -> Timestamp {
+    "2026-11-21T12:00:00Z".parse().unwrap()
+}
+
+/// An executor over `client` putting jobs in namespace `ml`, without
+/// leader election.
+pub fn executor(client: Client) -> KubeExecutor {
+    KubeExecutor::new(client, KubeConfig::new(Namespaces::Fixed("ml".to_string())))
+}
+
+/// Replica `rank` of `job` (attempt `a1`, Pod `JOB-pRANK` in `ml`) bound to
+/// `node`, in `phase`; with `code`, its main container ended so.
+pub fn pod(job: &str, rank: u32, node: &str, phase: &str, code: Option<i32>) -> Value {
+    let mut pod = json!({
+        "metadata": {"name": format!("{job}-p{rank}"), "namespace": "ml",
+            "creationTimestamp": "2026-11-21T11:00:00Z",
+            "labels": {"app.kubernetes.io/managed-by": "gitfleet", "gitfleet.io/job": job,
+                       "gitfleet.io/replica": rank.to_string(), "gitfleet.io/attempt": "a1"}},
+        "spec": {"nodeName": node, "containers": [{"name": "main"}]},
+        "status": {"phase": phase}
+    });
+    if let Some(code) = code {
+        pod["status"]["containerStatuses"] = json!([{"name": "main", "image": "x",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": code, "finishedAt": "2026-11-21T11:30:00Z"}}}]);
+    }
+    pod
 }

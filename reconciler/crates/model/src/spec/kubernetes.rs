@@ -1,7 +1,8 @@
 //! A Job's `kubernetes:` section: what the kube executor adds to each of
 //! its Pods (docs/kubernetes.md). Other executors ignore it. Fields
 //! gitfleet owns (the scheduler, the node, GPUs, its labels and
-//! annotations, the rendezvous env) are not here and cannot be set.
+//! annotations, the rendezvous env, privileged containers) are not here
+//! and cannot be set.
 
 use std::collections::BTreeMap;
 
@@ -66,6 +67,16 @@ pub struct KubernetesSpec {
     /// Volumes, each mounted into the container.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// The Pod's security context (users, groups, seccomp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+    /// The security context of the main and every init container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_security_context: Option<ContainerSecurityContext>,
+    /// Containers run, in order, to completion before the main one
+    /// (fetching data, warming a cache); they get no GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<InitContainer>,
 }
 
 /// A toleration (`spec.tolerations[]`).
@@ -262,3 +273,156 @@ pub enum StorageMedium {
     /// A tmpfs (counts against the container's memory).
     Memory,
 }
+
+/// A Linux capability as Kubernetes names it (`IPC_LOCK`, `SYS_PTRACE`).
+pub const CAPABILITY_PATTERN: &str = r"^[A-Z][A-Z_]*$";
+/// The main container's name; init containers may not take it.
+pub const MAIN_CONTAINER: &str = "main";
+
+/// The Pod's security context (`spec.securityContext`): users, groups and
+/// the seccomp profile of every container.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSecurityContext {
+    /// The user the containers run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub run_as_user: Option<i64>,
+    /// The primary group the containers run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub run_as_group: Option<i64>,
+    /// Refuse to start a container whose image runs as root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    /// The group that owns the volumes (e.g. so a claim is writable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub fs_group: Option<i64>,
+    /// More groups of the containers' processes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(range(min = 0)))]
+    pub supplemental_groups: Vec<i64>,
+    /// The seccomp profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<SeccompProfile>,
+}
+
+/// A seccomp profile (`seccompProfile`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SeccompProfile {
+    /// `RuntimeDefault`, `Localhost` or `Unconfined`.
+    #[serde(rename = "type")]
+    pub kind: SeccompType,
+    /// With `Localhost`: the profile's path under the kubelet's seccomp
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub localhost_profile: Option<String>,
+}
+
+/// Which seccomp profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SeccompType {
+    /// The container runtime's default.
+    RuntimeDefault,
+    /// A file on the node (`localhostProfile`).
+    Localhost,
+    /// No seccomp filtering.
+    Unconfined,
+}
+
+impl SeccompType {
+    /// As Kubernetes writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeccompType::RuntimeDefault => "RuntimeDefault",
+            SeccompType::Localhost => "Localhost",
+            SeccompType::Unconfined => "Unconfined",
+        }
+    }
+}
+
+/// A container's security context (`containers[].securityContext`),
+/// given to the main and every init container. There is no `privileged`:
+/// a privileged container sees every GPU of its node, and which GPUs a
+/// replica uses is gitfleet's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerSecurityContext {
+    /// The user the container runs as (over the Pod's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub run_as_user: Option<i64>,
+    /// The primary group the container runs as (over the Pod's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub run_as_group: Option<i64>,
+    /// Refuse to start when the image runs as root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    /// Whether a process may gain more privileges than its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_privilege_escalation: Option<bool>,
+    /// A read-only root file system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_root_filesystem: Option<bool>,
+    /// Capabilities added to and dropped from the runtime's default set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+}
+
+/// `capabilities: {add, drop}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    /// Added (`IPC_LOCK` for RDMA memory registration).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = CAPABILITY_PATTERN)))]
+    pub add: Vec<String>,
+    /// Dropped (`ALL`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = CAPABILITY_PATTERN)))]
+    pub drop: Vec<String>,
+}
+
+/// A container run to completion before the main one
+/// (`spec.initContainers[]`): it mounts the section's volumes and gets no
+/// GPU (gitfleet sets `NVIDIA_VISIBLE_DEVICES=void` in it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InitContainer {
+    /// Its name (unique; not `main`, not `gitfleet-…`).
+    #[schemars(regex(pattern = DNS_LABEL_PATTERN), length(max = 63))]
+    pub name: String,
+    /// Its image.
+    #[schemars(length(min = 1))]
+    pub image: String,
+    /// Its command (none: the image's entrypoint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Its environment: plain values; names gitfleet sets are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = {"pattern": ENV_NAME_PATTERN}))]
+    pub env: BTreeMap<String, String>,
+    /// Its CPU, memory and ephemeral storage (never GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+}
+
+/// An environment variable's name as Kubernetes takes it.
+pub const ENV_NAME_PATTERN: &str = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$";
+
+/// Environment variables gitfleet sets in its containers (the GPUs, the
+/// rendezvous, the job): an init container may not set them.
+pub const OWNED_ENV: &[&str] = &[
+    "GITFLEET_JOB",
+    "GITFLEET_GPUS",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+];

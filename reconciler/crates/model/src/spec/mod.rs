@@ -28,7 +28,7 @@ pub use node_pool::{DEFAULT_SCALE_DOWN_AFTER, NodePoolSpec, NvLink, PoolGpu, Poo
 pub use policy::{PolicyMatch, PolicyRule, PolicySpec};
 pub use priority_class::PriorityClassSpec;
 pub use queue::{ModelQuota, QueueOrdering, QueueSpec};
-pub use restart::{RESTART_ANNOTATION, RUNTIME_FIELDS};
+pub use restart::{EXECUTOR_SECTIONS, RESTART_ANNOTATION, RUNTIME_FIELDS};
 pub use slurm::SlurmSpec;
 
 use crate::diag::Origin;

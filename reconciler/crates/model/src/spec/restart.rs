@@ -25,6 +25,12 @@ pub const RUNTIME_FIELDS: &[&str] = &[
     "topology",
 ];
 
+/// The executors' sections of a Job (`kubernetes:`, the Pod template; `slurm:`,
+/// the `sbatch` options): read when the job starts, like [`RUNTIME_FIELDS`],
+/// and in the runtime digest only when the job has them (not empty), so a
+/// job without them keeps the digest it had before they were counted.
+pub const EXECUTOR_SECTIONS: &[&str] = &["kubernetes", "slurm"];
+
 /// The fields of [`RUNTIME_FIELDS`], borrowed for hashing.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,6 +42,12 @@ struct RuntimeFields<'a> {
     gpus_per_replica: u32,
     gpu: &'a Option<super::GpuSelector>,
     topology: &'a Option<super::Topology>,
+    /// Left out when absent or empty: older digests stay the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubernetes: Option<&'a super::KubernetesSpec>,
+    /// Left out when absent or empty, as `kubernetes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slurm: Option<&'a super::SlurmSpec>,
 }
 
 /// An env value as the digest sees it: sensitive values masked, so the
@@ -53,9 +65,11 @@ impl Serialize for EnvShown<'_> {
 }
 
 impl JobSpec {
-    /// A digest of the fields a job reads when it starts ([`RUNTIME_FIELDS`]):
-    /// 16 hex digits of FNV-1a over their canonical JSON. Not a secret and not
-    /// a signature; it only tells "the same spec" from "another spec".
+    /// A digest of the fields a job reads when it starts ([`RUNTIME_FIELDS`],
+    /// and the [`EXECUTOR_SECTIONS`] it has): 16 hex digits of FNV-1a over
+    /// their canonical JSON. Not a secret and not a signature; it only tells
+    /// "the same spec" from "another spec". A job without executor sections
+    /// (or with empty ones) has the digest it had before they were counted.
     pub fn runtime_digest(&self) -> String {
         let fields = RuntimeFields {
             image: &self.image,
@@ -69,11 +83,36 @@ impl JobSpec {
             gpus_per_replica: self.gpus_per_replica,
             gpu: &self.gpu,
             topology: &self.topology,
+            kubernetes: self
+                .kubernetes
+                .as_ref()
+                .filter(|k| **k != super::KubernetesSpec::default()),
+            slurm: self
+                .slurm
+                .as_ref()
+                .filter(|s| **s != super::SlurmSpec::default()),
         };
         // Serialising plain data into a Vec cannot fail; an empty input would
         // only make every digest equal, never a wrong restart.
         let bytes = serde_json::to_vec(&fields).unwrap_or_default();
         format!("{:016x}", fnv1a(&bytes))
+    }
+
+    /// The fields whose change a [`runtime_digest`](Self::runtime_digest)
+    /// tells, as a person reads them: [`RUNTIME_FIELDS`], then the
+    /// [`EXECUTOR_SECTIONS`] this job has (`image, …, gpu or topology`).
+    pub fn runtime_fields_text(&self) -> String {
+        let mut fields: Vec<&str> = RUNTIME_FIELDS.to_vec();
+        if self.kubernetes.is_some() {
+            fields.push("kubernetes");
+        }
+        if self.slurm.is_some() {
+            fields.push("slurm");
+        }
+        match fields.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => fields.join(""),
+        }
     }
 }
 
@@ -175,6 +214,76 @@ mod tests {
         ] {
             assert_ne!(a.runtime_digest(), changed.runtime_digest(), "{changed:?}");
         }
+    }
+
+    #[test]
+    fn a_job_without_executor_sections_keeps_its_digest() {
+        // The digest of this job before the sections were counted (FNV-1a of
+        // `{"image":"img:1","command":["train"],"env":{"A":"1"},"replicas":1,
+        // "gpusPerReplica":2,"gpu":null,"topology":null}`): jobs placed by
+        // an older gitfleet do not all report drift after an upgrade.
+        let plain = job(&[("A", "1")], Some("img:1"));
+        assert_eq!(plain.runtime_digest(), "602631f2d892de69");
+        // Empty sections count as none.
+        let mut empty = plain.clone();
+        empty.kubernetes = Some(super::super::KubernetesSpec::default());
+        empty.slurm = Some(super::super::SlurmSpec::default());
+        assert_eq!(empty.runtime_digest(), "602631f2d892de69");
+    }
+
+    #[test]
+    fn the_executor_sections_are_in_the_digest() {
+        let plain = job(&[("A", "1")], Some("img:1"));
+        let with_k8s = |account: &str| {
+            let mut j = plain.clone();
+            j.kubernetes = Some(super::super::KubernetesSpec {
+                service_account_name: Some(account.into()),
+                ..Default::default()
+            });
+            j
+        };
+        let with_slurm = |cpus: u32| {
+            let mut j = plain.clone();
+            j.slurm = Some(super::super::SlurmSpec {
+                cpus_per_task: Some(cpus),
+                ..Default::default()
+            });
+            j
+        };
+        let digests = [
+            plain.runtime_digest(),
+            with_k8s("trainer").runtime_digest(),
+            with_k8s("trainer-v2").runtime_digest(),
+            with_slurm(8).runtime_digest(),
+            with_slurm(16).runtime_digest(),
+        ];
+        let distinct: std::collections::BTreeSet<&String> = digests.iter().collect();
+        assert_eq!(distinct.len(), digests.len(), "{digests:?}");
+        assert_eq!(
+            with_k8s("trainer").runtime_digest(),
+            with_k8s("trainer").runtime_digest()
+        );
+    }
+
+    #[test]
+    fn the_fields_text_names_the_sections_a_job_has() {
+        let mut j = job(&[], None);
+        assert_eq!(
+            j.runtime_fields_text(),
+            "image, command, env, replicas, gpusPerReplica, gpu or topology"
+        );
+        j.kubernetes = Some(super::super::KubernetesSpec::default());
+        assert_eq!(
+            j.runtime_fields_text(),
+            "image, command, env, replicas, gpusPerReplica, gpu, topology or kubernetes"
+        );
+        j.slurm = Some(super::super::SlurmSpec::default());
+        assert!(
+            j.runtime_fields_text()
+                .ends_with("gpu, topology, kubernetes or slurm"),
+            "{}",
+            j.runtime_fields_text()
+        );
     }
 
     #[test]
