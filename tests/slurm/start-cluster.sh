@@ -15,6 +15,7 @@
 # H100, in racks of 8 (topology/tree: one leaf switch per 8 nodes), for
 # tests/slurm/compare-burst.sh (512 nodes, still one slurmd each).
 # Installs the Debian packages when they are missing (apt-get, root only).
+# slurmrestd (when installed) listens on DIR/run/slurmrestd.sock.
 set -euo pipefail
 
 dir=${1:?usage: start-cluster.sh DIR}
@@ -37,6 +38,14 @@ if [ "$missing" = 1 ]; then
     || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; }
 fi
 export PATH=$PATH:/usr/sbin
+# slurmrestd is optional: the clusters run without it (and the slurmrestd
+# test skips) where it cannot be installed.
+if ! command -v slurmrestd >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+  command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmrestd >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmrestd >/dev/null 2>&1; } \
+    || echo "start-cluster: slurmrestd could not be installed; starting without it" >&2
+fi
 
 burst=${GITFLEET_SLURM_NODES:-0}
 nodes=3
@@ -206,5 +215,21 @@ done
 if [ "$idle" -lt "$nodes" ]; then
   echo "start-cluster: nodes not idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';') (see $dir/log)" >&2
   exit 1
+fi
+
+# slurmrestd on a Unix socket with rest_auth/local (the caller's uid is the
+# user; root is accepted). It refuses to run as root or SlurmUser (both root
+# here) unless SLURMRESTD_SECURITY=disable_user_check: a dedicated user
+# would need the munge socket and slurm.conf under DIR (a 0700 temporary
+# directory) and SlurmUser root. It does not daemonize: its pid is $!.
+if command -v slurmrestd >/dev/null 2>&1; then
+  sock=$dir/run/slurmrestd.sock
+  SLURMRESTD_SECURITY=disable_user_check setsid slurmrestd -f "$dir/slurm.conf" \
+    -a rest_auth/local -s openapi/v0.0.38,openapi/dbv0.0.38 "unix:$sock" \
+    >"$dir/log/slurmrestd.log" 2>&1 </dev/null &
+  echo $! >"$dir/run/slurmrestd.pid"
+  for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+  [ -S "$sock" ] || { echo "start-cluster: slurmrestd did not start (see $dir/log/slurmrestd.log)" >&2; exit 1; }
+  echo "# slurmrestd: unix:$sock"
 fi
 echo "export SLURM_CONF=$dir/slurm.conf"
