@@ -75,8 +75,13 @@ fn slurm(c: &Cluster, program: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn apply(c: &Cluster, fleet: &Path, state: &Path, rest: &str) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+fn apply(c: &Cluster, fleet: &Path, state: &Path, rest: &str, jwt: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gitfleet"));
+    match jwt {
+        Some(token) => command.env("SLURM_JWT", token),
+        None => command.env_remove("SLURM_JWT"),
+    };
+    let out = command
         .env("SLURM_CONF", &c.conf)
         .arg("apply")
         .arg(fleet)
@@ -132,14 +137,14 @@ fn slurmrestd_and_the_commands_observe_the_same_cluster() {
     let state = tmp.path().join("state");
 
     // The gang placed with the observation read through slurmrestd…
-    let out = apply(&cluster, &fleet, &state, &rest);
+    let out = apply(&cluster, &fleet, &state, &rest, None);
     let t = words(&out);
     assert!(t.contains("place train on gpu-1"), "{t}");
     wait_for(&cluster, "train running", |q| {
         q.contains("gitfleet-train|RUNNING|gpu-[1-2]")
     });
     // …and found running the next time: nothing submitted again.
-    let out = apply(&cluster, &fleet, &state, &rest);
+    let out = apply(&cluster, &fleet, &state, &rest, None);
     assert!(!words(&out).contains("place train"), "{}", text(&out));
     let jobs = slurm(&cluster, "squeue", &["-h", "-t", "all", "-o", "%i|%j"]);
     assert_eq!(jobs.lines().count(), 1, "{jobs}");
@@ -294,4 +299,35 @@ fn slurmrestd_and_the_commands_observe_the_same_cluster() {
         "{:?}",
         through_rest.events
     );
+
+    // slurmrestd on TCP with rest_auth/jwt (where the JWT plugin is
+    // installed): the same answers with a token, HTTP 401 without, and
+    // `apply --slurm-rest http://…` with $SLURM_JWT finds the gang.
+    let Ok(url) = std::fs::read_to_string(cluster.dir.join("run/slurmrestd-jwt.url")) else {
+        eprintln!("skipping the JWT part: slurm-wlm-jwt-plugin is not installed");
+        return;
+    };
+    let url = url.trim();
+    let token = slurm(&cluster, "scontrol", &["token", "lifespan=600"]);
+    let token = token.trim().strip_prefix("SLURM_JWT=").unwrap().to_string();
+    let tcp = RestClient::new(url.parse::<Endpoint>().unwrap());
+    let e = tcp.nodes().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("slurmrestd {url}/slurm/v0.0.38/nodes: HTTP 401")),
+        "{e}"
+    );
+    let tcp = tcp.with_token("root".into(), token.clone());
+    assert_eq!(tcp.nodes().unwrap(), client.nodes().unwrap());
+    let mut jobs = tcp.jobs().unwrap();
+    jobs.sort_by_key(|j| j.id);
+    assert_eq!(jobs, queue);
+    assert_eq!(
+        tcp.accounted(&[failed]).unwrap(),
+        client.accounted(&[failed]).unwrap()
+    );
+    let out = apply(&cluster, &fleet, &state, url, Some(&token));
+    assert!(!words(&out).contains("place train"), "{}", text(&out));
+    let jobs = slurm(&cluster, "squeue", &["-h", "-o", "%j|%T"]);
+    assert_eq!(jobs.trim(), "gitfleet-train|RUNNING", "{jobs}");
 }

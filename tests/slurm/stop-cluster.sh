@@ -31,5 +31,5 @@ if [ -f "$dir/slurm.conf" ] && [ -f "$dir/run/slurmctld.pid" ] &&
   done
 fi
 stop "$dir"/run/slurmd-*.pid
-for name in slurmrestd slurmctld slurmdbd mariadb munged; do stop "$dir/run/$name.pid"; done
+for name in slurmrestd slurmrestd-jwt slurmctld slurmdbd mariadb munged; do stop "$dir/run/$name.pid"; done
 exit 0
