@@ -186,9 +186,12 @@ impl RestClient {
     }
 
     /// Sends `X-SLURM-USER-NAME` and `X-SLURM-USER-TOKEN` (`rest_auth/jwt`,
-    /// e.g. a token from `scontrol token`).
+    /// e.g. a token from `scontrol token`; surrounding white space and
+    /// control characters are dropped, so neither can add a header).
     pub fn with_token(mut self, user: String, token: String) -> Self {
-        self.token = Some((user, token));
+        let clean =
+            |text: String| -> String { text.trim().chars().filter(|c| !c.is_control()).collect() };
+        self.token = Some((clean(user), clean(token)));
         self
     }
 

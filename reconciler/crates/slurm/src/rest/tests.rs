@@ -253,10 +253,17 @@ fn errors_name_the_url_status_and_body() {
 #[test]
 fn a_token_goes_in_slurms_headers() {
     let fake = recorded();
-    let client = fake.client.clone().with_token("alice".into(), "t0k".into());
+    let client = fake
+        .client
+        .clone()
+        .with_token("alice".into(), "t0k\r\nX-Evil: 1\n".into());
     client.nodes().unwrap();
     let request = &fake.requests.lock().unwrap()[0];
-    assert!(request.contains("\r\nX-SLURM-USER-NAME: alice\r\nX-SLURM-USER-TOKEN: t0k\r\n"));
+    assert!(
+        request
+            .contains("\r\nX-SLURM-USER-NAME: alice\r\nX-SLURM-USER-TOKEN: t0kX-Evil: 1\r\n\r\n"),
+        "{request}"
+    );
 }
 
 #[test]
