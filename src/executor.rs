@@ -30,7 +30,9 @@ use reconciler::kube::scale::{ScaleTarget, parse_target};
 use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
-use reconciler::slurm::{Mapping, PreemptMode, ProcessRunner, Scheduler, SlurmExecutor};
+use reconciler::slurm::{
+    Endpoint, Mapping, PreemptMode, ProcessRunner, RestClient, Scheduler, SlurmExecutor,
+};
 use reconciler::spec::Fleet;
 #[cfg(feature = "kube")]
 use std::collections::BTreeMap;
@@ -120,6 +122,12 @@ pub struct SlurmArgs {
     /// accounts of the queues it submits to (default: this process's user).
     #[arg(long, value_name = "USER")]
     pub slurm_user: Option<String>,
+    /// Scheduler mode: read the observed state (nodes, jobs, exit codes)
+    /// from slurmrestd instead of sinfo, squeue and sacct: unix:PATH
+    /// (rest_auth/local) or http://HOST:PORT (rest_auth/jwt, the token
+    /// from $SLURM_JWT).
+    #[arg(long, value_name = "unix:PATH|http://HOST:PORT")]
+    pub slurm_rest: Option<String>,
     /// Make each pool a Slurm partition of the same name holding the pool's
     /// nodes (scontrol; docs/slurm.md "Pools as partitions").
     #[arg(long)]
@@ -127,6 +135,14 @@ pub struct SlurmArgs {
 }
 
 impl SlurmArgs {
+    /// `--slurm-rest`'s address, when given.
+    fn rest_endpoint(&self) -> Result<Option<Endpoint>> {
+        self.slurm_rest
+            .as_deref()
+            .map(|text| text.parse::<Endpoint>().map_err(|e| miette!("{e}")))
+            .transpose()
+    }
+
     /// The site mapping these arguments describe.
     fn mapping(&self) -> Result<Mapping> {
         let mut mapping = Mapping {
@@ -341,12 +357,21 @@ impl ExecutorArgs {
             {
                 Err(miette!("--slurm-user applies to --slurm-mode scheduler"))
             }
+            ExecutorKind::Slurm
+                if self.slurm.slurm_rest.is_some()
+                    && self.slurm.slurm_mode != SlurmMode::Scheduler =>
+            {
+                Err(miette!("--slurm-rest applies to --slurm-mode scheduler"))
+            }
             ExecutorKind::Slurm if self.sim.now.is_some() || self.sim.sim_step.is_some() => {
                 Err(miette!(
                     "--now and --sim-step apply to the sim executor; the slurm executor runs on the wall clock"
                 ))
             }
-            ExecutorKind::Slurm => self.slurm.mapping().map(|_| ()),
+            ExecutorKind::Slurm => {
+                self.slurm.rest_endpoint()?;
+                self.slurm.mapping().map(|_| ())
+            }
             ExecutorKind::Sim | ExecutorKind::Local => Ok(()),
         }
     }
@@ -391,8 +416,15 @@ impl ExecutorArgs {
                         Some(user) => user.clone(),
                         None => this_user()?,
                     };
-                    let scheduler =
-                        Scheduler::new(runner, user, self.slurm.mapping()?, store.clone());
+                    let mut scheduler =
+                        Scheduler::new(runner, user.clone(), self.slurm.mapping()?, store.clone());
+                    if let Some(endpoint) = self.slurm.rest_endpoint()? {
+                        let mut client = RestClient::new(endpoint);
+                        if let Ok(token) = std::env::var("SLURM_JWT") {
+                            client = client.with_token(user, token);
+                        }
+                        scheduler = scheduler.with_rest(client);
+                    }
                     slurm = slurm.with_scheduler(scheduler);
                 }
                 Ok((AnyExecutor::Slurm(slurm), Box::new(WallClock)))

@@ -388,6 +388,26 @@ fn bad_slurm_arguments_are_refused_before_anything_runs() {
         "{}",
         text(&out)
     );
+    let out = run(&["--slurm-rest", "unix:/run/slurmrestd.sock"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--slurm-rest applies to --slurm-mode scheduler"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&[
+        "--slurm-mode",
+        "scheduler",
+        "--slurm-rest",
+        "https://head:6820",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out)
+            .contains("invalid slurmrestd address `https://head:6820`: https is not supported"),
+        "{}",
+        text(&out)
+    );
     let out = run(&["--slurm-gres-type", "h100"]);
     assert!(!out.status.success());
     assert!(

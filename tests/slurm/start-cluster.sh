@@ -15,6 +15,9 @@
 # H100, in racks of 8 (topology/tree: one leaf switch per 8 nodes), for
 # tests/slurm/compare-burst.sh (512 nodes, still one slurmd each).
 # Installs the Debian packages when they are missing (apt-get, root only).
+# slurmrestd (when installed) listens on DIR/run/slurmrestd.sock
+# (rest_auth/local) and, with the JWT plugin, on the TCP address in
+# DIR/run/slurmrestd-jwt.url (rest_auth/jwt).
 set -euo pipefail
 
 dir=${1:?usage: start-cluster.sh DIR}
@@ -37,23 +40,35 @@ if [ "$missing" = 1 ]; then
     || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; }
 fi
 export PATH=$PATH:/usr/sbin
+# slurmrestd and the JWT plugins are optional: the clusters run without
+# them (and the slurmrestd test skips) where they cannot be installed.
+jwt_plugin() { ls /usr/lib/*/slurm-wlm/auth_jwt.so >/dev/null 2>&1; }
+if { ! command -v slurmrestd >/dev/null 2>&1 || ! jwt_plugin; } && [ "$(id -u)" = 0 ] &&
+  command -v apt-get >/dev/null 2>&1; then
+  rest_pkgs=(slurmrestd slurm-wlm-jwt-plugin)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${rest_pkgs[@]}" >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${rest_pkgs[@]}" >/dev/null 2>&1; } \
+    || echo "start-cluster: slurmrestd could not be installed; starting without it" >&2
+fi
 
 burst=${GITFLEET_SLURM_NODES:-0}
 nodes=3
 [ "$burst" -gt 0 ] && nodes=$burst
 
-# Free ports in a row: slurmctld, slurmdbd, MariaDB, one per slurmd.
+# Free ports in a row: slurmctld, slurmdbd, MariaDB, one per slurmd, then
+# slurmrestd's TCP port (JWT).
 in_use() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 base=0
 for _ in $(seq 1 50); do
   candidate=$((20000 + (RANDOM % 2000) * 10))
-  [ $((candidate + nodes + 3)) -lt 32000 ] || continue
+  [ $((candidate + nodes + 4)) -lt 32000 ] || continue
   ok=1
-  for p in $(seq 0 $((nodes + 2))); do in_use $((candidate + p)) && ok=0; done
+  for p in $(seq 0 $((nodes + 3))); do in_use $((candidate + p)) && ok=0; done
   if [ "$ok" = 1 ]; then base=$candidate; break; fi
 done
 [ "$base" != 0 ] || { echo "start-cluster: no free ports" >&2; exit 1; }
 ctld_port=$base; dbd_port=$((base + 1)); db_port=$((base + 2))
+rest_port=$((base + nodes + 3))
 
 mkdir -p "$dir"/{munge,db,log,spool/ctld,spool/d,run,dev}
 echo "$base" > "$dir/ports"
@@ -109,6 +124,13 @@ StoragePort=$db_port
 StorageUser=root
 StorageLoc=slurm_acct
 CONF
+# JWT as the alternative authentication (slurmrestd over TCP, `scontrol
+# token`), where the plugin is installed: the same key for both daemons.
+if jwt_plugin; then
+  dd if=/dev/urandom of="$dir/jwt.key" bs=32 count=1 status=none
+  chmod 600 "$dir/jwt.key"
+  printf 'AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=%s\n' "$dir/jwt.key" >>"$dir/slurmdbd.conf"
+fi
 chmod 600 "$dir/slurmdbd.conf"
 
 cat > "$dir/slurm.conf" <<CONF
@@ -152,6 +174,9 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 CONF
+if jwt_plugin; then
+  printf 'AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=%s\n' "$dir/jwt.key" >>"$dir/slurm.conf"
+fi
 if [ "$burst" -gt 0 ]; then
   for i in $(seq 1 "$burst"); do
     echo "NodeName=gpu-$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2 + i)) CPUs=8 RealMemory=8000 Gres=gpu:h100-sxm-80gb:8 State=UNKNOWN"
@@ -206,5 +231,33 @@ done
 if [ "$idle" -lt "$nodes" ]; then
   echo "start-cluster: nodes not idle: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';') (see $dir/log)" >&2
   exit 1
+fi
+
+# slurmrestd on a Unix socket with rest_auth/local (the caller's uid is the
+# user; root is accepted). It refuses to run as root or SlurmUser (both root
+# here) unless SLURMRESTD_SECURITY=disable_user_check: a dedicated user
+# would need the munge socket and slurm.conf under DIR (a 0700 temporary
+# directory) and SlurmUser root. It does not daemonize: its pid is $!.
+if command -v slurmrestd >/dev/null 2>&1; then
+  sock=$dir/run/slurmrestd.sock
+  SLURMRESTD_SECURITY=disable_user_check setsid slurmrestd -f "$dir/slurm.conf" \
+    -a rest_auth/local -s openapi/v0.0.38,openapi/dbv0.0.38 "unix:$sock" \
+    >"$dir/log/slurmrestd.log" 2>&1 </dev/null &
+  echo $! >"$dir/run/slurmrestd.pid"
+  for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+  [ -S "$sock" ] || { echo "start-cluster: slurmrestd did not start (see $dir/log/slurmrestd.log)" >&2; exit 1; }
+  echo "# slurmrestd: unix:$sock"
+  # A second one on TCP with rest_auth/jwt: SLURM_JWT=daemon makes it
+  # pass each request's token on (and so no longer serve rest_auth/local).
+  if jwt_plugin; then
+    SLURM_JWT=daemon SLURMRESTD_SECURITY=disable_user_check setsid slurmrestd -f "$dir/slurm.conf" \
+      -a rest_auth/jwt -s openapi/v0.0.38,openapi/dbv0.0.38 "127.0.0.1:$rest_port" \
+      >"$dir/log/slurmrestd-jwt.log" 2>&1 </dev/null &
+    echo $! >"$dir/run/slurmrestd-jwt.pid"
+    for _ in $(seq 1 100); do in_use "$rest_port" && break; sleep 0.1; done
+    in_use "$rest_port" || { echo "start-cluster: slurmrestd (JWT) did not start (see $dir/log/slurmrestd-jwt.log)" >&2; exit 1; }
+    echo "http://127.0.0.1:$rest_port" >"$dir/run/slurmrestd-jwt.url"
+    echo "# slurmrestd (JWT, token: scontrol token): http://127.0.0.1:$rest_port"
+  fi
 fi
 echo "export SLURM_CONF=$dir/slurm.conf"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stops what tests/slurm/start-cluster.sh DIR started (by the pid files under
 # DIR/run), and waits until each process is gone: first every job (scancel),
-# then every slurmd (all signalled, then waited for), then slurmctld,
-# slurmdbd, MariaDB, munged.
+# then every slurmd (all signalled, then waited for), then slurmrestd,
+# slurmctld, slurmdbd, MariaDB, munged.
 set -uo pipefail
 dir=${1:?usage: stop-cluster.sh DIR}
 stop() {
@@ -31,5 +31,5 @@ if [ -f "$dir/slurm.conf" ] && [ -f "$dir/run/slurmctld.pid" ] &&
   done
 fi
 stop "$dir"/run/slurmd-*.pid
-for name in slurmctld slurmdbd mariadb munged; do stop "$dir/run/$name.pid"; done
+for name in slurmrestd slurmrestd-jwt slurmctld slurmdbd mariadb munged; do stop "$dir/run/$name.pid"; done
 exit 0

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use model::spec::{Duration, SlurmSpec};
-use serde_json::Value;
+use serde::Deserialize;
 
+use crate::rest::RestClient;
 use crate::sacctmgr::{RunError, Runner};
 
 /// A gang to submit: one task per planned node.
@@ -206,7 +207,7 @@ fn wait_status(status: i64) -> i32 {
 
 /// The exit code of an ended job: what its state and code say (`None`
 /// for a job cancelled or lost without a code).
-fn ended_code(state: &str, code: i32) -> Option<i32> {
+pub(crate) fn ended_code(state: &str, code: i32) -> Option<i32> {
     let state = state.split_whitespace().next().unwrap_or("");
     match (state, code) {
         ("COMPLETED", c) => Some(c),
@@ -264,45 +265,76 @@ pub fn parse_sacct(text: &str) -> Result<Vec<AccountedJob>, String> {
         .collect()
 }
 
+/// A `squeue --json` document (Slurm 22.05, data parser 0.0.38), which is
+/// also what slurmrestd's `GET /slurm/v0.0.38/jobs` serves.
+#[derive(Debug, Deserialize)]
+pub struct QueueResponse {
+    /// Slurm's errors, if any.
+    #[serde(default)]
+    pub errors: Vec<crate::rest::ApiError>,
+    /// The jobs.
+    pub jobs: Vec<QueueJob>,
+}
+
+/// A job of a [`QueueResponse`] (the fields gitfleet reads).
+#[derive(Debug, Deserialize)]
+pub struct QueueJob {
+    /// Slurm's job id.
+    pub job_id: Option<u64>,
+    /// Its name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Its comment.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// `PENDING`, `RUNNING`, …
+    #[serde(default)]
+    pub job_state: Option<String>,
+    /// Why it waits.
+    #[serde(default)]
+    pub state_reason: Option<String>,
+    /// Its nodes.
+    #[serde(default)]
+    pub nodes: Option<String>,
+    /// Its GPUs per node.
+    #[serde(default)]
+    pub gres_detail: Option<Vec<String>>,
+    /// The raw wait status, once ended.
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+}
+
+impl QueueResponse {
+    /// The jobs as gitfleet reads them.
+    pub fn into_jobs(self) -> Result<Vec<SlurmJob>, String> {
+        self.jobs
+            .into_iter()
+            .map(|j| {
+                let state = j.job_state.unwrap_or_default();
+                let exit_code = match j.exit_code {
+                    Some(status) if !is_active(&state) => ended_code(&state, wait_status(status)),
+                    _ => None,
+                };
+                Ok(SlurmJob {
+                    exit_code,
+                    id: j.job_id.ok_or("squeue --json: a job without `job_id`")?,
+                    name: j.name.unwrap_or_default(),
+                    comment: j.comment.unwrap_or_default(),
+                    state,
+                    reason: j.state_reason.unwrap_or_default(),
+                    nodes: j.nodes.unwrap_or_default(),
+                    gres_detail: j.gres_detail.unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
+
 /// Reads `squeue --json` output (Slurm 22.05, data parser 0.0.38).
 pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("squeue --json: {e}"))?;
-    let jobs = value
-        .get("jobs")
-        .and_then(Value::as_array)
-        .ok_or("squeue --json: no `jobs` array")?;
-    let text = |j: &Value, k: &str| j.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    jobs.iter()
-        .map(|j| {
-            let state = text(j, "job_state");
-            let exit_code = match j.get("exit_code").and_then(Value::as_i64) {
-                Some(status) if !is_active(&state) => ended_code(&state, wait_status(status)),
-                _ => None,
-            };
-            Ok(SlurmJob {
-                exit_code,
-                id: j
-                    .get("job_id")
-                    .and_then(Value::as_u64)
-                    .ok_or("squeue --json: a job without `job_id`")?,
-                name: text(j, "name"),
-                comment: text(j, "comment"),
-                state,
-                reason: text(j, "state_reason"),
-                nodes: text(j, "nodes"),
-                gres_detail: j
-                    .get("gres_detail")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            })
-        })
-        .collect()
+    let queue: QueueResponse =
+        serde_json::from_str(text).map_err(|e| format!("squeue --json: {e}"))?;
+    queue.into_jobs()
 }
 
 /// Submits, finds, releases and cancels gangs.
@@ -317,6 +349,9 @@ pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, String> {
 #[derive(Debug)]
 pub struct Jobs<R> {
     runner: R,
+    /// Where the queue and the accounting records are read, when not from
+    /// `squeue` and `sacct` (`--slurm-rest`).
+    rest: Option<RestClient>,
     /// The queue by comment, when known to hold every job of ours.
     known: Option<BTreeMap<String, SlurmJob>>,
 }
@@ -326,8 +361,21 @@ impl<R: Runner> Jobs<R> {
     pub fn new(runner: R) -> Self {
         Jobs {
             runner,
+            rest: None,
             known: None,
         }
+    }
+
+    /// Reads the queue and the accounting records from slurmrestd instead
+    /// of `squeue --json` and `sacct`.
+    pub fn with_rest(mut self, rest: RestClient) -> Self {
+        self.rest = Some(rest);
+        self
+    }
+
+    /// The slurmrestd client, when the state is read from it.
+    pub fn rest(&self) -> Option<&RestClient> {
+        self.rest.as_ref()
     }
 
     /// The command runner.
@@ -343,12 +391,17 @@ impl<R: Runner> Jobs<R> {
     /// Every job in the queue (finished ones too, for `MinJobAge`); kept
     /// for the duplicate checks that follow.
     pub fn list(&mut self) -> Result<Vec<SlurmJob>, RunError> {
-        let out = self.runner.run("squeue", &["--json".to_string()])?;
-        let jobs = parse_squeue(&out).map_err(|message| RunError::Failed {
-            command: "squeue --json".into(),
-            status: "unreadable output".into(),
-            stderr: message,
-        })?;
+        let jobs = match &self.rest {
+            Some(rest) => rest.jobs()?,
+            None => {
+                let out = self.runner.run("squeue", &["--json".to_string()])?;
+                parse_squeue(&out).map_err(|message| RunError::Failed {
+                    command: "squeue --json".into(),
+                    status: "unreadable output".into(),
+                    stderr: message,
+                })?
+            }
+        };
         let mut known = BTreeMap::new();
         for job in &jobs {
             known
@@ -432,6 +485,9 @@ impl<R: Runner> Jobs<R> {
     pub fn accounted(&self, ids: &[u64]) -> Result<Vec<AccountedJob>, RunError> {
         if ids.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some(rest) = &self.rest {
+            return Ok(rest.accounted(ids)?);
         }
         let list: Vec<String> = ids.iter().map(u64::to_string).collect();
         let args = ["-X", "-n", "-P", "-o", SACCT_FORMAT, "-j", &list.join(",")];

@@ -73,7 +73,7 @@ pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, String> {
 }
 
 /// The `gpu:<type>:<n>` entries of a GRES list (`gpu:h100:8(S:0-1),shard:4`).
-fn parse_gres(text: &str) -> Vec<(String, u32)> {
+pub(crate) fn parse_gres(text: &str) -> Vec<(String, u32)> {
     // Socket lists in parentheses may hold commas: drop them first.
     let mut plain = String::new();
     let mut depth = 0u32;

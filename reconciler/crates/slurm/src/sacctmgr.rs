@@ -33,6 +33,9 @@ pub enum RunError {
     /// Its output was not what was asked for.
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// slurmrestd failed (`--slurm-rest`).
+    #[error(transparent)]
+    Rest(#[from] crate::rest::RestError),
     /// Several clusters and none chosen.
     #[error("the accounting database has clusters {0}: choose one with --slurm-cluster")]
     Cluster(String),
@@ -51,6 +54,7 @@ impl RunError {
             ]
             .iter()
             .any(|m| stderr.contains(m)),
+            RunError::Rest(e) => e.is_unreachable(),
             _ => false,
         }
     }

@@ -26,6 +26,7 @@ use model::spec::{Fleet, JobSpec, Object};
 use crate::desired::Mapping;
 use crate::jobs::{Jobs, SlurmJob, Submit};
 use crate::nodes::{PoolInfo, SINFO_FORMAT, SlurmNode, observed, parse_sinfo, pools};
+use crate::rest::RestClient;
 use crate::sacctmgr::{RunError, Runner};
 
 const JOB_IDS: &str = "slurm/job/";
@@ -112,6 +113,15 @@ impl<R: Runner> Scheduler<R> {
         }
     }
 
+    /// Reads the observed state (nodes, the queue, jobs that left it) from
+    /// slurmrestd instead of `sinfo`, `squeue --json` and `sacct`
+    /// (`--slurm-rest`); jobs are still submitted, released and cancelled,
+    /// and nodes drained, with the commands.
+    pub fn with_rest(mut self, rest: RestClient) -> Self {
+        self.jobs = self.jobs.with_rest(rest);
+        self
+    }
+
     /// Starts an iteration: the queue listing kept for duplicate checks is
     /// dropped, so the first placement after it (a crash's intent carried
     /// out again included) lists the queue anew.
@@ -144,12 +154,19 @@ impl<R: Runner> Scheduler<R> {
         now: Timestamp,
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
-        let out = self
-            .jobs
-            .runner()
-            .run("sinfo", &args(&["-h", "-N", "-o", SINFO_FORMAT]))
-            .map_err(|e| failed("observe", "sinfo", e))?;
-        let nodes = parse_sinfo(&out).map_err(ExecError::Inventory)?;
+        let nodes = match self.jobs.rest() {
+            Some(rest) => rest
+                .nodes()
+                .map_err(|e| failed("observe", "nodes", RunError::from(e)))?,
+            None => {
+                let out = self
+                    .jobs
+                    .runner()
+                    .run("sinfo", &args(&["-h", "-N", "-o", SINFO_FORMAT]))
+                    .map_err(|e| failed("observe", "sinfo", e))?;
+                parse_sinfo(&out).map_err(ExecError::Inventory)?
+            }
+        };
         self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
         self.drained
             .retain(|n| self.nodes.get(n).is_some_and(SlurmNode::drained));
