@@ -196,3 +196,74 @@ fn a_typo_or_a_misplaced_field_is_caught() {
         Value::from("x");
     assert!(check(&doc).is_err());
 }
+
+/// PyPI's `kubernetes-validate` (the Kubernetes OpenAPI schemas of a
+/// release, bundled): its path from `GITFLEET_KUBERNETES_VALIDATE`, which
+/// `scripts/test` installs and sets. `None` (the test is skipped) without
+/// it, unless `GITFLEET_REQUIRE_KUBERNETES_VALIDATE` is set.
+fn kubernetes_validate() -> Option<PathBuf> {
+    let found = std::env::var_os("GITFLEET_KUBERNETES_VALIDATE").map(PathBuf::from);
+    if found.is_none() {
+        assert!(
+            std::env::var_os("GITFLEET_REQUIRE_KUBERNETES_VALIDATE").is_none(),
+            "kubernetes-validate is required but GITFLEET_KUBERNETES_VALIDATE is not set"
+        );
+        eprintln!("kubernetes-validate not installed: skipping the OpenAPI schema check");
+    }
+    found
+}
+
+/// The Kubernetes release the manifests are checked against: the API the
+/// executor is built for (k8s-openapi's `v1_33` feature).
+const KUBERNETES_VERSION: &str = "1.33.0";
+
+/// Runs `kubernetes-validate --strict` on `files`: its exit status and output.
+fn validate(tool: &std::path::Path, files: &[PathBuf]) -> (bool, String) {
+    let out = std::process::Command::new(tool)
+        .args(["--strict", "-k", KUBERNETES_VERSION])
+        .args(files)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_manifests_pass_the_kubernetes_openapi_schema() {
+    let Some(tool) = kubernetes_validate() else {
+        return;
+    };
+    // The CRD (ServiceMonitor) has no schema in Kubernetes' own OpenAPI; it
+    // and the Kustomization are checked above.
+    let files: Vec<PathBuf> = manifests()
+        .into_iter()
+        .filter(|f| f != "servicemonitor.yaml")
+        .map(|f| dir().join(f))
+        .collect();
+    let (ok, text) = validate(&tool, &files);
+    assert!(ok, "{text}");
+    let documents: usize = files
+        .iter()
+        .map(|f| documents(f.file_name().unwrap().to_str().unwrap()).len())
+        .sum();
+    assert_eq!(
+        text.matches(" passed for resource ").count(),
+        documents,
+        "every document checked: {text}"
+    );
+
+    // The check is real: a misspelt field fails it.
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("agent.yaml");
+    let agent = std::fs::read_to_string(dir().join("agent.yaml")).unwrap();
+    let image = "          image: registry.example.com/platform/gitfleet:0.1.0\n";
+    assert!(agent.contains(image));
+    let misspelt = format!("{image}          imagePullPolciy: Always\n");
+    std::fs::write(&typo, agent.replacen(image, &misspelt, 1)).unwrap();
+    let (ok, text) = validate(&tool, &[typo]);
+    assert!(!ok && text.contains("imagePullPolciy"), "{text}");
+}
