@@ -314,7 +314,22 @@ fn reclaim_after_subtree_victims(
         return None;
     }
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
-    if upper_bound(e, &job, q, m, optimistic, own_path) + stopping_gpus < job.gpus {
+    // First a bound from the victim index of what victims allowed now free
+    // below each queue of the path; then the victims themselves.
+    let mut levels = Levels {
+        path: &path,
+        last: None,
+    };
+    let mut room = vec![0u64; path.len()];
+    victims_per_queue(e, &job, q, m, reclaim, own_path, |vq, gpus| {
+        let below = levels.above(e, vq);
+        for (i, r) in room.iter_mut().enumerate() {
+            if below & (1 << i) != 0 {
+                *r += gpus;
+            }
+        }
+    });
+    if within_with_room(e, &path, m, job.gpus, reclaim, |i, _| room[i]) == reclaim {
         return None;
     }
     let now = match known {
@@ -324,9 +339,10 @@ fn reclaim_after_subtree_victims(
     // What the victims allowed now free below each queue of the path.
     let mut freeable = vec![0u64; path.len()];
     for c in &now.cands {
-        for (i, a) in path.iter().enumerate() {
-            if inside(e, c.queue, *a) {
-                freeable[i] += c.gpus;
+        let below = levels.above(e, c.queue);
+        for (i, room) in freeable.iter_mut().enumerate() {
+            if below & (1 << i) != 0 {
+                *room += c.gpus;
             }
         }
     }
@@ -335,14 +351,9 @@ fn reclaim_after_subtree_victims(
     if newly == 0 {
         return None;
     }
-    let list = candidates_cached(e, j, q, req, widened, own_path, max_candidates(job.gpus));
-    let index: HashMap<RunId, usize> = list
-        .cands
-        .iter()
-        .enumerate()
-        .map(|(k, c)| (c.run, k))
-        .collect();
-    let mut forced: Vec<usize> = Vec::new();
+    // The victims taken for certain, from those allowed now (by position
+    // in `now`), queue by queue of the path from the leaf up.
+    let mut forced_now: Vec<usize> = Vec::new();
     let mut forced_below = vec![0u64; path.len()];
     for (i, a) in path.iter().enumerate() {
         if newly & (1 << i) == 0 {
@@ -351,30 +362,35 @@ fn reclaim_after_subtree_victims(
         let mut need = (e.tree.usage(*a, m) + job.gpus)
             .saturating_sub(e.tree.guaranteed(*a, m))
             .saturating_sub(forced_below[i]);
-        for c in &now.cands {
+        for (k, c) in now.cands.iter().enumerate() {
             if need == 0 {
                 break;
             }
-            if !inside(e, c.queue, *a) {
+            let below = levels.above(e, c.queue);
+            if below & (1 << i) == 0 || forced_now.contains(&k) {
                 continue;
             }
-            let Some(&k) = index.get(&c.run) else {
-                continue;
-            };
-            if forced.contains(&k) {
-                continue;
-            }
-            forced.push(k);
+            forced_now.push(k);
             need = need.saturating_sub(c.gpus);
-            for (l, b) in path.iter().enumerate() {
-                if inside(e, c.queue, *b) {
-                    forced_below[l] += c.gpus;
+            for (l, room) in forced_below.iter_mut().enumerate() {
+                if below & (1 << l) != 0 {
+                    *room += c.gpus;
                 }
             }
         }
         if need > 0 {
             return None;
         }
+    }
+    if upper_bound(e, &job, q, m, widened, own_path) + stopping_gpus < job.gpus {
+        return None;
+    }
+    let list = candidates_cached(e, j, q, req, widened, own_path, max_candidates(job.gpus));
+    // Both lists are in victim order, by the same keys.
+    let mut forced: Vec<usize> = Vec::with_capacity(forced_now.len());
+    for k in forced_now {
+        let key = now.cands[k].key;
+        forced.push(list.cands.binary_search_by_key(&key, |x| x.key).ok()?);
     }
     forced.sort_unstable();
     let cands = &list.cands;
@@ -414,9 +430,29 @@ fn within_with_room(
         .fold(0, |mask, (i, _)| mask | (1 << i))
 }
 
-/// Whether `queue` is `a` or below it.
-fn inside(e: &Engine, queue: QueueId, a: QueueId) -> bool {
-    e.tree.path(queue).any(|x| x == a)
+/// Which queues of the preemptor's path (leaf first) a queue is below,
+/// remembered for a run of candidates of one queue.
+struct Levels<'p> {
+    path: &'p [QueueId],
+    last: Option<(QueueId, Within)>,
+}
+
+impl Levels<'_> {
+    /// Bit `i` set: `queue` is `path[i]` or below it.
+    fn above(&mut self, e: &Engine, queue: QueueId) -> Within {
+        if let Some((known, mask)) = self.last
+            && known == queue
+        {
+            return mask;
+        }
+        let mask = e
+            .tree
+            .path(queue)
+            .filter_map(|a| self.path.iter().position(|p| *p == a))
+            .fold(0, |mask, i| mask | (1 << i));
+        self.last = Some((queue, mask));
+        mask
+    }
 }
 
 /// Whether every victim in `chosen` of another queue is allowed with all
@@ -570,6 +606,22 @@ fn upper_bound(
     own_path: &[bool],
 ) -> u64 {
     let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    victims_per_queue(e, job, q, m, reclaim, own_path, |_, gpus| bound += gpus);
+    bound
+}
+
+/// At most how many GPUs of each queue's running jobs may be victims of
+/// the job (from the per-queue victim index): `add(queue, gpus)` for each
+/// queue that has any.
+fn victims_per_queue(
+    e: &Engine,
+    job: &super::jobs::JobInfo,
+    q: QueueId,
+    m: u16,
+    reclaim: Within,
+    own_path: &[bool],
+    mut add: impl FnMut(QueueId, u64),
+) {
     for (vq, index) in e.victim_index.iter().enumerate() {
         let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
             continue;
@@ -580,18 +632,20 @@ fn upper_bound(
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
         if vq == q {
-            bound += below(job.priority);
+            add(vq, below(job.priority));
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
             && borrowing_chain(e, vq, m, own_path).is_some()
         {
-            bound += if reclaims(e, q, vq, reclaim, own_path) {
-                by_priority.last().map_or(0, |(_, total)| *total)
-            } else {
-                below(job.priority)
-            };
+            add(
+                vq,
+                if reclaims(e, q, vq, reclaim, own_path) {
+                    by_priority.last().map_or(0, |(_, total)| *total)
+                } else {
+                    below(job.priority)
+                },
+            );
         }
     }
-    bound
 }
 
 /// The first `limit` candidates in victim order — borrowing queues first,
