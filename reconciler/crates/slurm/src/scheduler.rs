@@ -12,7 +12,10 @@
 //!   that left it; a job no longer active is `Exited` (with its code) or,
 //!   when gitfleet stopped it, `Stopped`.
 //! - Preempt: `scancel --signal=TERM`, then plain `scancel` once the
-//!   class's grace period is over. Terminate and cancel: `scancel`.
+//!   class's grace period is over, or with [`PreemptMode::Requeue`]
+//!   `scontrol requeuehold`: the same Slurm job goes back to pending, held,
+//!   and is placed again with `scontrol update` (nodes, comment) and
+//!   released instead of a new `sbatch`. Terminate and cancel: `scancel`.
 //! - Drain: `scontrol update NodeName=… State=DRAIN Reason=gitfleet: …`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,12 +27,15 @@ use model::plan::Action;
 use model::spec::{Fleet, JobSpec, Object};
 
 use crate::desired::Mapping;
-use crate::jobs::{Jobs, SlurmJob, Submit};
+use crate::jobs::{ImageOption, Jobs, SlurmJob, Submit};
 use crate::nodes::{PoolInfo, SINFO_FORMAT, SlurmNode, observed, parse_sinfo, pools};
 use crate::rest::RestClient;
 use crate::sacctmgr::{RunError, Runner};
+use crate::state::PreemptMode;
 
 const JOB_IDS: &str = "slurm/job/";
+/// A requeue-mode job's last submission's [`Submit::shape`], with its id.
+const SHAPES: &str = "slurm/shape/";
 
 /// Scheduler mode's part of the Slurm executor.
 #[derive(Debug)]
@@ -46,8 +52,20 @@ pub struct Scheduler<R> {
     drained: BTreeSet<String>,
     /// Accounts `user` was associated with by this process.
     joined: BTreeSet<String>,
-    /// Slurm jobs killed after their grace period.
+    /// Slurm jobs killed (or requeued) after their grace period.
     killed: BTreeSet<u64>,
+    /// How gitfleet's own preemptions end.
+    preempt: PreemptMode,
+    /// How a Job's `image` is passed to `sbatch`, if at all.
+    image: Option<ImageOption>,
+    /// The fleet's jobs, once a fleet was set.
+    fleet_jobs: Option<BTreeSet<String>>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+struct Shape {
+    id: u64,
+    args: Vec<String>,
 }
 
 fn failed(action: &'static str, subject: &str, e: RunError) -> ExecError {
@@ -110,7 +128,29 @@ impl<R: Runner> Scheduler<R> {
             drained: BTreeSet::new(),
             joined: BTreeSet::new(),
             killed: BTreeSet::new(),
+            preempt: PreemptMode::Cancel,
+            image: None,
+            fleet_jobs: None,
         }
+    }
+
+    /// How gitfleet's own preemptions end: `Cancel` (the default:
+    /// `scancel`, a new Slurm job when placed again) or `Requeue`
+    /// (`scontrol requeuehold`, the same Slurm job placed again).
+    pub fn with_preempt_mode(mut self, mode: PreemptMode) -> Self {
+        self.preempt = mode;
+        self
+    }
+
+    /// Passes a Job's `image` to `sbatch` with `option`; without one a
+    /// Job with an `image` is refused.
+    pub fn with_image_option(mut self, option: ImageOption) -> Self {
+        self.image = Some(option);
+        self
+    }
+
+    fn requeues(&self) -> bool {
+        self.preempt == PreemptMode::Requeue
     }
 
     /// Reads the observed state (nodes, the queue, jobs that left it) from
@@ -137,6 +177,7 @@ impl<R: Runner> Scheduler<R> {
             .iter()
             .find(|c| c.spec.default)
             .map(|c| c.name().to_string());
+        self.fleet_jobs = Some(fleet.jobs.iter().map(|j| j.name().to_string()).collect());
     }
 
     fn stored_ids(&self) -> Result<BTreeMap<String, u64>, ExecError> {
@@ -190,7 +231,13 @@ impl<R: Runner> Scheduler<R> {
                 .iter()
                 .filter(|j| Some(j.id) == id || (id.is_none() && is_gitfleets(j, view.job)))
                 .max_by_key(|j| j.id);
+            let preempted = view.stop.is_some_and(|s| s.kind == StopKind::Preempt);
             match found {
+                // Requeued and held by the preemption: it left its nodes.
+                Some(job) if self.requeues() && preempted && job.held() => {
+                    events.push(ended(view, now, None));
+                    forget.push(view.job.to_string());
+                }
                 Some(job) if job.active() => self.after_grace(now, view, job.id)?,
                 Some(job) => {
                     events.push(ended(view, now, job.exit_code));
@@ -219,6 +266,9 @@ impl<R: Runner> Scheduler<R> {
                 forget.push(view.job.to_string());
             }
         }
+        if self.requeues() {
+            self.cancel_orphans(&queue)?;
+        }
         if !forget.is_empty() {
             let changes: Vec<(String, Option<String>)> = forget
                 .into_iter()
@@ -244,9 +294,42 @@ impl<R: Runner> Scheduler<R> {
         };
         let over = model::time::after(stop.since, view.grace) <= now;
         if stop.kind == StopKind::Preempt && over && self.killed.insert(id) {
-            self.jobs
-                .cancel(id, None)
+            self.end_preempted(id)
                 .map_err(|e| failed("preempt", view.job, e))?;
+        }
+        Ok(())
+    }
+
+    /// A preemption's last step: `scancel`, or `scontrol requeuehold`.
+    fn end_preempted(&self, id: u64) -> Result<(), RunError> {
+        match self.preempt {
+            PreemptMode::Cancel => self.jobs.cancel(id, None),
+            PreemptMode::Requeue => self.jobs.requeue_hold(id),
+        }
+    }
+
+    /// Held jobs of gitfleet's whose job is no longer in the fleet (left
+    /// by a preemption, or by a crash between `sbatch` and `scontrol
+    /// release`) are cancelled: nothing would place them again.
+    fn cancel_orphans(&self, queue: &[SlurmJob]) -> Result<(), ExecError> {
+        let Some(fleet_jobs) = &self.fleet_jobs else {
+            return Ok(());
+        };
+        for slurm in queue.iter().filter(|j| j.held()) {
+            let Some(job) = slurm
+                .comment
+                .strip_prefix("gitfleet:")
+                .and_then(|rest| rest.rsplit_once(':'))
+                .map(|(job, _)| job)
+            else {
+                continue;
+            };
+            if slurm.name == job_name(job) && !fleet_jobs.contains(job) {
+                tracing::debug!(job, id = slurm.id, "scancel: held, no longer in the fleet");
+                self.jobs
+                    .cancel(slurm.id, None)
+                    .map_err(|e| failed("cancel", job, e))?;
+            }
         }
         Ok(())
     }
@@ -333,6 +416,17 @@ impl<R: Runner> Scheduler<R> {
                 }
             }
         }
+        let image = match (&spec.spec.image, self.image) {
+            (None, _) => None,
+            (Some(image), Some(option)) => Some((option, image.clone())),
+            (Some(_), None) => {
+                return Err(refused(
+                    "place",
+                    job,
+                    "image: not passed to Slurm without --slurm-image-option (container-image: pyxis's --container-image; container: an OCI bundle path for --container)",
+                ));
+            }
+        };
         let gres_type = self
             .nodes
             .get(first)
@@ -361,6 +455,8 @@ impl<R: Runner> Scheduler<R> {
             command: spec.spec.command.clone(),
             env,
             options: spec.spec.slurm.clone().unwrap_or_default(),
+            requeue: self.requeues(),
+            image,
         })
     }
 
@@ -376,13 +472,58 @@ impl<R: Runner> Scheduler<R> {
         let submit = self.submission(job, placement, spec, ctx.attempt.as_deref())?;
         self.join(&submit.account)
             .map_err(|e| failed("place", job, e))?;
-        let id = self
-            .jobs
-            .start(&submit)
-            .map_err(|e| failed("place", job, e))?;
-        self.store
-            .write(&[(format!("{JOB_IDS}{job}"), Some(id.to_string()))])?;
+        let id = if self.requeues() {
+            self.start_or_reuse(job, &submit)
+        } else {
+            self.jobs.start(&submit)
+        }
+        .map_err(|e| failed("place", job, e))?;
+        self.killed.remove(&id);
+        let mut changes = vec![(format!("{JOB_IDS}{job}"), Some(id.to_string()))];
+        if self.requeues() {
+            let shape = Shape {
+                id,
+                args: submit.shape(),
+            };
+            let text = serde_json::to_string(&shape)
+                .map_err(|e| refused("place", job, format!("its shape: {e}")))?;
+            changes.push((format!("{SHAPES}{job}"), Some(text)));
+        }
+        self.store.write(&changes)?;
         Ok(Outcome::Done)
+    }
+
+    /// Requeue mode's placement: this attempt's job if submitted already;
+    /// else the job's held, requeued Slurm job placed again when submitted
+    /// exactly so but for its nodes (else cancelled); else a new job.
+    fn start_or_reuse(&mut self, job: &str, submit: &Submit) -> Result<u64, RunError> {
+        if self.jobs.find(submit)?.is_some() {
+            return self.jobs.start(submit);
+        }
+        let Some(held) = self.jobs.requeued(submit)? else {
+            return self.jobs.start(submit);
+        };
+        let same = self
+            .store
+            .entries(&format!("{SHAPES}{job}"))
+            .ok()
+            .and_then(|e| e.get(&format!("{SHAPES}{job}")).cloned())
+            .and_then(|text| serde_json::from_str::<Shape>(&text).ok())
+            .is_some_and(|shape| {
+                shape
+                    == Shape {
+                        id: held.id,
+                        args: submit.shape(),
+                    }
+            });
+        if same {
+            tracing::debug!(job, id = held.id, "placing the requeued job again");
+            self.jobs.reuse(&held, submit)
+        } else {
+            tracing::debug!(job, id = held.id, "scancel: requeued, submitted otherwise");
+            self.jobs.cancel(held.id, None)?;
+            self.jobs.start(submit)
+        }
     }
 
     /// Associates the submitting user with `account` (once per process;
@@ -411,12 +552,14 @@ impl<R: Runner> Scheduler<R> {
         ctx: &ActionContext<'_>,
     ) -> Result<Outcome, ExecError> {
         let action = kind.as_str();
+        let requeue = kind == StopKind::Preempt && self.requeues();
         let active: Vec<u64> = self
             .jobs
             .list()
             .map_err(|e| failed(kind.as_str(), job, e))?
             .into_iter()
-            .filter(|j| is_gitfleets(j, job) && j.active())
+            // A job requeued and held already is stopped.
+            .filter(|j| is_gitfleets(j, job) && j.active() && !(requeue && j.held()))
             .map(|j| j.id)
             .collect();
         if active.is_empty() {
@@ -424,11 +567,15 @@ impl<R: Runner> Scheduler<R> {
         }
         for id in active {
             let graceful = kind == StopKind::Preempt && ctx.grace.as_secs() > 0;
-            let signal = graceful.then_some("TERM");
-            tracing::debug!(job, id, action, "scancel");
-            self.jobs
-                .cancel(id, signal)
-                .map_err(|e| failed(kind.as_str(), job, e))?;
+            let result = if requeue && !graceful {
+                tracing::debug!(job, id, action, "scontrol requeuehold");
+                self.killed.insert(id);
+                self.jobs.requeue_hold(id)
+            } else {
+                tracing::debug!(job, id, action, "scancel");
+                self.jobs.cancel(id, graceful.then_some("TERM"))
+            };
+            result.map_err(|e| failed(kind.as_str(), job, e))?;
         }
         Ok(Outcome::Underway)
     }
@@ -621,6 +768,169 @@ mod tests {
             ["scontrol update NodeName=gpu-3 State=DRAIN Reason=gitfleet: GPUs 0-7 unhealthy"]
         );
         assert!(s.already_done(&drain));
+    }
+
+    #[test]
+    fn requeue_mode_places_the_preempted_job_again_under_its_id() {
+        let slurm = Arc::new(Recorded::default());
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store)
+            .with_preempt_mode(PreemptMode::Requeue);
+        let fleet = fleet();
+        s.set_fleet(&fleet);
+        let now = at("2026-11-23T00:00:00Z");
+        s.observe(now, &[]).unwrap();
+        slurm.take();
+        let on = |nodes: &[&str]| -> Vec<NodeGpus> {
+            nodes
+                .iter()
+                .map(|n| NodeGpus {
+                    node: (*n).to_string(),
+                    gpus: (0..8).collect(),
+                })
+                .collect()
+        };
+        let place = |nodes: &[&str]| Action::Place {
+            job: "train".into(),
+            placement: on(nodes),
+            reason: String::new(),
+        };
+        let ctx = |attempt: &str, grace: &str| ActionContext {
+            spec: fleet.jobs.first(),
+            attempt: Some(attempt.into()),
+            grace: grace.parse().unwrap(),
+            revision: "r1",
+        };
+        s.execute(&place(&["gpu-1", "gpu-2"]), &ctx("1", "30s"))
+            .unwrap();
+        let calls = slurm.take();
+        assert!(
+            calls[1].contains(" --time=5 --requeue --wrap="),
+            "{calls:?}"
+        );
+        assert_eq!(calls[2], "scontrol release 42");
+
+        // Preempted with grace: signalled, then requeued and held.
+        slurm.queue("RUNNING", "None");
+        let preempt = Action::Preempt {
+            job: "train".into(),
+            for_job: "other".into(),
+            reason: String::new(),
+        };
+        s.execute(&preempt, &ctx("1", "30s")).unwrap();
+        assert_eq!(slurm.take(), ["squeue --json", "scancel --signal=TERM 42"]);
+        let placement = on(&["gpu-1", "gpu-2"]);
+        let view = JobView {
+            job: "train",
+            placement: &placement,
+            started: Some(now),
+            stop: Some(StopView {
+                kind: StopKind::Preempt,
+                since: now,
+            }),
+            spec: fleet.jobs.first(),
+            grace: "30s".parse().unwrap(),
+        };
+        let seen = s.observe(at("2026-11-23T00:00:31Z"), &[view]).unwrap();
+        assert!(seen.events.is_empty(), "still on its nodes");
+        assert!(
+            slurm
+                .take()
+                .contains(&"scontrol requeuehold 42".to_string())
+        );
+        // Back to pending, held: stopped (it holds no nodes).
+        slurm.queue("PENDING", "JobHeldUser");
+        let seen = s.observe(at("2026-11-23T00:00:40Z"), &[view]).unwrap();
+        assert_eq!(
+            seen.events,
+            [Event::Stopped {
+                job: "train".into(),
+                at: at("2026-11-23T00:00:40Z")
+            }]
+        );
+        assert!(!slurm.take().iter().any(|c| c.starts_with("scancel")));
+
+        // Placed again (a new attempt, other nodes): the same Slurm job,
+        // updated and released; nothing submitted.
+        s.execute(&place(&["gpu-2", "gpu-1"]), &ctx("2", "0s"))
+            .unwrap();
+        assert_eq!(
+            slurm.take(),
+            [
+                "scontrol update JobId=42 NodeList=gpu-2,gpu-1 Comment=gitfleet:train:2 StartTime=now",
+                "scontrol release 42",
+            ]
+        );
+        // Carried out again after a crash: found under its new comment.
+        *slurm.squeue.lock().unwrap() = r#"{"jobs":[{"job_id":42,"name":"gitfleet-train","comment":"gitfleet:train:2","job_state":"RUNNING","state_reason":"None"}]}"#.into();
+        s.begin();
+        s.execute(&place(&["gpu-2", "gpu-1"]), &ctx("2", "0s"))
+            .unwrap();
+        assert_eq!(slurm.take(), ["squeue --json"]);
+
+        // Preempted again, without grace: requeued at once.
+        s.execute(&preempt, &ctx("2", "0s")).unwrap();
+        assert_eq!(slurm.take(), ["squeue --json", "scontrol requeuehold 42"]);
+
+        // A held job submitted otherwise (the spec changed) is cancelled
+        // and a new one submitted.
+        slurm.queue("PENDING", "JobHeldUser");
+        s.begin();
+        let mut changed = fleet.jobs[0].clone();
+        changed.spec.time_limit = Some("10m".parse().unwrap());
+        let ctx3 = ActionContext {
+            spec: Some(&changed),
+            ..ctx("3", "0s")
+        };
+        s.execute(&place(&["gpu-1", "gpu-2"]), &ctx3).unwrap();
+        let calls = slurm.take();
+        assert_eq!(calls[..2], ["squeue --json", "scancel 42"]);
+        assert!(calls[2].starts_with("sbatch "), "{calls:?}");
+
+        // A held job whose job left the fleet is cancelled.
+        let mut gone = fleet.clone();
+        gone.jobs.clear();
+        s.set_fleet(&gone);
+        s.observe(at("2026-11-23T00:01:00Z"), &[]).unwrap();
+        assert!(slurm.take().contains(&"scancel 42".to_string()));
+    }
+
+    #[test]
+    fn an_image_needs_the_operators_option() {
+        let slurm = Arc::new(Recorded::default());
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store.clone());
+        let mut job = fleet().jobs[0].clone();
+        job.spec.image = Some("nvcr.io/nvidia/pytorch:24.01-py3".into());
+        job.spec.gpu = Some(model::spec::GpuSelector {
+            models: vec!["H100-SXM-80GB".into()],
+        });
+        let part = |n: &str| NodeGpus {
+            node: n.into(),
+            gpus: (0..8).collect(),
+        };
+        let placement = [part("gpu-1"), part("gpu-2")];
+        let e = s.submission("train", &placement, &job, None).unwrap_err();
+        assert!(e.to_string().contains("--slurm-image-option"), "{e}");
+        for (option, arg) in [
+            (
+                ImageOption::ContainerImage,
+                "--container-image=nvcr.io/nvidia/pytorch:24.01-py3",
+            ),
+            (
+                ImageOption::Container,
+                "--container=nvcr.io/nvidia/pytorch:24.01-py3",
+            ),
+        ] {
+            let s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store.clone())
+                .with_image_option(option);
+            let args = s
+                .submission("train", &placement, &job, None)
+                .unwrap()
+                .sbatch_args();
+            assert!(args.contains(&arg.to_string()), "{args:?}");
+        }
     }
 
     /// Slurm jobs `train-0` … as the fleet's `train`, each on `gpu-1`.
