@@ -580,10 +580,18 @@ impl<R: Runner> Jobs<R> {
     /// Requeues a running job and holds it: it goes back to pending under
     /// the same id (a preemption's last step with `--slurm-preempt-mode
     /// requeue`).
-    pub fn requeue_hold(&self, id: u64) -> Result<(), RunError> {
+    /// A job that ended already (within `MinJobAge`) is requeued too.
+    pub fn requeue_hold(&mut self, id: u64) -> Result<(), RunError> {
         self.runner
-            .run("scontrol", &["requeuehold".to_string(), id.to_string()])
-            .map(|_| ())
+            .run("scontrol", &["requeuehold".to_string(), id.to_string()])?;
+        if let Some(known) = &mut self.known {
+            for job in known.values_mut().filter(|j| j.id == id) {
+                job.state = "PENDING".into();
+                job.reason = HELD.into();
+                job.exit_code = None;
+            }
+        }
+        Ok(())
     }
 
     /// Ended jobs as `sacct` knows them (those no longer in the queue).

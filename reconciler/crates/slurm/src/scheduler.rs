@@ -238,6 +238,16 @@ impl<R: Runner> Scheduler<R> {
                     events.push(ended(view, now, None));
                     forget.push(view.job.to_string());
                 }
+                // Ended within its grace period (on SIGTERM): requeued
+                // and held all the same, to be placed again under its id
+                // (if Slurm no longer can, the next placement submits anew).
+                Some(job) if self.requeues() && preempted && !job.active() => {
+                    if let Err(e) = self.jobs.requeue_hold(job.id) {
+                        tracing::debug!(job = view.job, id = job.id, "requeuehold: {e}");
+                    }
+                    events.push(ended(view, now, None));
+                    forget.push(view.job.to_string());
+                }
                 Some(job) if job.active() => self.after_grace(now, view, job.id)?,
                 Some(job) => {
                     events.push(ended(view, now, job.exit_code));
@@ -301,7 +311,7 @@ impl<R: Runner> Scheduler<R> {
     }
 
     /// A preemption's last step: `scancel`, or `scontrol requeuehold`.
-    fn end_preempted(&self, id: u64) -> Result<(), RunError> {
+    fn end_preempted(&mut self, id: u64) -> Result<(), RunError> {
         match self.preempt {
             PreemptMode::Cancel => self.jobs.cancel(id, None),
             PreemptMode::Requeue => self.jobs.requeue_hold(id),
@@ -872,6 +882,16 @@ mod tests {
         // Preempted again, without grace: requeued at once.
         s.execute(&preempt, &ctx("2", "0s")).unwrap();
         assert_eq!(slurm.take(), ["squeue --json", "scontrol requeuehold 42"]);
+        // Ended on SIGTERM within a grace period: requeued and held all
+        // the same.
+        slurm.queue("FAILED", "NonZeroExitCode");
+        let seen = s.observe(at("2026-11-23T00:00:50Z"), &[view]).unwrap();
+        assert_eq!(seen.events.len(), 1, "stopped");
+        assert!(
+            slurm
+                .take()
+                .contains(&"scontrol requeuehold 42".to_string())
+        );
 
         // A held job submitted otherwise (the spec changed) is cancelled
         // and a new one submitted.
