@@ -310,6 +310,8 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         command: vec!["sleep".into(), "300".into()],
         env: Vec::new(),
         options: Default::default(),
+        requeue: false,
+        image: None,
     };
     let id = jobs.submit(&gang).unwrap();
     // Submitting the same placement again in the same iteration: known
