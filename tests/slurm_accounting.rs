@@ -410,6 +410,16 @@ fn bad_slurm_arguments_are_refused_before_anything_runs() {
         "{}",
         text(&out)
     );
+    let out = run(&["--slurm-image-option", "container-image"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--slurm-image-option applies to --slurm-mode scheduler"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["--slurm-mode", "scheduler", "--slurm-image-option", "pyxis"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("container-image"), "{}", text(&out));
     let out = run(&["--slurm-gres-type", "h100"]);
     assert!(!out.status.success());
     assert!(
