@@ -62,6 +62,8 @@ pub struct Scheduler<R> {
     fleet_jobs: Option<BTreeSet<String>>,
 }
 
+/// A requeue-mode submission as kept: the Slurm job and its
+/// [`Submit::shape`].
 #[derive(serde::Serialize, serde::Deserialize, PartialEq)]
 struct Shape {
     id: u64,
@@ -483,7 +485,8 @@ impl<R: Runner> Scheduler<R> {
         self.join(&submit.account)
             .map_err(|e| failed("place", job, e))?;
         let id = if self.requeues() {
-            self.start_or_reuse(job, &submit)
+            let kept = self.kept_shape(job)?;
+            self.start_or_reuse(job, &submit, kept)
         } else {
             self.jobs.start(&submit)
         }
@@ -506,26 +509,25 @@ impl<R: Runner> Scheduler<R> {
     /// Requeue mode's placement: this attempt's job if submitted already;
     /// else the job's held, requeued Slurm job placed again when submitted
     /// exactly so but for its nodes (else cancelled); else a new job.
-    fn start_or_reuse(&mut self, job: &str, submit: &Submit) -> Result<u64, RunError> {
+    fn start_or_reuse(
+        &mut self,
+        job: &str,
+        submit: &Submit,
+        kept: Option<Shape>,
+    ) -> Result<u64, RunError> {
         if self.jobs.find(submit)?.is_some() {
             return self.jobs.start(submit);
         }
         let Some(held) = self.jobs.requeued(submit)? else {
             return self.jobs.start(submit);
         };
-        let same = self
-            .store
-            .entries(&format!("{SHAPES}{job}"))
-            .ok()
-            .and_then(|e| e.get(&format!("{SHAPES}{job}")).cloned())
-            .and_then(|text| serde_json::from_str::<Shape>(&text).ok())
-            .is_some_and(|shape| {
-                shape
-                    == Shape {
-                        id: held.id,
-                        args: submit.shape(),
-                    }
-            });
+        let same = kept.is_some_and(|shape| {
+            shape
+                == Shape {
+                    id: held.id,
+                    args: submit.shape(),
+                }
+        });
         if same {
             tracing::debug!(job, id = held.id, "placing the requeued job again");
             self.jobs.reuse(&held, submit)
@@ -534,6 +536,17 @@ impl<R: Runner> Scheduler<R> {
             self.jobs.cancel(held.id, None)?;
             self.jobs.start(submit)
         }
+    }
+
+    /// The shape kept for `job`'s last submission (an unreadable one
+    /// counts as none: the held job is then cancelled, not reused).
+    fn kept_shape(&self, job: &str) -> Result<Option<Shape>, ExecError> {
+        let key = format!("{SHAPES}{job}");
+        Ok(self
+            .store
+            .entries(&key)?
+            .get(&key)
+            .and_then(|text| serde_json::from_str(text).ok()))
     }
 
     /// Associates the submitting user with `account` (once per process;
