@@ -31,7 +31,8 @@ use reconciler::kube::{KubeConfig, KubeExecutor, Namespaces, infer_config};
 use reconciler::observed::Timestamp;
 use reconciler::plan::Action;
 use reconciler::slurm::{
-    Endpoint, Mapping, PreemptMode, ProcessRunner, RestClient, Scheduler, SlurmExecutor,
+    Endpoint, ImageOption, Mapping, PreemptMode, ProcessRunner, RestClient, Scheduler,
+    SlurmExecutor,
 };
 use reconciler::spec::Fleet;
 #[cfg(feature = "kube")]
@@ -92,6 +93,25 @@ pub enum SlurmPreemptMode {
     Cancel,
 }
 
+impl SlurmPreemptMode {
+    fn mode(self) -> PreemptMode {
+        match self {
+            SlurmPreemptMode::Requeue => PreemptMode::Requeue,
+            SlurmPreemptMode::Cancel => PreemptMode::Cancel,
+        }
+    }
+}
+
+/// How scheduler mode passes a Job's `image` to `sbatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SlurmImageOption {
+    /// `--container-image=IMAGE` (the pyxis plugin; enroot pulls it).
+    ContainerImage,
+    /// `--container=IMAGE`: Slurm's own OCI support; IMAGE is the path of
+    /// an OCI bundle on the nodes.
+    Container,
+}
+
 /// Arguments of the Slurm executor (docs/slurm.md).
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Slurm executor")]
@@ -109,9 +129,18 @@ pub struct SlurmArgs {
     /// case (repeatable), e.g. H100-SXM-80GB=h100.
     #[arg(long, value_name = "MODEL=TYPE")]
     pub slurm_gres_type: Vec<String>,
-    /// How jobs of a preempted QOS end (the QOS's PreemptMode).
-    #[arg(long, value_enum, default_value = "requeue")]
-    pub slurm_preempt_mode: SlurmPreemptMode,
+    /// How preempted jobs end: the QOS's PreemptMode (Slurm's own
+    /// preemptions; default requeue) and, given in scheduler mode, how
+    /// gitfleet's preemptions end after the grace period: scancel, or
+    /// scontrol requeuehold (the same Slurm job placed again; default
+    /// cancel). docs/slurm.md.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub slurm_preempt_mode: Option<SlurmPreemptMode>,
+    /// Scheduler mode: pass a Job's `image` to sbatch as
+    /// --container-image (pyxis) or --container (an OCI bundle path).
+    /// Without it a Job with an image is refused in scheduler mode.
+    #[arg(long, value_enum, value_name = "OPTION")]
+    pub slurm_image_option: Option<SlurmImageOption>,
     /// Where sacctmgr and the other Slurm commands are (default: PATH).
     #[arg(long, value_name = "DIR")]
     pub slurm_bin_dir: Option<PathBuf>,
@@ -147,10 +176,9 @@ impl SlurmArgs {
     fn mapping(&self) -> Result<Mapping> {
         let mut mapping = Mapping {
             root: self.slurm_root_account.clone(),
-            preempt_mode: match self.slurm_preempt_mode {
-                SlurmPreemptMode::Requeue => PreemptMode::Requeue,
-                SlurmPreemptMode::Cancel => PreemptMode::Cancel,
-            },
+            preempt_mode: self
+                .slurm_preempt_mode
+                .map_or(PreemptMode::Requeue, SlurmPreemptMode::mode),
             partitions: self.slurm_partitions,
             ..Mapping::default()
         };
@@ -358,6 +386,14 @@ impl ExecutorArgs {
                 Err(miette!("--slurm-user applies to --slurm-mode scheduler"))
             }
             ExecutorKind::Slurm
+                if self.slurm.slurm_image_option.is_some()
+                    && self.slurm.slurm_mode != SlurmMode::Scheduler =>
+            {
+                Err(miette!(
+                    "--slurm-image-option applies to --slurm-mode scheduler"
+                ))
+            }
+            ExecutorKind::Slurm
                 if self.slurm.slurm_rest.is_some()
                     && self.slurm.slurm_mode != SlurmMode::Scheduler =>
             {
@@ -417,7 +453,21 @@ impl ExecutorArgs {
                         None => this_user()?,
                     };
                     let mut scheduler =
-                        Scheduler::new(runner, user.clone(), self.slurm.mapping()?, store.clone());
+                        Scheduler::new(runner, user.clone(), self.slurm.mapping()?, store.clone())
+                            .with_preempt_mode(
+                                self.slurm
+                                    .slurm_preempt_mode
+                                    .map_or(PreemptMode::Cancel, SlurmPreemptMode::mode),
+                            );
+                    match self.slurm.slurm_image_option {
+                        Some(SlurmImageOption::ContainerImage) => {
+                            scheduler = scheduler.with_image_option(ImageOption::ContainerImage);
+                        }
+                        Some(SlurmImageOption::Container) => {
+                            scheduler = scheduler.with_image_option(ImageOption::Container);
+                        }
+                        None => {}
+                    }
                     if let Some(endpoint) = self.slurm.rest_endpoint()? {
                         let mut client = RestClient::new(endpoint);
                         if let Ok(token) = std::env::var("SLURM_JWT") {

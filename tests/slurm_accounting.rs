@@ -310,6 +310,8 @@ fn scheduler_mode_gang_runs_pinned_on_the_planned_nodes_and_is_cancelled() {
         command: vec!["sleep".into(), "300".into()],
         env: Vec::new(),
         options: Default::default(),
+        requeue: false,
+        image: None,
     };
     let id = jobs.submit(&gang).unwrap();
     // Submitting the same placement again in the same iteration: known
@@ -408,6 +410,16 @@ fn bad_slurm_arguments_are_refused_before_anything_runs() {
         "{}",
         text(&out)
     );
+    let out = run(&["--slurm-image-option", "container-image"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--slurm-image-option applies to --slurm-mode scheduler"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["--slurm-mode", "scheduler", "--slurm-image-option", "pyxis"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("container-image"), "{}", text(&out));
     let out = run(&["--slurm-gres-type", "h100"]);
     assert!(!out.status.success());
     assert!(

@@ -4,7 +4,10 @@
 //! job reclaiming its guarantee, drains a node Slurm took down, cancels a
 //! job removed from Git, places the preempted gang again, and does nothing
 //! the next time. The urgent job's `slurm:` section (CPUs and memory per
-//! task, output path) is read back from `squeue --json`.
+//! task, output path) is read back from `squeue --json`. With
+//! `--slurm-preempt-mode requeue` a preempted job goes back to pending,
+//! held, under its Slurm job id, and is placed again on other nodes as the
+//! same Slurm job.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod slurm_support;
@@ -107,6 +110,10 @@ fn slurm(c: &Cluster, program: &str, args: &[&str]) -> String {
 }
 
 fn apply(c: &Cluster, fleet: &Path, state: &Path) -> Output {
+    apply_with(c, fleet, state, &[])
+}
+
+fn apply_with(c: &Cluster, fleet: &Path, state: &Path, extra: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
         .env("SLURM_CONF", &c.conf)
         .arg("apply")
@@ -114,6 +121,7 @@ fn apply(c: &Cluster, fleet: &Path, state: &Path) -> Output {
         .arg("--state")
         .arg(state)
         .args(["--executor", "slurm", "--slurm-mode", "scheduler"])
+        .args(extra)
         .arg("--auto-approve")
         .stdin(std::process::Stdio::null())
         .output()
@@ -317,4 +325,180 @@ fn scheduler_mode_places_preempts_drains_and_is_idempotent() {
     assert_eq!(queue(&cluster), before);
     let node = slurm(&cluster, "scontrol", &["show", "node", "gpu-3"]);
     assert!(node.contains("Reason=gitfleet: marked"), "{node}");
+}
+
+/// team-a has no guarantee, so team-b's urgent job reclaims the one healthy
+/// H100 node from train.
+const REQUEUE_FLEET: &str = r#"apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: h100}
+spec:
+  gpu: {model: H100-SXM-80GB, count: 8}
+  size: {min: 2, max: 2}
+---
+apiVersion: gitfleet/v1
+kind: NodePool
+metadata: {name: a100}
+spec:
+  gpu: {model: A100-SXM4-80GB, count: 8}
+  size: {min: 1, max: 1}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: org}
+spec:
+  quota:
+    - {model: H100-SXM-80GB, guaranteed: 16, limit: 16}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: team-a}
+spec:
+  parent: org
+  quota:
+    - {model: H100-SXM-80GB, guaranteed: 0, limit: 16}
+---
+apiVersion: gitfleet/v1
+kind: Queue
+metadata: {name: team-b}
+spec:
+  parent: org
+  quota:
+    - {model: H100-SXM-80GB, guaranteed: 8, limit: 16}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: low}
+spec: {value: 10, preemptible: true, gracePeriod: 30s, default: true}
+---
+apiVersion: gitfleet/v1
+kind: PriorityClass
+metadata: {name: high}
+spec: {value: 100, preemptible: false}
+---
+apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: train}
+spec:
+  queue: team-a
+  gpusPerReplica: 8
+  gpu: {models: [H100-SXM-80GB]}
+  command: [sleep, "300"]
+"#;
+
+const REQUEUE_URGENT: &str = r#"apiVersion: gitfleet/v1
+kind: Job
+metadata: {name: urgent}
+spec:
+  queue: team-b
+  priorityClass: high
+  gpusPerReplica: 8
+  gpu: {models: [H100-SXM-80GB]}
+  command: [sleep, "300"]
+"#;
+
+/// `id|state|reason|nodes|comment` of gitfleet-train's Slurm jobs (all states).
+fn train_jobs(c: &Cluster) -> Vec<String> {
+    slurm(
+        c,
+        "squeue",
+        &[
+            "-h",
+            "-t",
+            "all",
+            "-n",
+            "gitfleet-train",
+            "-o",
+            "%i|%T|%r|%N|%k",
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[test]
+fn requeue_mode_places_a_preempted_job_again_as_the_same_slurm_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(cluster) = start(&tmp.path().join("cluster")) else {
+        return;
+    };
+    let fleet = tmp.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    std::fs::write(fleet.join("fleet.yaml"), REQUEUE_FLEET).unwrap();
+    let state = tmp.path().join("state");
+    let requeue = ["--slurm-preempt-mode", "requeue"];
+    let node = |state: &str| {
+        slurm(
+            &cluster,
+            "scontrol",
+            &["update", "NodeName=gpu-2", state, "Reason=test"],
+        )
+    };
+
+    // gpu-2 is down: train starts on gpu-1.
+    node("State=DOWN");
+    let out = apply_with(&cluster, &fleet, &state, &requeue);
+    assert!(words(&out).contains("place train"), "{}", text(&out));
+    wait_for(&cluster, "train running", |q| {
+        q.iter().any(|l| l == "gitfleet-train|RUNNING|gpu-1")
+    });
+    let first = train_jobs(&cluster);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let id = first[0].split('|').next().unwrap().to_string();
+    let first_comment = first[0].rsplit_once('|').unwrap().1.to_string();
+    assert!(first_comment.starts_with("gitfleet:train:"), "{first:?}");
+    let shown = slurm(&cluster, "scontrol", &["show", "job", &id]);
+    assert!(shown.contains("Requeue=1"), "{shown}");
+
+    // urgent reclaims team-b's guarantee: train is signalled (SIGTERM ends
+    // its `sleep` within the grace period)…
+    std::fs::write(fleet.join("urgent.yaml"), REQUEUE_URGENT).unwrap();
+    let out = apply_with(&cluster, &fleet, &state, &requeue);
+    assert!(words(&out).contains("preempt train"), "{}", text(&out));
+    wait_for(&cluster, "train's step ended", |q| {
+        q.iter()
+            .any(|l| l.starts_with("gitfleet-train|") && ended(l))
+    });
+    // …then requeued and held under its id, and urgent starts on gpu-1.
+    let out = apply_with(&cluster, &fleet, &state, &requeue);
+    assert!(words(&out).contains("place urgent"), "{}", text(&out));
+    wait_for(&cluster, "urgent running", |q| {
+        q.iter().any(|l| l == "gitfleet-urgent|RUNNING|gpu-1")
+    });
+    let held = train_jobs(&cluster);
+    assert_eq!(
+        held,
+        // (squeue --json's reason is `JobHeldUser`.)
+        [format!(
+            "{id}|PENDING|job requeued in held state||gitfleet:train:1"
+        )],
+        "the same Slurm job, pending and held"
+    );
+
+    // gpu-2 is back: train is placed there, as the same Slurm job.
+    node("State=RESUME");
+    let out = apply_with(&cluster, &fleet, &state, &requeue);
+    assert!(words(&out).contains("place train"), "{}", text(&out));
+    wait_for(&cluster, "train running on gpu-2", |q| {
+        q.iter().any(|l| l == "gitfleet-train|RUNNING|gpu-2")
+    });
+    let again = train_jobs(&cluster);
+    assert_eq!(again.len(), 1, "nothing submitted: {again:?}");
+    let (job, comment) = again[0].rsplit_once('|').unwrap();
+    assert_eq!(
+        job,
+        format!("{id}|RUNNING|None|gpu-2"),
+        "the held job, released"
+    );
+    assert!(
+        comment.starts_with("gitfleet:train:") && comment != first_comment,
+        "the new attempt's comment: {comment}"
+    );
+
+    // Nothing left to do.
+    let out = apply_with(&cluster, &fleet, &state, &requeue);
+    let t = words(&out);
+    assert!(t.contains("No changes"), "{t}");
+    assert_eq!(train_jobs(&cluster).len(), 1);
 }

@@ -40,6 +40,32 @@ pub struct Submit {
     pub env: Vec<(String, String)>,
     /// The job's `slurm:` section (the options gitfleet does not own).
     pub options: SlurmSpec,
+    /// `--requeue`: a preemption requeues the job (held) rather than
+    /// cancelling it (`--slurm-preempt-mode requeue` in scheduler mode).
+    pub requeue: bool,
+    /// The job's image and how it is passed (`--slurm-image-option`).
+    pub image: Option<(ImageOption, String)>,
+}
+
+/// How a Job's `image` is passed to `sbatch` (`--slurm-image-option`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageOption {
+    /// `--container-image=IMAGE` (the pyxis SPANK plugin: an image
+    /// reference pulled by enroot).
+    ContainerImage,
+    /// `--container=IMAGE` (Slurm's own OCI support: the path of an OCI
+    /// bundle on the nodes).
+    Container,
+}
+
+impl ImageOption {
+    /// The `sbatch` option.
+    pub fn flag(self) -> &'static str {
+        match self {
+            ImageOption::ContainerImage => "--container-image",
+            ImageOption::Container => "--container",
+        }
+    }
 }
 
 impl Submit {
@@ -79,6 +105,12 @@ impl Submit {
         if let Some(limit) = self.time_limit {
             args.push(format!("--time={}", limit.as_secs().div_ceil(60).max(1)));
         }
+        if self.requeue {
+            args.push("--requeue".to_string());
+        }
+        if let Some((option, image)) = &self.image {
+            args.push(format!("{}={image}", option.flag()));
+        }
         args.extend(self.option_args());
         let mut line: Vec<String> = Vec::new();
         if !self.env.is_empty() {
@@ -93,6 +125,16 @@ impl Submit {
         line.extend(self.command.iter().map(|a| shell_quote(a)));
         args.push(format!("--wrap={}", line.join(" ")));
         args
+    }
+
+    /// What a requeued job keeps of its submission: the `sbatch` arguments
+    /// but its nodes and comment (which [`Jobs::reuse`] updates). A held,
+    /// requeued job is placed again only when this is unchanged.
+    pub fn shape(&self) -> Vec<String> {
+        self.sbatch_args()
+            .into_iter()
+            .filter(|a| !a.starts_with("--nodelist=") && !a.starts_with("--comment="))
+            .collect()
     }
 
     /// The `slurm:` section's options, each one argument (`--opt=value`:
@@ -113,6 +155,20 @@ impl Submit {
             args.push(format!("--constraint={constraint}"));
         }
         args
+    }
+}
+
+impl Submit {
+    /// `scontrol update` arguments placing the held job `id` as this
+    /// submission: its nodes, its comment, eligible now.
+    pub fn update_args(&self, id: u64) -> Vec<String> {
+        vec![
+            "update".to_string(),
+            format!("JobId={id}"),
+            format!("NodeList={}", self.nodes.join(",")),
+            format!("Comment={}", self.comment()),
+            "StartTime=now".to_string(),
+        ]
     }
 }
 
@@ -168,6 +224,12 @@ pub struct SlurmJob {
 }
 
 impl SlurmJob {
+    /// Whether it is pending and held (submitted held, or requeued held by
+    /// a preemption): it holds no nodes.
+    pub fn held(&self) -> bool {
+        self.state.split_whitespace().next() == Some("PENDING") && self.reason == HELD
+    }
+
     /// Whether it still holds (or waits for) its nodes: pending, running,
     /// suspended, completing, requeued…
     pub fn active(&self) -> bool {
@@ -481,6 +543,57 @@ impl<R: Runner> Jobs<R> {
         Ok(id)
     }
 
+    /// The held job of `submit`'s gitfleet job left by an earlier
+    /// preemption (`scontrol requeuehold`), under an earlier attempt's
+    /// comment, if any (the newest).
+    pub fn requeued(&mut self, submit: &Submit) -> Result<Option<SlurmJob>, RunError> {
+        if self.known.is_none() {
+            self.list()?;
+        }
+        let name = submit.name();
+        let prefix = format!("gitfleet:{}:", submit.job);
+        Ok(self.known.as_ref().and_then(|known| {
+            known
+                .values()
+                .filter(|j| j.name == name && j.comment.starts_with(&prefix) && j.held())
+                .max_by_key(|j| j.id)
+                .cloned()
+        }))
+    }
+
+    /// Places `submit` on the held, requeued job `held` instead of
+    /// submitting a new one: `scontrol update` sets its nodes and comment
+    /// (one request, so a crash leaves it under the old comment or the
+    /// new) and makes it eligible at once (a requeue delays it), then it
+    /// is released. Its id.
+    pub fn reuse(&mut self, held: &SlurmJob, submit: &Submit) -> Result<u64, RunError> {
+        self.runner
+            .run("scontrol", &submit.update_args(held.id))
+            .map(|_| ())?;
+        if let Some(known) = &mut self.known {
+            known.remove(&held.comment);
+            known.insert(submit.comment(), submitted(submit, held.id));
+        }
+        self.start(submit)
+    }
+
+    /// Requeues a running job and holds it: it goes back to pending under
+    /// the same id (a preemption's last step with `--slurm-preempt-mode
+    /// requeue`).
+    /// A job that ended already (within `MinJobAge`) is requeued too.
+    pub fn requeue_hold(&mut self, id: u64) -> Result<(), RunError> {
+        self.runner
+            .run("scontrol", &["requeuehold".to_string(), id.to_string()])?;
+        if let Some(known) = &mut self.known {
+            for job in known.values_mut().filter(|j| j.id == id) {
+                job.state = "PENDING".into();
+                job.reason = HELD.into();
+                job.exit_code = None;
+            }
+        }
+        Ok(())
+    }
+
     /// Ended jobs as `sacct` knows them (those no longer in the queue).
     pub fn accounted(&self, ids: &[u64]) -> Result<Vec<AccountedJob>, RunError> {
         if ids.is_empty() {
@@ -537,6 +650,8 @@ mod tests {
             command: vec!["python".into(), "train.py".into(), "--name=it's".into()],
             env: Vec::new(),
             options: SlurmSpec::default(),
+            requeue: false,
+            image: None,
         }
     }
 
@@ -610,6 +725,36 @@ mod tests {
                 r"--wrap=srun python train.py '--name=it'\''s'",
             ]
         );
+    }
+
+    #[test]
+    fn requeue_adds_its_option_and_a_shape_without_nodes_or_comment() {
+        let mut gang = gang();
+        gang.requeue = true;
+        gang.image = Some((ImageOption::ContainerImage, "pytorch:24.01".into()));
+        let args = gang.sbatch_args();
+        assert_eq!(
+            args[12..15],
+            ["--time=2", "--requeue", "--container-image=pytorch:24.01"]
+        );
+        let shape = gang.shape();
+        assert_eq!(shape.len(), args.len() - 2);
+        let mut elsewhere = gang.clone();
+        elsewhere.nodes = vec!["gpu-3".into(), "gpu-4".into()];
+        elsewhere.attempt = "4".into();
+        assert_eq!(elsewhere.shape(), shape, "nodes and comment are updated");
+        assert_eq!(
+            elsewhere.update_args(7),
+            [
+                "update",
+                "JobId=7",
+                "NodeList=gpu-3,gpu-4",
+                "Comment=gitfleet:llama:4",
+                "StartTime=now"
+            ]
+        );
+        elsewhere.tasks_per_node = 2;
+        assert_ne!(elsewhere.shape(), shape, "tasks per node are not");
     }
 
     // Trimmed from squeue --json of Slurm 22.05.8 (tests/slurm/start-cluster.sh).

@@ -21,6 +21,7 @@ pub mod state;
 pub use desired::{MapError, Mapping, desired};
 pub use diff::{Change, ChangeKind, Diff, FieldChange, ObjectKind, diff};
 pub use executor::SlurmExecutor;
+pub use jobs::ImageOption;
 pub use rest::{Endpoint, RestClient, RestError};
 pub use sacctmgr::{ProcessRunner, RunError, Runner, Sacctmgr};
 pub use scheduler::Scheduler;

@@ -12,7 +12,10 @@
 //!   that left it; a job no longer active is `Exited` (with its code) or,
 //!   when gitfleet stopped it, `Stopped`.
 //! - Preempt: `scancel --signal=TERM`, then plain `scancel` once the
-//!   class's grace period is over. Terminate and cancel: `scancel`.
+//!   class's grace period is over, or with [`PreemptMode::Requeue`]
+//!   `scontrol requeuehold`: the same Slurm job goes back to pending, held,
+//!   and is placed again with `scontrol update` (nodes, comment) and
+//!   released instead of a new `sbatch`. Terminate and cancel: `scancel`.
 //! - Drain: `scontrol update NodeName=… State=DRAIN Reason=gitfleet: …`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,12 +27,15 @@ use model::plan::Action;
 use model::spec::{Fleet, JobSpec, Object};
 
 use crate::desired::Mapping;
-use crate::jobs::{Jobs, SlurmJob, Submit};
+use crate::jobs::{ImageOption, Jobs, SlurmJob, Submit};
 use crate::nodes::{PoolInfo, SINFO_FORMAT, SlurmNode, observed, parse_sinfo, pools};
 use crate::rest::RestClient;
 use crate::sacctmgr::{RunError, Runner};
+use crate::state::PreemptMode;
 
 const JOB_IDS: &str = "slurm/job/";
+/// A requeue-mode job's last submission's [`Submit::shape`], with its id.
+const SHAPES: &str = "slurm/shape/";
 
 /// Scheduler mode's part of the Slurm executor.
 #[derive(Debug)]
@@ -46,8 +52,22 @@ pub struct Scheduler<R> {
     drained: BTreeSet<String>,
     /// Accounts `user` was associated with by this process.
     joined: BTreeSet<String>,
-    /// Slurm jobs killed after their grace period.
+    /// Slurm jobs killed (or requeued) after their grace period.
     killed: BTreeSet<u64>,
+    /// How gitfleet's own preemptions end.
+    preempt: PreemptMode,
+    /// How a Job's `image` is passed to `sbatch`, if at all.
+    image: Option<ImageOption>,
+    /// The fleet's jobs, once a fleet was set.
+    fleet_jobs: Option<BTreeSet<String>>,
+}
+
+/// A requeue-mode submission as kept: the Slurm job and its
+/// [`Submit::shape`].
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+struct Shape {
+    id: u64,
+    args: Vec<String>,
 }
 
 fn failed(action: &'static str, subject: &str, e: RunError) -> ExecError {
@@ -110,7 +130,29 @@ impl<R: Runner> Scheduler<R> {
             drained: BTreeSet::new(),
             joined: BTreeSet::new(),
             killed: BTreeSet::new(),
+            preempt: PreemptMode::Cancel,
+            image: None,
+            fleet_jobs: None,
         }
+    }
+
+    /// How gitfleet's own preemptions end: `Cancel` (the default:
+    /// `scancel`, a new Slurm job when placed again) or `Requeue`
+    /// (`scontrol requeuehold`, the same Slurm job placed again).
+    pub fn with_preempt_mode(mut self, mode: PreemptMode) -> Self {
+        self.preempt = mode;
+        self
+    }
+
+    /// Passes a Job's `image` to `sbatch` with `option`; without one a
+    /// Job with an `image` is refused.
+    pub fn with_image_option(mut self, option: ImageOption) -> Self {
+        self.image = Some(option);
+        self
+    }
+
+    fn requeues(&self) -> bool {
+        self.preempt == PreemptMode::Requeue
     }
 
     /// Reads the observed state (nodes, the queue, jobs that left it) from
@@ -137,6 +179,7 @@ impl<R: Runner> Scheduler<R> {
             .iter()
             .find(|c| c.spec.default)
             .map(|c| c.name().to_string());
+        self.fleet_jobs = Some(fleet.jobs.iter().map(|j| j.name().to_string()).collect());
     }
 
     fn stored_ids(&self) -> Result<BTreeMap<String, u64>, ExecError> {
@@ -190,7 +233,23 @@ impl<R: Runner> Scheduler<R> {
                 .iter()
                 .filter(|j| Some(j.id) == id || (id.is_none() && is_gitfleets(j, view.job)))
                 .max_by_key(|j| j.id);
+            let preempted = view.stop.is_some_and(|s| s.kind == StopKind::Preempt);
             match found {
+                // Requeued and held by the preemption: it left its nodes.
+                Some(job) if self.requeues() && preempted && job.held() => {
+                    events.push(ended(view, now, None));
+                    forget.push(view.job.to_string());
+                }
+                // Ended within its grace period (on SIGTERM): requeued
+                // and held all the same, to be placed again under its id
+                // (if Slurm no longer can, the next placement submits anew).
+                Some(job) if self.requeues() && preempted && !job.active() => {
+                    if let Err(e) = self.jobs.requeue_hold(job.id) {
+                        tracing::debug!(job = view.job, id = job.id, "requeuehold: {e}");
+                    }
+                    events.push(ended(view, now, None));
+                    forget.push(view.job.to_string());
+                }
                 Some(job) if job.active() => self.after_grace(now, view, job.id)?,
                 Some(job) => {
                     events.push(ended(view, now, job.exit_code));
@@ -219,6 +278,9 @@ impl<R: Runner> Scheduler<R> {
                 forget.push(view.job.to_string());
             }
         }
+        if self.requeues() {
+            self.cancel_orphans(&queue)?;
+        }
         if !forget.is_empty() {
             let changes: Vec<(String, Option<String>)> = forget
                 .into_iter()
@@ -244,9 +306,42 @@ impl<R: Runner> Scheduler<R> {
         };
         let over = model::time::after(stop.since, view.grace) <= now;
         if stop.kind == StopKind::Preempt && over && self.killed.insert(id) {
-            self.jobs
-                .cancel(id, None)
+            self.end_preempted(id)
                 .map_err(|e| failed("preempt", view.job, e))?;
+        }
+        Ok(())
+    }
+
+    /// A preemption's last step: `scancel`, or `scontrol requeuehold`.
+    fn end_preempted(&mut self, id: u64) -> Result<(), RunError> {
+        match self.preempt {
+            PreemptMode::Cancel => self.jobs.cancel(id, None),
+            PreemptMode::Requeue => self.jobs.requeue_hold(id),
+        }
+    }
+
+    /// Held jobs of gitfleet's whose job is no longer in the fleet (left
+    /// by a preemption, or by a crash between `sbatch` and `scontrol
+    /// release`) are cancelled: nothing would place them again.
+    fn cancel_orphans(&self, queue: &[SlurmJob]) -> Result<(), ExecError> {
+        let Some(fleet_jobs) = &self.fleet_jobs else {
+            return Ok(());
+        };
+        for slurm in queue.iter().filter(|j| j.held()) {
+            let Some(job) = slurm
+                .comment
+                .strip_prefix("gitfleet:")
+                .and_then(|rest| rest.rsplit_once(':'))
+                .map(|(job, _)| job)
+            else {
+                continue;
+            };
+            if slurm.name == job_name(job) && !fleet_jobs.contains(job) {
+                tracing::debug!(job, id = slurm.id, "scancel: held, no longer in the fleet");
+                self.jobs
+                    .cancel(slurm.id, None)
+                    .map_err(|e| failed("cancel", job, e))?;
+            }
         }
         Ok(())
     }
@@ -333,6 +428,17 @@ impl<R: Runner> Scheduler<R> {
                 }
             }
         }
+        let image = match (&spec.spec.image, self.image) {
+            (None, _) => None,
+            (Some(image), Some(option)) => Some((option, image.clone())),
+            (Some(_), None) => {
+                return Err(refused(
+                    "place",
+                    job,
+                    "image: not passed to Slurm without --slurm-image-option (container-image: pyxis's --container-image; container: an OCI bundle path for --container)",
+                ));
+            }
+        };
         let gres_type = self
             .nodes
             .get(first)
@@ -361,6 +467,8 @@ impl<R: Runner> Scheduler<R> {
             command: spec.spec.command.clone(),
             env,
             options: spec.spec.slurm.clone().unwrap_or_default(),
+            requeue: self.requeues(),
+            image,
         })
     }
 
@@ -376,13 +484,69 @@ impl<R: Runner> Scheduler<R> {
         let submit = self.submission(job, placement, spec, ctx.attempt.as_deref())?;
         self.join(&submit.account)
             .map_err(|e| failed("place", job, e))?;
-        let id = self
-            .jobs
-            .start(&submit)
-            .map_err(|e| failed("place", job, e))?;
-        self.store
-            .write(&[(format!("{JOB_IDS}{job}"), Some(id.to_string()))])?;
+        let id = if self.requeues() {
+            let kept = self.kept_shape(job)?;
+            self.start_or_reuse(job, &submit, kept)
+        } else {
+            self.jobs.start(&submit)
+        }
+        .map_err(|e| failed("place", job, e))?;
+        self.killed.remove(&id);
+        let mut changes = vec![(format!("{JOB_IDS}{job}"), Some(id.to_string()))];
+        if self.requeues() {
+            let shape = Shape {
+                id,
+                args: submit.shape(),
+            };
+            let text = serde_json::to_string(&shape)
+                .map_err(|e| refused("place", job, format!("its shape: {e}")))?;
+            changes.push((format!("{SHAPES}{job}"), Some(text)));
+        }
+        self.store.write(&changes)?;
         Ok(Outcome::Done)
+    }
+
+    /// Requeue mode's placement: this attempt's job if submitted already;
+    /// else the job's held, requeued Slurm job placed again when submitted
+    /// exactly so but for its nodes (else cancelled); else a new job.
+    fn start_or_reuse(
+        &mut self,
+        job: &str,
+        submit: &Submit,
+        kept: Option<Shape>,
+    ) -> Result<u64, RunError> {
+        if self.jobs.find(submit)?.is_some() {
+            return self.jobs.start(submit);
+        }
+        let Some(held) = self.jobs.requeued(submit)? else {
+            return self.jobs.start(submit);
+        };
+        let same = kept.is_some_and(|shape| {
+            shape
+                == Shape {
+                    id: held.id,
+                    args: submit.shape(),
+                }
+        });
+        if same {
+            tracing::debug!(job, id = held.id, "placing the requeued job again");
+            self.jobs.reuse(&held, submit)
+        } else {
+            tracing::debug!(job, id = held.id, "scancel: requeued, submitted otherwise");
+            self.jobs.cancel(held.id, None)?;
+            self.jobs.start(submit)
+        }
+    }
+
+    /// The shape kept for `job`'s last submission (an unreadable one
+    /// counts as none: the held job is then cancelled, not reused).
+    fn kept_shape(&self, job: &str) -> Result<Option<Shape>, ExecError> {
+        let key = format!("{SHAPES}{job}");
+        Ok(self
+            .store
+            .entries(&key)?
+            .get(&key)
+            .and_then(|text| serde_json::from_str(text).ok()))
     }
 
     /// Associates the submitting user with `account` (once per process;
@@ -411,12 +575,14 @@ impl<R: Runner> Scheduler<R> {
         ctx: &ActionContext<'_>,
     ) -> Result<Outcome, ExecError> {
         let action = kind.as_str();
+        let requeue = kind == StopKind::Preempt && self.requeues();
         let active: Vec<u64> = self
             .jobs
             .list()
             .map_err(|e| failed(kind.as_str(), job, e))?
             .into_iter()
-            .filter(|j| is_gitfleets(j, job) && j.active())
+            // A job requeued and held already is stopped.
+            .filter(|j| is_gitfleets(j, job) && j.active() && !(requeue && j.held()))
             .map(|j| j.id)
             .collect();
         if active.is_empty() {
@@ -424,11 +590,15 @@ impl<R: Runner> Scheduler<R> {
         }
         for id in active {
             let graceful = kind == StopKind::Preempt && ctx.grace.as_secs() > 0;
-            let signal = graceful.then_some("TERM");
-            tracing::debug!(job, id, action, "scancel");
-            self.jobs
-                .cancel(id, signal)
-                .map_err(|e| failed(kind.as_str(), job, e))?;
+            let result = if requeue && !graceful {
+                tracing::debug!(job, id, action, "scontrol requeuehold");
+                self.killed.insert(id);
+                self.jobs.requeue_hold(id)
+            } else {
+                tracing::debug!(job, id, action, "scancel");
+                self.jobs.cancel(id, graceful.then_some("TERM"))
+            };
+            result.map_err(|e| failed(kind.as_str(), job, e))?;
         }
         Ok(Outcome::Underway)
     }
@@ -454,327 +624,4 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use exec::{MemoryKv, StopView};
-    use std::sync::Mutex;
-
-    /// Answers `sinfo` and `squeue` from recorded outputs, `sbatch` with
-    /// job 42, and keeps every command line.
-    #[derive(Debug, Default)]
-    struct Recorded {
-        squeue: Mutex<String>,
-        sacct: Mutex<String>,
-        calls: Mutex<Vec<String>>,
-    }
-
-    impl Runner for Arc<Recorded> {
-        fn run(&self, program: &str, args: &[String]) -> Result<String, RunError> {
-            let line = format!("{program} {}", args.join(" "));
-            self.calls.lock().unwrap().push(line);
-            Ok(match program {
-                "sinfo" => "gpu-1|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-2|idle|gpu*|gpu:h100-sxm-80gb:8|none\ngpu-3|down|gpu*|gpu:a100-sxm4-80gb:8|test\n".into(),
-                "squeue" => self.squeue.lock().unwrap().clone(),
-                "sbatch" => "42\n".into(),
-                "sacct" => self.sacct.lock().unwrap().clone(),
-                _ => String::new(),
-            })
-        }
-    }
-
-    impl Recorded {
-        fn take(&self) -> Vec<String> {
-            std::mem::take(&mut *self.calls.lock().unwrap())
-        }
-        fn queue(&self, state: &str, reason: &str) {
-            *self.squeue.lock().unwrap() = format!(
-                r#"{{"jobs":[{{"job_id":42,"name":"gitfleet-train","comment":"gitfleet:train:1","job_state":"{state}","state_reason":"{reason}","exit_code":36608,"nodes":"gpu-[1-2]"}}]}}"#
-            );
-        }
-    }
-
-    fn fleet() -> Fleet {
-        let yaml = "apiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: nlp}\nspec:\n  quota:\n    - {model: H100-SXM-80GB, guaranteed: 16, limit: 16}\n---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 1, preemptible: true, gracePeriod: 30s, default: true}\n---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: h100}\nspec:\n  gpu: {model: H100-SXM-80GB, count: 8}\n  size: {min: 2, max: 2}\n---\napiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: a100}\nspec:\n  gpu: {model: A100-SXM4-80GB, count: 8}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: train}\nspec:\n  queue: nlp\n  replicas: 2\n  gpusPerReplica: 8\n  timeLimit: 5m\n  command: [sleep, '300']\n";
-        let loaded = load::load_fleet(&[load::SourceFile::new("f.yaml", yaml)]);
-        assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
-        loaded.fleet
-    }
-
-    fn at(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn places_once_preempts_with_grace_reports_the_stop_and_drains() {
-        let slurm = Arc::new(Recorded::default());
-        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
-        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
-        let mut s = Scheduler::new(slurm.clone(), "gitfleet".into(), Mapping::default(), store);
-        let fleet = fleet();
-        s.set_fleet(&fleet);
-        let now = at("2026-11-23T00:00:00Z");
-
-        let seen = s.observe(now, &[]).unwrap();
-        assert!(seen.events.is_empty());
-        let pools: Vec<_> = seen.nodes.iter().map(|n| n.pool.as_deref()).collect();
-        assert_eq!(pools, [Some("h100"), Some("h100"), Some("a100")]);
-        assert!(seen.nodes[2].gpus.iter().all(|g| !g.healthy), "down");
-        slurm.take();
-
-        let placement: Vec<NodeGpus> = ["gpu-1", "gpu-2"]
-            .iter()
-            .map(|n| NodeGpus {
-                node: (*n).to_string(),
-                gpus: (0..8).collect(),
-            })
-            .collect();
-        let place = Action::Place {
-            job: "train".into(),
-            placement: placement.clone(),
-            reason: String::new(),
-        };
-        let ctx = ActionContext {
-            spec: fleet.jobs.first(),
-            attempt: Some("1".into()),
-            grace: "30s".parse().unwrap(),
-            revision: "r1",
-        };
-        // The duplicate check reads the listing the observation took.
-        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
-        assert_eq!(
-            slurm.take(),
-            [
-                "sacctmgr -i add user gitfleet account=nlp",
-                "sbatch --parsable --hold --job-name=gitfleet-train --comment=gitfleet:train:1 --account=nlp --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=gpu-1,gpu-2 --gres=gpu:h100-sxm-80gb:8 --output=/dev/null --qos=low --time=5 --wrap=srun sleep 300",
-                "scontrol release 42",
-            ]
-        );
-
-        // Carried out again in the same iteration: known from sbatch's
-        // answer, nothing run.
-        slurm.queue("RUNNING", "None");
-        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
-        assert_eq!(slurm.take(), Vec::<String>::new());
-        // Carried out again after a crash (a new iteration, before its
-        // observation): the queue is listed, the job found, not submitted
-        // twice; a job already released is left alone.
-        s.begin();
-        assert_eq!(s.execute(&place, &ctx).unwrap(), Outcome::Done);
-        assert_eq!(slurm.take(), ["squeue --json"]);
-
-        let preempt = Action::Preempt {
-            job: "train".into(),
-            for_job: "other".into(),
-            reason: String::new(),
-        };
-        assert_eq!(s.execute(&preempt, &ctx).unwrap(), Outcome::Underway);
-        assert_eq!(slurm.take(), ["squeue --json", "scancel --signal=TERM 42"]);
-
-        // Still running within the grace period: left; after it: cancelled.
-        let mut view = JobView {
-            job: "train",
-            placement: &placement,
-            started: Some(now),
-            stop: Some(StopView {
-                kind: StopKind::Preempt,
-                since: now,
-            }),
-            spec: fleet.jobs.first(),
-            grace: "30s".parse().unwrap(),
-        };
-        let seen = s.observe(at("2026-11-23T00:00:10Z"), &[view]).unwrap();
-        assert!(seen.events.is_empty());
-        assert!(!slurm.take().iter().any(|c| c.starts_with("scancel")));
-        s.observe(at("2026-11-23T00:00:31Z"), &[view]).unwrap();
-        assert!(slurm.take().contains(&"scancel 42".to_string()));
-
-        // Ended: a stop (it was told to), an exit code otherwise.
-        slurm.queue("FAILED", "NonZeroExitCode");
-        let seen = s.observe(at("2026-11-23T00:00:40Z"), &[view]).unwrap();
-        assert_eq!(
-            seen.events,
-            [Event::Stopped {
-                job: "train".into(),
-                at: at("2026-11-23T00:00:40Z")
-            }]
-        );
-        view.stop = None;
-        let seen = s.observe(at("2026-11-23T00:00:41Z"), &[view]).unwrap();
-        assert_eq!(
-            seen.events,
-            [Event::Exited {
-                job: "train".into(),
-                at: at("2026-11-23T00:00:41Z"),
-                exit_code: Some(143)
-            }]
-        );
-
-        let drain = Action::Drain {
-            node: "gpu-3".into(),
-            reason: "GPUs 0-7 unhealthy".into(),
-        };
-        assert!(!s.already_done(&drain));
-        slurm.take();
-        assert_eq!(s.execute(&drain, &ctx).unwrap(), Outcome::Done);
-        assert_eq!(
-            slurm.take(),
-            ["scontrol update NodeName=gpu-3 State=DRAIN Reason=gitfleet: GPUs 0-7 unhealthy"]
-        );
-        assert!(s.already_done(&drain));
-    }
-
-    /// Slurm jobs `train-0` … as the fleet's `train`, each on `gpu-1`.
-    fn burst(fleet: &Fleet, n: usize) -> Vec<(Action, Object<JobSpec>)> {
-        (0..n)
-            .map(|i| {
-                let mut spec = fleet.jobs[0].clone();
-                spec.metadata.name = format!("train-{i}");
-                let place = Action::Place {
-                    job: format!("train-{i}"),
-                    placement: vec![NodeGpus {
-                        node: "gpu-1".into(),
-                        gpus: (0..8).collect(),
-                    }],
-                    reason: String::new(),
-                };
-                (place, spec)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_burst_of_placements_lists_the_queue_once_per_iteration() {
-        let slurm = Arc::new(Recorded::default());
-        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
-        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
-        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store);
-        let fleet = fleet();
-        s.set_fleet(&fleet);
-        let squeues = |calls: &[String]| calls.iter().filter(|c| *c == "squeue --json").count();
-        let sbatches = |calls: &[String]| calls.iter().filter(|c| c.starts_with("sbatch")).count();
-        let run = |s: &mut Scheduler<Arc<Recorded>>, burst: &[(Action, Object<JobSpec>)]| {
-            for (place, spec) in burst {
-                let ctx = ActionContext {
-                    spec: Some(spec),
-                    attempt: Some("1".into()),
-                    grace: "0s".parse().unwrap(),
-                    revision: "r1",
-                };
-                assert_eq!(s.execute(place, &ctx).unwrap(), Outcome::Done);
-            }
-        };
-        let jobs = burst(&fleet, 20);
-
-        // An iteration: observed, then 20 placed: one listing, not 21.
-        s.begin();
-        s.observe(at("2026-11-23T00:00:00Z"), &[]).unwrap();
-        run(&mut s, &jobs);
-        let calls = slurm.take();
-        assert_eq!((squeues(&calls), sbatches(&calls)), (1, 20));
-
-        // A restart carrying out the same intents before observing: one
-        // listing; every job found in it (Slurm's queue now holds them),
-        // none submitted again.
-        let queue: Vec<String> = (0..20)
-            .map(|i| format!(r#"{{"job_id":{},"name":"gitfleet-train-{i}","comment":"gitfleet:train-{i}:1","job_state":"RUNNING","state_reason":"None"}}"#, 100 + i))
-            .collect();
-        *slurm.squeue.lock().unwrap() = format!(r#"{{"jobs":[{}]}}"#, queue.join(","));
-        s.begin();
-        run(&mut s, &jobs);
-        let calls = slurm.take();
-        assert_eq!((squeues(&calls), sbatches(&calls)), (1, 0));
-    }
-
-    #[test]
-    fn a_job_gone_from_the_queue_is_read_from_sacct_by_its_id() {
-        let slurm = Arc::new(Recorded::default());
-        *slurm.squeue.lock().unwrap() = r#"{"jobs":[]}"#.into();
-        *slurm.sacct.lock().unwrap() = "42|gitfleet-train|COMPLETED|0:0\n".into();
-        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
-        store
-            .write(&[("slurm/job/train".into(), Some("42".into()))])
-            .unwrap();
-        let mut s = Scheduler::new(slurm.clone(), "u".into(), Mapping::default(), store.clone());
-        let fleet = fleet();
-        s.set_fleet(&fleet);
-        let placement = [NodeGpus {
-            node: "gpu-1".into(),
-            gpus: (0..8).collect(),
-        }];
-        let view = |job| JobView {
-            job,
-            placement: &placement,
-            started: None,
-            stop: None,
-            spec: None,
-            grace: "0s".parse().unwrap(),
-        };
-        let now = at("2026-11-23T00:00:00Z");
-        let seen = s.observe(now, &[view("train"), view("lost")]).unwrap();
-        assert_eq!(
-            seen.events,
-            [
-                Event::Exited {
-                    job: "lost".into(),
-                    at: now,
-                    exit_code: None
-                },
-                Event::Exited {
-                    job: "train".into(),
-                    at: now,
-                    exit_code: Some(0)
-                }
-            ]
-        );
-        assert!(
-            slurm
-                .take()
-                .contains(&"sacct -X -n -P -o JobIDRaw,JobName,State,ExitCode -j 42".to_string())
-        );
-        assert!(store.entries("slurm/job/").unwrap().is_empty(), "forgotten");
-    }
-
-    #[test]
-    fn uneven_gangs_and_jobs_without_a_command_are_refused() {
-        let slurm = Arc::new(Recorded::default());
-        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
-        let s = Scheduler::new(slurm, "u".into(), Mapping::default(), store);
-        let fleet = fleet();
-        let job = fleet.jobs.first().unwrap();
-        let part = |n: &str| NodeGpus {
-            node: n.into(),
-            gpus: vec![0],
-        };
-        let uneven = [part("gpu-1"), part("gpu-1"), part("gpu-2")];
-        let e = s.submission("train", &uneven, job, None).unwrap_err();
-        assert!(e.to_string().contains("unevenly"), "{e}");
-        let even = [part("gpu-1"), part("gpu-1")];
-        let mut job = job.clone();
-        job.spec.gpu = Some(model::spec::GpuSelector {
-            models: vec!["H100-SXM-80GB".into()],
-        });
-        let submit = s.submission("train", &even, &job, None).unwrap();
-        assert_eq!(
-            (
-                submit.tasks_per_node,
-                submit.gpus_per_node,
-                submit.attempt.as_str()
-            ),
-            (2, 16, "1")
-        );
-        assert_eq!(submit.gres_type, "h100-sxm-80gb", "from the job's model");
-        job.spec
-            .env
-            .insert("WANDB".into(), model::spec::EnvValue::Plain("run-1".into()));
-        let submit = s.submission("train", &even, &job, None).unwrap();
-        assert_eq!(submit.env, [("WANDB".to_string(), "run-1".to_string())]);
-        let token: model::spec::EnvValue =
-            serde_json::from_str(r#"{"value": "s3cr3t", "sensitive": true}"#).unwrap();
-        job.spec.env.insert("TOKEN".into(), token);
-        let e = s.submission("train", &even, &job, None).unwrap_err();
-        assert!(e.to_string().contains("env TOKEN: sensitive"), "{e}");
-        job.spec.command.clear();
-        let e = s.submission("train", &even, &job, None).unwrap_err();
-        assert!(e.to_string().contains("no command"), "{e}");
-    }
-}
+mod tests;
