@@ -314,27 +314,29 @@ fn reclaim_after_subtree_victims(
         return None;
     }
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
-    // First a bound from the victim index of what victims allowed now free
-    // below each queue of the path; then the victims themselves.
     let mut levels = Levels {
         path: &path,
         last: None,
     };
-    let mut room = vec![0u64; path.len()];
-    victims_per_queue(e, &job, q, m, reclaim, own_path, |vq, gpus| {
-        let below = levels.above(e, vq);
-        for (i, r) in room.iter_mut().enumerate() {
-            if below & (1 << i) != 0 {
-                *r += gpus;
-            }
-        }
-    });
-    if within_with_room(e, &path, m, job.gpus, reclaim, |i, _| room[i]) == reclaim {
-        return None;
-    }
     let now = match known {
         Some(list) => list,
-        None => candidates_cached(e, j, q, req, reclaim, own_path, max_candidates(job.gpus)),
+        None => {
+            // Nothing listed yet: first a bound from the victim index of
+            // what victims allowed now free below each queue of the path.
+            let mut room = vec![0u64; path.len()];
+            victims_per_queue(e, &job, q, m, reclaim, own_path, |vq, gpus| {
+                let below = levels.above(e, vq);
+                for (i, r) in room.iter_mut().enumerate() {
+                    if below & (1 << i) != 0 {
+                        *r += gpus;
+                    }
+                }
+            });
+            if within_with_room(e, &path, m, job.gpus, reclaim, |i, _| room[i]) == reclaim {
+                return None;
+            }
+            candidates_cached(e, j, q, req, reclaim, own_path, max_candidates(job.gpus))
+        }
     };
     // What the victims allowed now free below each queue of the path.
     let mut freeable = vec![0u64; path.len()];
