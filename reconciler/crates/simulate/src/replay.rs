@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use engine::{PlanInput, plan};
-use model::observed::{ObservedState, QueuedJob};
+use model::observed::{ObservedState, QueuedJob, RunningJob};
 use model::plan::{Action, Plan};
 use model::spec::{Duration, Fleet};
 use model::time::{Timestamp, after};
@@ -83,7 +83,9 @@ struct Replay<'a> {
     elastic: bool,
     /// Running jobs whose declared limit ends before their run does.
     over_limit: usize,
-    /// What the engine is shown (its nodes kept between plans).
+    /// What the engine is shown: its nodes kept between plans, its running
+    /// jobs kept in step with the world's (in the order they started, as
+    /// `World::running_jobs` lists them) rather than rebuilt per plan.
     observed: ObservedState,
     /// Whether the world's nodes changed since `observed.nodes` was taken.
     nodes_stale: bool,
@@ -354,6 +356,9 @@ impl Replay<'_> {
             last.1 = Some(at);
         }
         if let Some(since) = run.running_since.take() {
+            if let Some(p) = running_at(&self.observed.running, &job.object.metadata.name, since) {
+                self.observed.running.remove(p);
+            }
             let ms = (at - since).num_milliseconds().max(0) as u128;
             let gpu_ms = ms * u128::from(job.gpus);
             run.gpu_ms += gpu_ms;
@@ -421,7 +426,7 @@ impl Replay<'_> {
             self.nodes_stale = false;
         }
         self.observed.time = Some(now);
-        self.observed.running = self.world.running_jobs();
+        debug_assert!(self.observed.running == self.world.running_jobs());
         self.observed.queued = std::mem::take(&mut self.queued);
         let plan = plan(&PlanInput {
             fleet: &self.fleet,
@@ -450,6 +455,9 @@ impl Replay<'_> {
                     self.world
                         .start(job, placement, &facts, now)
                         .map_err(refused)?;
+                    if let Some(started) = self.world.job(job) {
+                        self.observed.running.push(started.to_running());
+                    }
                     self.dequeue(i);
                     let run = &mut self.out.runs[i];
                     run.first_start.get_or_insert(now);
@@ -468,6 +476,11 @@ impl Replay<'_> {
                         self.out.runs[i].preemptions += 1;
                     }
                     self.world.preempt(job, for_job, self.jobs[i].grace, now);
+                    let since = self.out.runs[i].running_since;
+                    let at = since.and_then(|t| running_at(&self.observed.running, job, t));
+                    if let (Some(p), Some(stopping)) = (at, self.world.job(job)) {
+                        self.observed.running[p] = stopping.to_running();
+                    }
                 }
                 (Action::Terminate { job, reason }, Some(_)) => {
                     for event in self.world.stop(job, StopKind::Terminate, Some(reason), now) {
@@ -529,4 +542,15 @@ impl Replay<'_> {
             }
         }
     }
+}
+
+/// Where job `name`, which started at `since`, sits in `running` (in the
+/// order jobs started, so sorted by start time).
+fn running_at(running: &[RunningJob], name: &str, since: Timestamp) -> Option<usize> {
+    let from = running.partition_point(|r| r.started < since);
+    running[from..]
+        .iter()
+        .take_while(|r| r.started == since)
+        .position(|r| r.job == name)
+        .map(|p| from + p)
 }
