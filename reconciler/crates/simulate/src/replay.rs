@@ -1,11 +1,12 @@
 //! The discrete-event loop: the world's ends first, then arrivals, then one
-//! plan (strict FIFO: the engine re-run on fewer jobs until no job passes
-//! its queue's blocked head), its actions carried out by the world.
+//! plan, its actions carried out by the world (strict FIFO: the engine is
+//! shown only each leaf queue's first pending job, and plans again at the
+//! same instant while such a head starts).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 
 use engine::{PlanInput, plan};
-use model::observed::{ObservedState, QueuedJob};
+use model::observed::{ObservedState, QueuedJob, RunningJob};
 use model::plan::{Action, Plan};
 use model::spec::{Duration, Fleet};
 use model::time::{Timestamp, after};
@@ -65,9 +66,6 @@ pub(crate) struct Outcome {
 /// gives up (a plan that keeps undoing itself).
 const MAX_SAME_INSTANT: u32 = 10_000;
 
-/// Rounds of strict FIFO's re-planning at one instant.
-const MAX_STRICT_ROUNDS: usize = 16;
-
 struct Replay<'a> {
     jobs: &'a [SimJob],
     policy: Policy,
@@ -85,10 +83,44 @@ struct Replay<'a> {
     elastic: bool,
     /// Running jobs whose declared limit ends before their run does.
     over_limit: usize,
-    /// What the engine is shown (its nodes kept between plans).
+    /// What the engine is shown: its nodes kept between plans, its running
+    /// jobs kept in step with the world's (in the order they started, as
+    /// `World::running_jobs` lists them) rather than rebuilt per plan.
     observed: ObservedState,
     /// Whether the world's nodes changed since `observed.nodes` was taken.
     nodes_stale: bool,
+    /// Strict FIFO: each leaf queue's pending jobs (by arrival) and every
+    /// job's leaf; `None` under the other policies.
+    strict: Option<Strict>,
+}
+
+/// What strict FIFO keeps: the engine is shown only the first pending job
+/// (the head) of each leaf queue.
+struct Strict {
+    /// Job index → its leaf queue's slot in `pending`.
+    leaf: Vec<usize>,
+    /// Per leaf queue, its pending jobs (arrival order = index order).
+    pending: Vec<BTreeSet<usize>>,
+    /// A head started since the last plan and another job took its place.
+    new_head: bool,
+}
+
+impl Strict {
+    fn new(jobs: &[SimJob]) -> Strict {
+        let mut slots: HashMap<&str, usize> = HashMap::new();
+        let leaf = jobs
+            .iter()
+            .map(|j| {
+                let next = slots.len();
+                *slots.entry(j.queue()).or_insert(next)
+            })
+            .collect();
+        Strict {
+            leaf,
+            pending: vec![BTreeSet::new(); slots.len()],
+            new_head: false,
+        }
+    }
 }
 
 /// Replays the prepared jobs on `fleet`; with `record`, keeps the
@@ -131,6 +163,7 @@ pub(crate) fn run(
         over_limit: 0,
         observed: ObservedState::default(),
         nodes_stale: true,
+        strict: options.policy.strict().then(|| Strict::new(jobs)),
     };
     r.recount_capacity();
     let until = options.until.map(|u| after(origin, u));
@@ -172,20 +205,26 @@ pub(crate) fn run(
             r.arrive(next_arrival, job);
             next_arrival += 1;
         }
-        // Then one plan.
+        // Then one plan (strict FIFO: again while a head started and
+        // another job of its queue became the head).
         if !r.queued.is_empty() || r.elastic || r.over_limit > 0 {
-            let plan = if r.policy.strict() {
-                r.plan_strict(now)
-            } else {
-                r.plan(now)
-            };
-            r.carry_out(&plan, now)?;
-            if r.out.plans.is_multiple_of(256) {
-                progress(Progress {
-                    arrived: next_arrival as u64,
-                    total,
-                    plans: r.out.plans,
-                });
+            loop {
+                let plan = r.plan(now);
+                r.carry_out(&plan, now)?;
+                if r.out.plans.is_multiple_of(256) {
+                    progress(Progress {
+                        arrived: next_arrival as u64,
+                        total,
+                        plans: r.out.plans,
+                    });
+                }
+                if !r
+                    .strict
+                    .as_mut()
+                    .is_some_and(|s| std::mem::take(&mut s.new_head))
+                {
+                    break;
+                }
             }
         }
         if r.elastic {
@@ -231,14 +270,32 @@ impl Replay<'_> {
 
     fn arrive(&mut self, i: usize, job: &SimJob) {
         self.out.runs[i].arrived = true;
-        self.pos[i] = self.fleet.jobs.len();
-        self.fleet.jobs.push(job.object.clone());
+        if self.strict.is_none() {
+            self.pos[i] = self.fleet.jobs.len();
+            self.fleet.jobs.push(job.object.clone());
+        }
         self.enqueue(i, self.policy.since(job.submit, None, job.duration));
     }
 
     fn enqueue(&mut self, i: usize, since: Timestamp) {
         if let Some(samples) = &mut self.out.samples {
             samples.queued(i);
+        }
+        if let Some(strict) = &mut self.strict {
+            let list = &mut strict.pending[strict.leaf[i]];
+            let head = list.first().copied();
+            list.insert(i);
+            match head {
+                // Behind the head: the engine does not see it.
+                Some(h) if h < i => self.hide(i),
+                // The new head (a job preempted back ahead of it).
+                _ => {
+                    if let Some(h) = head {
+                        self.hide(h);
+                    }
+                    self.show(i);
+                }
+            }
         }
         self.qpos[i] = self.queued.len();
         self.queued.push(QueuedJob {
@@ -255,6 +312,15 @@ impl Replay<'_> {
         }
         if let Some(samples) = &mut self.out.samples {
             samples.unqueued(i);
+        }
+        if let Some(strict) = &mut self.strict {
+            let list = &mut strict.pending[strict.leaf[i]];
+            let was_head = list.first() == Some(&i);
+            list.remove(&i);
+            if let Some(next) = list.first().copied().filter(|_| was_head) {
+                strict.new_head = true;
+                self.show(next);
+            }
         }
         self.queued.swap_remove(p);
         if let Some(moved) = self.queued.get(p).and_then(|q| index(&q.job)) {
@@ -290,6 +356,9 @@ impl Replay<'_> {
             last.1 = Some(at);
         }
         if let Some(since) = run.running_since.take() {
+            if let Some(p) = running_at(&self.observed.running, &job.object.metadata.name, since) {
+                self.observed.running.remove(p);
+            }
             let ms = (at - since).num_milliseconds().max(0) as u128;
             let gpu_ms = ms * u128::from(job.gpus);
             run.gpu_ms += gpu_ms;
@@ -357,7 +426,7 @@ impl Replay<'_> {
             self.nodes_stale = false;
         }
         self.observed.time = Some(now);
-        self.observed.running = self.world.running_jobs();
+        debug_assert!(self.observed.running == self.world.running_jobs());
         self.observed.queued = std::mem::take(&mut self.queued);
         let plan = plan(&PlanInput {
             fleet: &self.fleet,
@@ -367,84 +436,6 @@ impl Replay<'_> {
         });
         self.queued = std::mem::take(&mut self.observed.queued);
         plan
-    }
-
-    /// Strict FIFO: the engine is re-run without the jobs behind each
-    /// queue's first blocked job until no job passes it, and with them again
-    /// where every job it was shown started.
-    fn plan_strict(&mut self, now: Timestamp) -> Plan {
-        let mut hidden: BTreeSet<usize> = BTreeSet::new();
-        let mut plan = self.plan(now);
-        for _ in 1..MAX_STRICT_ROUNDS {
-            let placed: BTreeSet<usize> = placed(&plan).collect();
-            // Each queue's pending jobs in FIFO order (index = arrival order).
-            let mut by_queue: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for q in &self.queued {
-                if let Some(i) = index(&q.job) {
-                    by_queue.entry(self.jobs[i].queue()).or_default().push(i);
-                }
-            }
-            let mut hide: Vec<usize> = Vec::new();
-            let mut show: Vec<usize> = Vec::new();
-            for list in by_queue.values_mut() {
-                list.sort_unstable();
-                let blocked = list
-                    .iter()
-                    .position(|i| !hidden.contains(i) && !placed.contains(i));
-                match blocked {
-                    Some(b) => hide.extend(list[b + 1..].iter().filter(|i| placed.contains(i))),
-                    None => show.extend(list.iter().filter(|i| hidden.contains(i))),
-                }
-            }
-            if hide.is_empty() && show.is_empty() {
-                break;
-            }
-            // Hide everything behind a head a placed job passed.
-            for list in by_queue.values() {
-                let blocked = list
-                    .iter()
-                    .position(|i| !hidden.contains(i) && !placed.contains(i));
-                if let Some(b) = blocked
-                    && list[b + 1..].iter().any(|i| placed.contains(i))
-                {
-                    hidden.extend(list[b + 1..].iter().copied());
-                }
-            }
-            for &i in &show {
-                hidden.remove(&i);
-            }
-            self.sync_hidden(&hidden);
-            plan = self.plan(now);
-        }
-        // Whatever the rounds left: no placement passes a blocked head.
-        let mut heads: BTreeMap<&str, usize> = BTreeMap::new();
-        let placed_now: BTreeSet<usize> = placed(&plan).collect();
-        for q in &self.queued {
-            if let Some(i) = index(&q.job).filter(|i| !placed_now.contains(i)) {
-                let head = heads.entry(self.jobs[i].queue()).or_insert(i);
-                *head = (*head).min(i);
-            }
-        }
-        let jobs = self.jobs;
-        plan.actions.retain(|a| match a {
-            Action::Place { job, .. } => index(job.as_str())
-                .is_none_or(|i| heads.get(jobs[i].queue()).is_none_or(|head| i < *head)),
-            _ => true,
-        });
-        self.sync_hidden(&BTreeSet::new());
-        plan
-    }
-
-    /// Shows the engine every pending job but `hidden`.
-    fn sync_hidden(&mut self, hidden: &BTreeSet<usize>) {
-        let pending: Vec<usize> = self.queued.iter().filter_map(|q| index(&q.job)).collect();
-        for i in pending {
-            if hidden.contains(&i) {
-                self.hide(i);
-            } else {
-                self.show(i);
-            }
-        }
     }
 
     fn carry_out(&mut self, plan: &Plan, now: Timestamp) -> Result<(), SimulateError> {
@@ -464,6 +455,9 @@ impl Replay<'_> {
                     self.world
                         .start(job, placement, &facts, now)
                         .map_err(refused)?;
+                    if let Some(started) = self.world.job(job) {
+                        self.observed.running.push(started.to_running());
+                    }
                     self.dequeue(i);
                     let run = &mut self.out.runs[i];
                     run.first_start.get_or_insert(now);
@@ -482,6 +476,11 @@ impl Replay<'_> {
                         self.out.runs[i].preemptions += 1;
                     }
                     self.world.preempt(job, for_job, self.jobs[i].grace, now);
+                    let since = self.out.runs[i].running_since;
+                    let at = since.and_then(|t| running_at(&self.observed.running, job, t));
+                    if let (Some(p), Some(stopping)) = (at, self.world.job(job)) {
+                        self.observed.running[p] = stopping.to_running();
+                    }
                 }
                 (Action::Terminate { job, reason }, Some(_)) => {
                     for event in self.world.stop(job, StopKind::Terminate, Some(reason), now) {
@@ -545,10 +544,13 @@ impl Replay<'_> {
     }
 }
 
-/// The jobs a plan places.
-fn placed(plan: &Plan) -> impl Iterator<Item = usize> + '_ {
-    plan.actions.iter().filter_map(|a| match a {
-        Action::Place { job, .. } => index(job),
-        _ => None,
-    })
+/// Where job `name`, which started at `since`, sits in `running` (in the
+/// order jobs started, so sorted by start time).
+fn running_at(running: &[RunningJob], name: &str, since: Timestamp) -> Option<usize> {
+    let from = running.partition_point(|r| r.started < since);
+    running[from..]
+        .iter()
+        .take_while(|r| r.started == since)
+        .position(|r| r.job == name)
+        .map(|p| from + p)
 }

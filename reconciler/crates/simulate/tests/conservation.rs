@@ -6,10 +6,8 @@
 //!
 //! The cases come from a fixed seed, as the engine's property tests do, so
 //! a CI run is reproducible: `GITFLEET_CONSERVATION_SEED=N` (default 1) and
-//! `GITFLEET_CONSERVATION_CASES=N` (default 48) explore further. Known
-//! failure, open: some seeds find a strict-FIFO replay (`Policy::Fifo`) that
-//! ends with a 2 × 8-GPU gang of queue `b` never started (a minimal input is
-//! in the session 11 note; issue 19).
+//! `GITFLEET_CONSERVATION_CASES=N` (default 48) explore further; what
+//! they once found stays below as a fixed case.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
 
@@ -156,5 +154,52 @@ proptest! {
         }
         let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
         prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
+    }
+}
+
+/// The strict-FIFO replay (issue 19) that once left queue b's 2 × 8-GPU
+/// gang (line 8) never started: every job must start and end.
+#[test]
+fn strict_fifo_starts_a_gang_that_needs_a_scale_up() {
+    // (submit s, queue, replicas, GPUs per replica, duration s, class)
+    let specs: [(u64, &str, u32, u32, u64, &str); 12] = [
+        (26, "b", 1, 1, 338, "low"),
+        (237, "b", 1, 1, 1, "low"),
+        (237, "b", 1, 1, 1, "low"),
+        (0, "b", 1, 4, 169, "low"),
+        (445, "b", 1, 1, 1, "low"),
+        (525, "b", 1, 1, 1, "low"),
+        (169, "b", 2, 8, 1, "low"),
+        (0, "b", 1, 1, 4, "low"),
+        (168, "b", 1, 4, 377, "low"),
+        (187, "a", 2, 8, 270, "low"),
+        (288, "a", 2, 8, 166, "low"),
+        (194, "a", 2, 2, 85, "high"),
+    ];
+    let jobs: Vec<TraceJob> = specs
+        .iter()
+        .enumerate()
+        .map(
+            |(i, &(submit, queue, replicas, per, duration, class))| TraceJob {
+                line: i as u64 + 2,
+                submit: Duration::from_secs(submit),
+                queue: queue.to_string(),
+                replicas,
+                gpus_per_replica: per,
+                model: None,
+                duration: Duration::from_secs(duration),
+                priority_class: Some(class.to_string()),
+                time_limit: None,
+            },
+        )
+        .collect();
+    let options = Options {
+        policy: Policy::Fifo,
+        limits: Limits::Exact,
+        ..Options::default()
+    };
+    let (_, lives) = replay(&fleet(), &jobs, 0, &options, &mut |_| {}).unwrap();
+    for life in &lives {
+        assert!(life.end.is_some(), "job of line {} never ended", life.line);
     }
 }

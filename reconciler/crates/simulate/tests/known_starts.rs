@@ -204,3 +204,43 @@ fn until_cuts_the_replay() {
     );
     assert_eq!(starts(&lives), [vec![0], vec![]]);
 }
+
+/// Strict FIFO, a head that waits for a scale-up (pool of 1 to 2 nodes).
+/// A (4 GPUs) holds the first node 0–100. B, a gang of 2 × 8, cannot fit
+/// even on a second node until A ends: at 100 the pool grows and B starts
+/// at once. C (1 GPU), behind B, would fit beside A at 20 but waits for B
+/// to start, then for GPUs: B holds both nodes until 110. The greedy
+/// baseline starts C at 20 (and B at 100).
+#[test]
+fn strict_fifo_head_waits_for_a_scale_up() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 2)));
+    let csv =
+        "submit,queue,replicas,gpus_per_replica,duration\n0,q,1,4,100\n10,q,2,8,10\n20,q,1,1,5\n";
+    let fifo = lives(&f, csv, Policy::Fifo, Limits::Trace);
+    assert_eq!(starts(&fifo), [vec![0], vec![100], vec![110]]);
+    let greedy = lives(&f, csv, Policy::FifoSkip, Limits::Trace);
+    assert_eq!(starts(&greedy), [vec![0], vec![100], vec![20]]);
+}
+
+/// Strict FIFO does not preempt for a job that waits behind its queue's
+/// head. Two 8-GPU nodes; a (guaranteed 8) borrows both with A (2 × 8,
+/// 0–100). b's head B (2 × 8) would borrow too, so nothing is reclaimed
+/// for it: it starts when A ends (100–110). C (1 GPU), within b's
+/// guarantee, would reclaim A's borrowed GPUs, but it cannot start before
+/// B: no preemption, C at 110. Greedy FIFO reclaims for C at 20: A stops
+/// at 40 (its 20 s grace period) and C starts on its GPUs.
+#[test]
+fn strict_fifo_reclaims_only_for_a_head() {
+    let queues = "---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: a}\nspec:\n  quota: [{model: A, guaranteed: 8, limit: 16}]\n\
+                  ---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: b}\nspec:\n  quota: [{model: A, guaranteed: 8, limit: 16}]\n";
+    let class = "---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 0, default: true, gracePeriod: 20s}\n";
+    let f = fleet(&format!("{}{queues}{class}", pool("p", 2, 2)));
+    let csv =
+        "submit,queue,replicas,gpus_per_replica,duration\n0,a,2,8,100\n10,b,2,8,10\n20,b,1,1,5\n";
+    let fifo = lives(&f, csv, Policy::Fifo, Limits::Trace);
+    assert_eq!(starts(&fifo), [vec![0], vec![100], vec![110]]);
+    assert_eq!(fifo.iter().map(|l| l.preemptions).sum::<u32>(), 0);
+    let greedy = lives(&f, csv, Policy::FifoSkip, Limits::Trace);
+    assert_eq!(greedy[0].preemptions, 1);
+    assert_eq!(starts(&greedy)[2], [40]);
+}
