@@ -34,14 +34,14 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
         pools.entry(p.name()).or_insert(&p.spec);
     }
     let mut out = Vec::new();
-    let mut nodes: Vec<&ObservedNode> = observed.nodes.iter().collect();
-    // natural order (`n2` before `n10`): drift is listed for people
-    nodes.sort_by(|a, b| model::text::natural_cmp(&a.name, &b.name));
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for n in &observed.nodes {
+        if let Some(pool) = n.pool.as_deref() {
+            *counts.entry(pool).or_default() += 1;
+        }
+    }
     for (&name, spec) in &pools {
-        let count = nodes
-            .iter()
-            .filter(|n| n.pool.as_deref() == Some(name))
-            .count() as u32;
+        let count = counts.get(name).copied().unwrap_or(0);
         let scaled = |grow: bool| {
             actions.iter().any(|a| {
                 matches!(a, Action::Scale { pool, from, to, .. }
@@ -84,9 +84,19 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
             });
         }
     }
-    for node in nodes {
-        node_drift(node, &pools, actions, &mut out);
+    // Each node's drift, then the nodes that have any in natural order
+    // (`n2` before `n10`: drift is listed for people); sorting only those
+    // keeps a fleet without drift linear.
+    let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
+    for node in &observed.nodes {
+        let mut found = Vec::new();
+        node_drift(node, &pools, actions, &mut found);
+        if !found.is_empty() {
+            by_node.push((node, found));
+        }
     }
+    by_node.sort_by(|a, b| model::text::natural_cmp(&a.0.name, &b.0.name));
+    out.extend(by_node.into_iter().flat_map(|(_, found)| found));
     job_spec_drift(fleet, observed, &mut out);
     out
 }
@@ -147,16 +157,18 @@ fn node_drift(
         });
     };
     let model = majority_model(node);
-    let fits = |spec: &NodePoolSpec| model.as_deref() == Some(spec.gpu.model.as_str());
-    let matching: Vec<&str> = pools
-        .iter()
-        .filter(|(_, s)| fits(s))
-        .map(|(n, _)| *n)
-        .collect();
-    let hint = if matching.is_empty() {
-        String::new()
-    } else {
-        format!("; its GPUs match pool {}", matching.join(", "))
+    let fits = |spec: &NodePoolSpec| model == Some(spec.gpu.model.as_str());
+    let hint = || {
+        let matching: Vec<&str> = pools
+            .iter()
+            .filter(|(_, s)| fits(s))
+            .map(|(n, _)| *n)
+            .collect();
+        if matching.is_empty() {
+            String::new()
+        } else {
+            format!("; its GPUs match pool {}", matching.join(", "))
+        }
     };
     let declared = node
         .pool
@@ -167,7 +179,11 @@ fn node_drift(
             out,
             DriftKind::UnexpectedNode,
             Vec::new(),
-            format!("node {} names no pool and gets no jobs{hint}", node.name),
+            format!(
+                "node {} names no pool and gets no jobs{}",
+                node.name,
+                hint()
+            ),
             DriftAction::Report,
         ),
         (Some(p), None) => push(
@@ -175,12 +191,13 @@ fn node_drift(
             DriftKind::UnexpectedNode,
             Vec::new(),
             format!(
-                "node {} is in pool {p}, which is not declared, and gets no jobs{hint}",
-                node.name
+                "node {} is in pool {p}, which is not declared, and gets no jobs{}",
+                node.name,
+                hint()
             ),
             DriftAction::Report,
         ),
-        (Some(_), Some((pool, spec))) => declared_pool_drift(node, pool, spec, pools, &model, out),
+        (Some(_), Some((pool, spec))) => declared_pool_drift(node, pool, spec, pools, model, out),
     }
     let bad: Vec<_> = node.gpus.iter().filter(|g| !g.healthy).collect();
     if !bad.is_empty() {
@@ -217,7 +234,7 @@ fn declared_pool_drift(
     pool: &str,
     spec: &NodePoolSpec,
     pools: &BTreeMap<&str, &NodePoolSpec>,
-    model: &Option<String>,
+    model: Option<&str>,
     out: &mut Vec<Drift>,
 ) {
     let mut push = |kind, gpus: Vec<u32>, reason: String| {
@@ -232,7 +249,7 @@ fn declared_pool_drift(
         });
     };
     let want = spec.gpu.model.as_str();
-    if let Some(have) = model.as_deref().filter(|m| *m != want) {
+    if let Some(have) = model.filter(|m| *m != want) {
         let other: Vec<&str> = pools
             .iter()
             .filter(|(n, s)| **n != pool && s.gpu.model == have)
@@ -349,16 +366,18 @@ fn claimed_pool(
 }
 
 /// The node's most common GPU model (ties: the smaller name), as the engine sees it.
-fn majority_model(node: &ObservedNode) -> Option<String> {
+fn majority_model(node: &ObservedNode) -> Option<&str> {
+    let first = node.gpus.first()?.model.as_str();
+    // The common node: every GPU of one model.
+    if node.gpus.iter().all(|g| g.model == first) {
+        return Some(first);
+    }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for g in &node.gpus {
         *counts.entry(g.model.as_str()).or_default() += 1;
     }
     let best = counts.values().copied().max()?;
-    counts
-        .into_iter()
-        .find(|(_, n)| *n == best)
-        .map(|(m, _)| m.to_string())
+    counts.into_iter().find(|(_, n)| *n == best).map(|(m, _)| m)
 }
 
 fn gpu_list(gpus: &[u32]) -> String {
@@ -380,4 +399,45 @@ fn nvlink_name(n: NvLink) -> &'static str {
 
 fn plural(n: u32) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use model::observed::ObservedGpu;
+
+    fn node(name: &str, pool: Option<&str>, models: &[&str]) -> ObservedNode {
+        ObservedNode {
+            name: name.to_string(),
+            pool: pool.map(str::to_string),
+            labels: BTreeMap::new(),
+            idle_since: None,
+            gpus: models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| ObservedGpu::new(i as u32, (*m).to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn nodes_with_drift_are_listed_in_natural_order_and_others_not_at_all() {
+        let observed = ObservedState {
+            nodes: vec![
+                node("n10", None, &["H100"]),
+                node("n3", Some("nowhere"), &["H100", "A100", "A100"]),
+                node("n2", None, &["A100"]),
+            ],
+            ..ObservedState::default()
+        };
+        let drift = detect(&Fleet::default(), &observed, &[]);
+        let nodes: Vec<&str> = drift.iter().filter_map(|d| d.node.as_deref()).collect();
+        assert_eq!(nodes, ["n2", "n3", "n10"]);
+        assert!(drift.iter().all(|d| d.kind == DriftKind::UnexpectedNode));
+        // A mixed node's model is its majority's.
+        assert_eq!(majority_model(&observed.nodes[1]), Some("A100"));
+        assert_eq!(majority_model(&node("e", None, &[])), None);
+    }
 }
