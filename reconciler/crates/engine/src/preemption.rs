@@ -213,11 +213,6 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
     let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
     if ub < job.gpus {
-        if let Some(found) =
-            reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, stopping, None)
-        {
-            return Some(found);
-        }
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
@@ -240,7 +235,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         let shown = &cands[..limit.min(cands.len())];
         let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
         let found = if !shown.is_empty() && possible >= job.gpus {
-            search(e, j, q, req, shown, &stopping, &[])
+            search(e, j, q, req, shown, &stopping)
         } else {
             None
         };
@@ -272,231 +267,10 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         }
         limit *= 4;
     }
-    if let Some(found) =
-        reclaim_after_subtree_victims(e, j, q, req, reclaim, &own_path, stopping, Some(list))
-    {
-        return Some(found);
-    }
     if memo {
         e.preempt_memo.insert(key, e.generation);
     }
     None
-}
-
-/// "Within its guarantee" judged with the preemptor's victims gone (rules
-/// 5a and 5b together): a queue on the preemptor's path may come back
-/// within its guarantee only once victims inside its own subtree are gone
-/// (its own leaf's lower-priority jobs, siblings' borrowers), and then
-/// the preemptor may reclaim from queues further away. Tried when no
-/// preemption was found otherwise: for each queue newly within, the fewest
-/// victims inside its subtree (in victim order, each allowed as things
-/// are) that bring it within are taken for certain, the search adds the
-/// rest, and the result is accepted only when every victim is allowed with
-/// all of them gone (as the reference scheduler and Kueue judge it).
-/// `known`: the candidates allowed as things are, when already listed.
-#[allow(clippy::too_many_arguments)]
-fn reclaim_after_subtree_victims(
-    e: &mut Engine,
-    j: JobId,
-    q: QueueId,
-    req: &Request,
-    reclaim: Within,
-    own_path: &[bool],
-    stopping: Waitable,
-    known: Option<std::rc::Rc<CandidateList>>,
-) -> Option<Found> {
-    let m = req.model;
-    let job = e.jobs[j as usize].clone();
-    let path: Vec<QueueId> = e.tree.path(q).take(64).collect();
-    // At best every running job below a queue goes: a cheap bound first.
-    let optimistic = within_with_room(e, &path, m, job.gpus, reclaim, |_, a| e.tree.running(a, m));
-    if optimistic == reclaim {
-        return None;
-    }
-    let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
-    let mut levels = Levels {
-        path: &path,
-        last: None,
-    };
-    let now = match known {
-        Some(list) => list,
-        None => {
-            // Nothing listed yet: first a bound from the victim index of
-            // what victims allowed now free below each queue of the path.
-            let mut room = vec![0u64; path.len()];
-            victims_per_queue(e, &job, q, m, reclaim, own_path, |vq, gpus| {
-                let below = levels.above(e, vq);
-                for (i, r) in room.iter_mut().enumerate() {
-                    if below & (1 << i) != 0 {
-                        *r += gpus;
-                    }
-                }
-            });
-            if within_with_room(e, &path, m, job.gpus, reclaim, |i, _| room[i]) == reclaim {
-                return None;
-            }
-            candidates_cached(e, j, q, req, reclaim, own_path, max_candidates(job.gpus))
-        }
-    };
-    // What the victims allowed now free below each queue of the path.
-    let mut freeable = vec![0u64; path.len()];
-    for c in &now.cands {
-        let below = levels.above(e, c.queue);
-        for (i, room) in freeable.iter_mut().enumerate() {
-            if below & (1 << i) != 0 {
-                *room += c.gpus;
-            }
-        }
-    }
-    let widened = within_with_room(e, &path, m, job.gpus, reclaim, |i, _| freeable[i]);
-    let newly = widened & !reclaim;
-    if newly == 0 {
-        return None;
-    }
-    // The victims taken for certain, from those allowed now (by position
-    // in `now`), queue by queue of the path from the leaf up.
-    let mut forced_now: Vec<usize> = Vec::new();
-    let mut forced_below = vec![0u64; path.len()];
-    for (i, a) in path.iter().enumerate() {
-        if newly & (1 << i) == 0 {
-            continue;
-        }
-        let mut need = (e.tree.usage(*a, m) + job.gpus)
-            .saturating_sub(e.tree.guaranteed(*a, m))
-            .saturating_sub(forced_below[i]);
-        for (k, c) in now.cands.iter().enumerate() {
-            if need == 0 {
-                break;
-            }
-            let below = levels.above(e, c.queue);
-            if below & (1 << i) == 0 || forced_now.contains(&k) {
-                continue;
-            }
-            forced_now.push(k);
-            need = need.saturating_sub(c.gpus);
-            for (l, room) in forced_below.iter_mut().enumerate() {
-                if below & (1 << l) != 0 {
-                    *room += c.gpus;
-                }
-            }
-        }
-        if need > 0 {
-            return None;
-        }
-    }
-    if upper_bound(e, &job, q, m, widened, own_path) + stopping_gpus < job.gpus {
-        return None;
-    }
-    let list = candidates_cached(e, j, q, req, widened, own_path, max_candidates(job.gpus));
-    // Both lists are in victim order, by the same keys.
-    let mut forced: Vec<usize> = Vec::with_capacity(forced_now.len());
-    for k in forced_now {
-        let key = now.cands[k].key;
-        forced.push(list.cands.binary_search_by_key(&key, |x| x.key).ok()?);
-    }
-    forced.sort_unstable();
-    let cands = &list.cands;
-    let (chosen, placement) = search(e, j, q, req, cands, &stopping, &forced)?;
-    if !reclaims_with_victims_gone(e, &job, q, m, cands, &chosen, own_path) {
-        return None;
-    }
-    let victims: Vec<Candidate> = chosen.iter().map(|i| cands[*i].clone()).collect();
-    let mut cost: Vec<VictimKey> = victims.iter().map(|c| c.key).collect();
-    cost.sort_unstable_by(|a, b| b.cmp(a));
-    Some(Found {
-        req: *req,
-        victims,
-        placement,
-        stopping,
-        cost,
-    })
-}
-
-/// [`Within`] for the queues of `path` (the preemptor's, leaf first): those
-/// within already, and those within with `room(i, queue)` of their usage
-/// gone.
-fn within_with_room(
-    e: &Engine,
-    path: &[QueueId],
-    m: u16,
-    gpus: u64,
-    within: Within,
-    room: impl Fn(usize, QueueId) -> u64,
-) -> Within {
-    path.iter()
-        .enumerate()
-        .filter(|(i, a)| {
-            within & (1 << i) != 0
-                || e.tree.usage(**a, m) + gpus <= e.tree.guaranteed(**a, m) + room(*i, **a)
-        })
-        .fold(0, |mask, (i, _)| mask | (1 << i))
-}
-
-/// Which queues of the preemptor's path (leaf first) a queue is below,
-/// remembered for a run of candidates of one queue.
-struct Levels<'p> {
-    path: &'p [QueueId],
-    last: Option<(QueueId, Within)>,
-}
-
-impl Levels<'_> {
-    /// Bit `i` set: `queue` is `path[i]` or below it.
-    fn above(&mut self, e: &Engine, queue: QueueId) -> Within {
-        if let Some((known, mask)) = self.last
-            && known == queue
-        {
-            return mask;
-        }
-        let mask = e
-            .tree
-            .path(queue)
-            .filter_map(|a| self.path.iter().position(|p| *p == a))
-            .fold(0, |mask, i| mask | (1 << i));
-        self.last = Some((queue, mask));
-        mask
-    }
-}
-
-/// Whether every victim in `chosen` of another queue is allowed with all
-/// of `chosen` gone: by reclaim (the preemptor's queues below the common
-/// ancestor within their guarantees after the victims below them are
-/// removed) or by rule (c), lower priority and started before the
-/// preemptor was first seen.
-fn reclaims_with_victims_gone(
-    e: &Engine,
-    job: &super::jobs::JobInfo,
-    q: QueueId,
-    m: u16,
-    cands: &[Candidate],
-    chosen: &[usize],
-    own_path: &[bool],
-) -> bool {
-    let mut removed: HashMap<QueueId, u64> = HashMap::default();
-    for &i in chosen {
-        for a in e.tree.path(cands[i].queue) {
-            *removed.entry(a).or_default() += cands[i].gpus;
-        }
-    }
-    let within: Within = e
-        .tree
-        .path(q)
-        .take(64)
-        .enumerate()
-        .filter(|(_, a)| {
-            let gone = removed.get(a).copied().unwrap_or(0);
-            e.tree.usage(*a, m) + job.gpus <= e.tree.guaranteed(*a, m) + gone
-        })
-        .fold(0, |mask, (i, _)| mask | (1 << i));
-    chosen.iter().all(|&i| {
-        let c = &cands[i];
-        if c.borrowed_from.is_empty() || reclaims(e, q, c.queue, within, own_path) {
-            return true;
-        }
-        let run = &e.runs[c.run as usize];
-        let priority = run.job.map(|vj| e.jobs[vj as usize].priority);
-        priority.is_some_and(|p| p < job.priority)
-            && job.first_seen.is_none_or(|seen| run.started < seen)
-    })
 }
 
 /// Carries out a preemption [`find`] found for job `j`.
@@ -608,22 +382,6 @@ fn upper_bound(
     own_path: &[bool],
 ) -> u64 {
     let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
-    victims_per_queue(e, job, q, m, reclaim, own_path, |_, gpus| bound += gpus);
-    bound
-}
-
-/// At most how many GPUs of each queue's running jobs may be victims of
-/// the job (from the per-queue victim index): `add(queue, gpus)` for each
-/// queue that has any.
-fn victims_per_queue(
-    e: &Engine,
-    job: &super::jobs::JobInfo,
-    q: QueueId,
-    m: u16,
-    reclaim: Within,
-    own_path: &[bool],
-    mut add: impl FnMut(QueueId, u64),
-) {
     for (vq, index) in e.victim_index.iter().enumerate() {
         let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
             continue;
@@ -634,20 +392,18 @@ fn victims_per_queue(
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
         if vq == q {
-            add(vq, below(job.priority));
+            bound += below(job.priority);
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
             && borrowing_chain(e, vq, m, own_path).is_some()
         {
-            add(
-                vq,
-                if reclaims(e, q, vq, reclaim, own_path) {
-                    by_priority.last().map_or(0, |(_, total)| *total)
-                } else {
-                    below(job.priority)
-                },
-            );
+            bound += if reclaims(e, q, vq, reclaim, own_path) {
+                by_priority.last().map_or(0, |(_, total)| *total)
+            } else {
+                below(job.priority)
+            };
         }
     }
+    bound
 }
 
 /// The first `limit` candidates in victim order — borrowing queues first,
@@ -911,7 +667,6 @@ fn headroom_allows(
 /// preferred victims (or none); then victims are added in order until the
 /// quota fits; then any victim the job fits without is dropped. Every
 /// cross-queue victim respects the guarantee check. Leaves the engine unchanged.
-/// The candidates `forced` are victims whatever the search finds.
 fn search(
     e: &mut Engine,
     j: JobId,
@@ -919,12 +674,11 @@ fn search(
     req: &Request,
     cands: &[Candidate],
     stopping: &Waitable,
-    forced: &[usize],
 ) -> Option<(Vec<usize>, Placement)> {
     // The search charges and releases usage tentatively and leaves the tree
     // as it found it: its epoch too.
     let epoch = e.tree.epoch;
-    let found = search_inner(e, j, q, req, cands, stopping, forced);
+    let found = search_inner(e, j, q, req, cands, stopping);
     e.tree.epoch = epoch;
     found
 }
@@ -936,7 +690,6 @@ fn search_inner(
     req: &Request,
     cands: &[Candidate],
     stopping: &Waitable,
-    forced: &[usize],
 ) -> Option<(Vec<usize>, Placement)> {
     let m = req.model;
     if !replicas_could_fit(e, req, cands, stopping) {
@@ -979,11 +732,6 @@ fn search_inner(
         }
     });
     let (mut chosen, mut placement) = found?;
-    for &f in forced {
-        if !chosen.contains(&f) {
-            chosen.push(f);
-        }
-    }
 
     // The placement stands; what is left is the quota. Add victims, in
     // order, until the quota fits.
@@ -1011,9 +759,6 @@ fn search_inner(
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
-        }
-        if forced.contains(&chosen[k]) {
-            continue;
         }
         let mut without = chosen.clone();
         without.remove(k);

@@ -15,7 +15,10 @@ use model::plan::Plan;
 use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
-use crate::reference::{ITEMS, Outcome, Rules, Wait, fewest_domains, reference, would_fit};
+use crate::reference::{
+    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, Outcome, Rules, Wait, fewest_domains, reference,
+    would_fit,
+};
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
 // ---------------------------------------------------------------------------
@@ -68,6 +71,14 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 /// single domain holding the gang, placement is best fit anywhere.
 pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[7]) || !preferred_domains_excess(case, plan).is_empty()
+}
+
+/// Not in issue 16 (found by this test; rules 5a and 5b together, a
+/// decision for docs/semantics.md): whether the preemptor's queue stays
+/// within its guarantee (reclaim) is judged before its own leaf's
+/// lower-priority victims are removed.
+pub fn known_divergence_reclaim_before_own_victims(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_RECLAIM_BEFORE_OWN_VICTIMS])
 }
 
 /// Not in issue 16 (found by this test; rule 5 "no more than needed", next
@@ -190,7 +201,14 @@ pub type Predicate = fn(&Case, &Plan) -> bool;
 
 /// Every named predicate: its function's name, the class it counts, itself.
 pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
-    vec![("known_divergence_item_7", "item 7", known_divergence_item_7)]
+    vec![
+        ("known_divergence_item_7", "item 7", known_divergence_item_7),
+        (
+            "known_divergence_reclaim_before_own_victims",
+            "new: reclaim judged before own victims",
+            known_divergence_reclaim_before_own_victims,
+        ),
+    ]
 }
 
 /// The class of a divergence, by the first predicate that explains it.

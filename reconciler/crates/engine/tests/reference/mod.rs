@@ -84,7 +84,7 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: &[u8] = &[7];
+pub const ITEMS: &[u8] = &[7, NEW_RECLAIM_BEFORE_OWN_VICTIMS];
 
 /// Not an item of issue 16: a job waits for GPUs of stopping jobs on its
 /// first model although it fits free GPUs of another model now.
@@ -131,6 +131,12 @@ pub const NEW_STRADDLING_SAME_LEAF_IS_BORROWED: u8 = 18;
 /// (2/11 ÷ 2 against 3/11 ÷ 3) is broken by rounding, not by name.
 pub const NEW_FLOAT_SHARES: u8 = 21;
 
+/// Not an item of issue 16 (rule 5b read with 5a): whether the preemptor's
+/// queue "stays within its guaranteed" is judged before its own leaf's
+/// lower-priority victims are removed, so a job that preempts one of its
+/// own leaf to come back within its guarantee cannot also reclaim.
+pub const NEW_RECLAIM_BEFORE_OWN_VICTIMS: u8 = 22;
+
 /// Which rules the reference applies: the contract as issue 16 reads it, or
 /// for some items the behaviour `docs/semantics.md` documents today.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,7 +171,8 @@ impl Rules {
     /// [`NEW_FREE_GPUS_HELD_FOR_WAITING`], [`NEW_RECLAIM_LEAF_ONLY`],
     /// [`NEW_NOMINATED_NOT_FIRST`], [`NEW_VICTIMS_MUST_FREE_PLACED_GPUS`],
     /// [`NEW_STRADDLING_SAME_LEAF_IS_BORROWED`],
-    /// [`NEW_FLOAT_SHARES`].
+    /// [`NEW_FLOAT_SHARES`],
+    /// [`NEW_RECLAIM_BEFORE_OWN_VICTIMS`].
     pub fn with_today(items: &[u8]) -> Self {
         Rules {
             today: items.iter().copied().collect(),
@@ -1495,7 +1502,11 @@ impl<'a> Reference<'a> {
                 mine.truncate(1);
             }
             let reclaim = mine.iter().all(|q| {
-                let freed = removed.get(q).copied().unwrap_or(0);
+                let freed = if self.rules.today(NEW_RECLAIM_BEFORE_OWN_VICTIMS) {
+                    0
+                } else {
+                    removed.get(q).copied().unwrap_or(0)
+                };
                 self.usage(q, m) + job.gpus() <= self.guaranteed(q, m) + freed
             });
             if !reclaim {
