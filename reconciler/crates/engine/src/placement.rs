@@ -234,14 +234,14 @@ fn domain_search(
 }
 
 /// `preferred` topology when no single domain holds the gang (issue 16
-/// item 7): the fewest domains of `level` that hold it, without trying
-/// every combination. Domains are ranked by how many replicas their usable
-/// GPUs could hold (an upper bound: NVLink may hold fewer); the smallest `k`
-/// whose `k` largest domains could hold the gang is the fewest possible. The
-/// `k − 1` largest are kept and the last is the smallest domain (fewest
-/// usable GPUs, then name) that completes them, so little is left over;
-/// inside the chosen domains, best fit. `None` when no `k` works (the caller
-/// falls back to best fit anywhere).
+/// item 7): the fewest domains of `level` that hold it, and among those
+/// the set that leaves the fewest usable GPUs over (then the first set in
+/// domain-name order); inside the chosen domains, best fit. Each domain
+/// counts the replicas its nodes hold exactly (per node, NVLink domains
+/// included) and all its usable GPUs, so the set is found by a small
+/// dynamic programme over the domains instead of trying every
+/// combination. `None` when no set works (the caller falls back to best
+/// fit anywhere).
 fn fewest_domains(
     cluster: &Cluster,
     nodes: &[NodeId],
@@ -254,50 +254,120 @@ fn fewest_domains(
     if req.replicas < 2 || req.per_replica == 0 {
         return None;
     }
-    // Per domain: replicas it could hold, usable GPUs, name, members.
-    let mut domains: Vec<(u64, u64, &str, Vec<NodeId>)> =
-        by_domain(cluster, nodes, req, level, usable, req.per_replica)
-            .into_iter()
-            .map(|(key, members)| {
-                let count = |f: &dyn Fn(u32) -> u32| {
-                    members.iter().map(|(_, c)| u64::from(f(*c))).sum::<u64>()
-                };
-                let replicas = count(&|c| c / req.per_replica);
-                let gpus = count(&|c| c);
-                (
-                    replicas,
-                    gpus,
-                    key,
-                    members.into_iter().map(|(id, _)| id).collect(),
-                )
-            })
-            .collect();
-    // Most replicas first; then fewer GPUs (less left over), then name.
-    domains.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
     let want = u64::from(req.replicas);
-    let mut held = 0;
-    for k in 1..=domains.len() {
-        held += domains[k - 1].0;
-        if k < 2 || held < want {
-            continue;
-        }
-        let base: u64 = domains[..k - 1].iter().map(|d| d.0).sum();
-        let need = want.saturating_sub(base);
-        let mut lasts: Vec<&(u64, u64, &str, Vec<NodeId>)> =
-            domains[k - 1..].iter().filter(|d| d.0 >= need).collect();
-        lasts.sort_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(b.2)));
-        for last in lasts {
-            let members: Vec<NodeId> = domains[..k - 1]
+    // Per domain (in name order): replicas it holds (at most `want`),
+    // usable GPUs, members.
+    let domains: Vec<DomainRoom> = by_domain(cluster, nodes, req, level, usable, 1)
+        .into_values()
+        .map(|members| {
+            let replicas = members
                 .iter()
-                .flat_map(|d| d.3.iter().copied())
-                .chain(last.3.iter().copied())
-                .collect();
-            if let Some(p) = greedy_with(cluster, &members, req, usable, rank, prefer) {
-                return Some(p);
+                .map(|(id, _)| replicas_on(cluster.node(*id), req.per_replica, usable))
+                .sum::<u64>()
+                .min(want);
+            let gpus = members.iter().map(|(_, c)| u64::from(*c)).sum();
+            DomainRoom {
+                replicas,
+                gpus,
+                members: members.into_iter().map(|(id, _)| id).collect(),
+            }
+        })
+        .collect();
+    let chosen = fewest_least_left(&domains, want)?;
+    let members: Vec<NodeId> = chosen
+        .iter()
+        .flat_map(|i| domains[*i].members.iter().copied())
+        .collect();
+    greedy_with(cluster, &members, req, usable, rank, prefer)
+}
+
+/// One topology domain as [`fewest_domains`] sees it.
+struct DomainRoom {
+    /// Replicas its usable GPUs hold (capped at the gang's size).
+    replicas: u64,
+    /// Its usable GPUs.
+    gpus: u64,
+    /// Its nodes.
+    members: Vec<NodeId>,
+}
+
+/// The fewest domains whose replicas add up to `want`, then the fewest
+/// GPUs among them, then the first such set in index order (indices
+/// ascending). `None` when all of them together hold fewer.
+fn fewest_least_left(domains: &[DomainRoom], want: u64) -> Option<Vec<usize>> {
+    // The fewest: the smallest k whose k largest domains hold the gang.
+    let mut sizes: Vec<u64> = domains.iter().map(|d| d.replicas).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let mut held = 0;
+    let k = sizes.iter().position(|r| {
+        held += r;
+        held >= want
+    })? + 1;
+    // best[i][c][r]: the fewest GPUs of exactly `c` domains among
+    // `domains[i..]` holding at least `r` replicas (u64::MAX: impossible).
+    let n = domains.len();
+    let w = want as usize;
+    let width = (k + 1) * (w + 1);
+    let at = |c: usize, r: usize| c * (w + 1) + r;
+    let mut best = vec![u64::MAX; (n + 1) * width];
+    best[n * width + at(0, 0)] = 0;
+    for i in (0..n).rev() {
+        let (here, next) = best.split_at_mut((i + 1) * width);
+        let here = &mut here[i * width..];
+        let next = &next[..width];
+        let d = &domains[i];
+        for c in 0..=k {
+            for r in 0..=w {
+                let skip = next[at(c, r)];
+                let take = if c == 0 {
+                    u64::MAX
+                } else {
+                    let rest = r.saturating_sub(d.replicas as usize);
+                    next[at(c - 1, rest)].saturating_add(d.gpus)
+                };
+                here[at(c, r)] = skip.min(take);
             }
         }
     }
-    None
+    if best[at(k, w)] == u64::MAX {
+        return None;
+    }
+    // The first set in index order among the best: take a domain whenever
+    // a best set goes on from it.
+    let mut chosen = Vec::with_capacity(k);
+    let (mut c, mut r) = (k, w);
+    for (i, d) in domains.iter().enumerate() {
+        if c == 0 {
+            break;
+        }
+        let goal = best[i * width + at(c, r)];
+        let rest = r.saturating_sub(d.replicas as usize);
+        let next = &best[(i + 1) * width..(i + 2) * width];
+        if next[at(c - 1, rest)].saturating_add(d.gpus) == goal {
+            chosen.push(i);
+            c -= 1;
+            r = rest;
+        }
+    }
+    Some(chosen)
+}
+
+/// How many replicas of `per_replica` GPUs fit on a node's `usable` GPUs
+/// (NVLink domains as a replica's pick honours them).
+fn replicas_on(
+    node: &NodeState,
+    per_replica: u32,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+) -> u64 {
+    let mut taken: Vec<usize> = Vec::new();
+    let mut n = 0;
+    while let Some(p) = node.pick_gpus(per_replica, |pos, g| {
+        usable(node, pos, g) && !taken.contains(&pos)
+    }) {
+        taken.extend(p);
+        n += 1;
+    }
+    n
 }
 
 /// The nodes of `req`'s model grouped by their domain of `level` (nodes
@@ -538,15 +608,7 @@ pub fn largest_block(
 
 /// How many replicas of `per_replica` GPUs fit on a node's free GPUs.
 fn replicas_fitting(node: &NodeState, per_replica: u32) -> u64 {
-    let mut taken: Vec<usize> = Vec::new();
-    let mut n = 0;
-    while let Some(p) = node.pick_gpus(per_replica, |pos, g| {
-        g.owner == Owner::Free && !taken.contains(&pos)
-    }) {
-        taken.extend(p);
-        n += 1;
-    }
-    n
+    replicas_on(node, per_replica, &|_, _, g| g.owner == Owner::Free)
 }
 
 #[cfg(test)]
@@ -616,6 +678,65 @@ mod tests {
         Some(placed)
     }
 
+    /// Every combination of `k` indices below `n`, in index order.
+    fn combinations(n: usize, k: usize) -> Vec<Vec<usize>> {
+        if k == 0 {
+            return vec![Vec::new()];
+        }
+        (k - 1..n)
+            .flat_map(|last| {
+                combinations(last, k - 1).into_iter().map(move |mut c| {
+                    c.push(last);
+                    c
+                })
+            })
+            .collect::<Vec<_>>()
+    }
+
+    /// `preferred` topology by trying every combination of domains: the
+    /// fewest that hold the gang, then the fewest usable GPUs left over,
+    /// then the first combination in domain-name order; best fit anywhere
+    /// when none holds it.
+    fn preferred_by_every_combination(
+        cluster: &Cluster,
+        nodes: &[NodeId],
+        req: &Request,
+        usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    ) -> Option<Placement> {
+        let domains: Vec<Vec<(NodeId, u32)>> =
+            by_domain(cluster, nodes, req, TopologyLevel::Rack, usable, 1)
+                .into_values()
+                .collect();
+        let mut all = combinations(domains.len(), 1);
+        all.sort();
+        for k in 1..=domains.len() {
+            let mut best: Option<(u64, Placement)> = None;
+            let mut combos = combinations(domains.len(), k);
+            combos.sort();
+            for combo in combos {
+                let members: Vec<NodeId> = combo
+                    .iter()
+                    .flat_map(|i| domains[*i].iter().map(|(id, _)| *id))
+                    .collect();
+                let gpus: u64 = combo
+                    .iter()
+                    .flat_map(|i| domains[*i].iter().map(|(_, c)| u64::from(*c)))
+                    .sum();
+                let Some(p) = greedy(cluster, &members, req, usable, &|_| 0) else {
+                    continue;
+                };
+                let left = gpus - req.total();
+                if best.as_ref().is_none_or(|(l, _)| left < *l) {
+                    best = Some((left, p));
+                }
+            }
+            if let Some((_, p)) = best {
+                return Some(p);
+            }
+        }
+        greedy(cluster, nodes, req, usable, &|_| 0)
+    }
+
     proptest! {
         #[test]
         fn preferring_search_picks_what_trying_every_node_picks(
@@ -664,6 +785,53 @@ mod tests {
             prop_assert_eq!(
                 greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer),
                 greedy_preferring_every_node(&cluster, &ids, &req, &usable, &prefer)
+            );
+        }
+
+        /// Issue 16 item 7: `preferred` takes the fewest domains, then the
+        /// least left over, as trying every combination does.
+        #[test]
+        fn preferred_topology_is_fewest_domains_then_least_left(
+            nodes in proptest::collection::vec((0u8..5, 0u8..=8), 2..12),
+            nvlink in 0u8..3,
+            replicas in 2u32..7,
+            per_replica in 1u32..9,
+        ) {
+            let nvlink = [NvLink::Full, NvLink::Pairs, NvLink::None][nvlink as usize];
+            let observed: Vec<model::observed::ObservedNode> = nodes
+                .iter()
+                .enumerate()
+                .map(|(n, (rack, _))| model::observed::ObservedNode {
+                    name: format!("n{n:02}"),
+                    pool: Some("p".into()),
+                    labels: [("rack".to_string(), format!("r{rack}"))].into_iter().collect(),
+                    idle_since: None,
+                    gpus: (0..8)
+                        .map(|i| model::observed::ObservedGpu::new(i, "H100"))
+                        .collect(),
+                })
+                .collect();
+            let mut models = Models::default();
+            let mut cluster = Cluster::new(&observed, &mut models, |_| Some((0, nvlink)));
+            let model = models.get("H100").unwrap();
+            // Node n keeps its first `free` GPUs free; the rest run a job.
+            for (n, (_, free)) in nodes.iter().enumerate() {
+                for pos in usize::from(*free)..8 {
+                    cluster.set_owner(n as NodeId, pos, Owner::Running(1));
+                }
+            }
+            let usable = |_: &NodeState, _: usize, g: &Gpu| g.owner == Owner::Free;
+            let req = Request {
+                model,
+                replicas,
+                per_replica,
+                required: None,
+                preferred: Some(TopologyLevel::Rack),
+            };
+            let ids: Vec<NodeId> = (0..nodes.len() as NodeId).collect();
+            prop_assert_eq!(
+                place_scan(&cluster, &ids, &req, &usable),
+                preferred_by_every_combination(&cluster, &ids, &req, &usable)
             );
         }
     }

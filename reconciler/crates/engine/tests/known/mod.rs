@@ -16,8 +16,8 @@ use model::spec::TopologyLevel;
 use proptest::strategy::ValueTree;
 
 use crate::reference::{
-    ITEMS, NEW_RECLAIM_BEFORE_OWN_VICTIMS, Outcome, Rules, Wait, fewest_domains, reference,
-    would_fit,
+    ITEMS, NEW_LENT_PROMISE_KEEPS_TURN, NEW_RECLAIM_BEFORE_OWN_VICTIMS, Outcome, Rules, Wait,
+    fewest_domains, reference, would_fit,
 };
 use crate::support::{self, Case, CaseRaw, build, describe, describe_plan};
 
@@ -67,18 +67,19 @@ pub fn agrees_with_today(case: &Case, plan: &Plan, items: &[u8]) -> bool {
 // Known divergences: delete a predicate once the engine is fixed
 // ---------------------------------------------------------------------------
 
-/// Issue 16 item 7 ("Topology preferred means fewest domains"): with no
-/// single domain holding the gang, placement is best fit anywhere.
-pub fn known_divergence_item_7(case: &Case, plan: &Plan) -> bool {
-    agrees_with_today(case, plan, &[7]) || !preferred_domains_excess(case, plan).is_empty()
-}
-
 /// Not in issue 16 (found by this test; rules 5a and 5b together, a
 /// decision for docs/semantics.md): whether the preemptor's queue stays
 /// within its guarantee (reclaim) is judged before its own leaf's
 /// lower-priority victims are removed.
 pub fn known_divergence_reclaim_before_own_victims(case: &Case, plan: &Plan) -> bool {
     agrees_with_today(case, plan, &[NEW_RECLAIM_BEFORE_OWN_VICTIMS])
+}
+
+/// Tension T6 (docs/reference-divergences.md): a preemptor whose promised
+/// GPUs were lent to a job within its guarantee keeps its leaf's early turn
+/// in the second pass.
+pub fn known_tension_lent_promise_keeps_turn(case: &Case, plan: &Plan) -> bool {
+    agrees_with_today(case, plan, &[NEW_LENT_PROMISE_KEEPS_TURN])
 }
 
 /// Not in issue 16 (found by this test; rule 5 "no more than needed", next
@@ -202,11 +203,15 @@ pub type Predicate = fn(&Case, &Plan) -> bool;
 /// Every named predicate: its function's name, the class it counts, itself.
 pub fn predicates() -> Vec<(&'static str, &'static str, Predicate)> {
     vec![
-        ("known_divergence_item_7", "item 7", known_divergence_item_7),
         (
             "known_divergence_reclaim_before_own_victims",
             "new: reclaim judged before own victims",
             known_divergence_reclaim_before_own_victims,
+        ),
+        (
+            "known_tension_lent_promise_keeps_turn",
+            "tension: lent promise keeps its turn",
+            known_tension_lent_promise_keeps_turn,
         ),
     ]
 }

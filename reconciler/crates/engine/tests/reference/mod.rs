@@ -84,7 +84,7 @@ type NodeKey<'a> = (Reverse<usize>, Reverse<usize>, usize, &'a str);
 
 /// The items of issue 16 whose rule [`Rules`] can switch back to the
 /// behaviour documented today.
-pub const ITEMS: &[u8] = &[7, NEW_RECLAIM_BEFORE_OWN_VICTIMS];
+pub const ITEMS: &[u8] = &[NEW_RECLAIM_BEFORE_OWN_VICTIMS, NEW_LENT_PROMISE_KEEPS_TURN];
 
 /// Not an item of issue 16: a job waits for GPUs of stopping jobs on its
 /// first model although it fits free GPUs of another model now.
@@ -136,6 +136,12 @@ pub const NEW_FLOAT_SHARES: u8 = 21;
 /// lower-priority victims are removed, so a job that preempts one of its
 /// own leaf to come back within its guarantee cannot also reclaim.
 pub const NEW_RECLAIM_BEFORE_OWN_VICTIMS: u8 = 22;
+
+/// Not an item of issue 16 (tension T6 in docs/reference-divergences.md): a
+/// preemptor whose victims' GPUs were promised to it at the start of the
+/// plan keeps its leaf's early turn in the second pass even after the
+/// first pass lent those GPUs to a job within its guarantee.
+pub const NEW_LENT_PROMISE_KEEPS_TURN: u8 = 23;
 
 /// Which rules the reference applies: the contract as issue 16 reads it, or
 /// for some items the behaviour `docs/semantics.md` documents today.
@@ -306,6 +312,8 @@ pub struct Reference<'a> {
     taken: BTreeSet<Gpu>,
     /// GPUs of stopping jobs kept for a pending job.
     promised: BTreeMap<Gpu, String>,
+    /// Jobs GPUs were promised to at the start of the plan.
+    promised_at_start: BTreeSet<String>,
     /// Set while victims are searched (for [`NEW_FREE_GPUS_HELD_FOR_WAITING`]).
     preempting: std::cell::Cell<bool>,
     /// Jobs that preempted in this plan.
@@ -647,6 +655,7 @@ impl<'a> Reference<'a> {
             status,
             charged,
             taken: BTreeSet::new(),
+            promised_at_start: promised.values().cloned().collect(),
             promised,
             preempting: std::cell::Cell::new(false),
             preempted_now: BTreeSet::new(),
@@ -1169,9 +1178,6 @@ impl<'a> Reference<'a> {
             (Some(l), _) if l != TopologyLevel::None => within(domains(l).into_values().collect()),
             (_, Some(l)) if l != TopologyLevel::None => {
                 let d: Vec<Vec<usize>> = domains(l).into_values().collect();
-                if self.rules.today(7) {
-                    return within(d.clone()).or_else(|| self.greedy(job, &nodes, gpus));
-                }
                 for k in 1..=d.len() {
                     let groups: Vec<Vec<usize>> = combinations(d.len(), k)
                         .into_iter()
@@ -1213,6 +1219,8 @@ impl<'a> Reference<'a> {
             .iter()
             .any(|(n, g)| self.nodes[*n].schedulable && self.nodes[*n].usable.contains(g))
             || self.promised.values().any(|p| *p == job.name)
+            || (self.rules.today(NEW_LENT_PROMISE_KEEPS_TURN)
+                && self.promised_at_start.contains(&job.name))
     }
 
     /// Whether `job` could ever run on model `m` as the pools are declared
