@@ -5,7 +5,8 @@
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
 //! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
 //! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
-//! where every pending job that outranks a running one preempts at once. Fleets are generated
+//! where every pending job that outranks a running one preempts at once
+//! (s-storm: the s fleet unsettled, a tenth of l-storm, for linear growth). Fleets are generated
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
@@ -39,6 +40,7 @@ fn size(name: &str) -> Option<(FleetSize, bool)> {
     let (nodes, pending, running, settled) = match name {
         "xs" => (100, 1_000, 500, true),
         "s" => (1_000, 10_000, 5_000, true),
+        "s-storm" => (1_000, 10_000, 5_000, false),
         "m" => (3_000, 30_000, 15_000, true),
         "l" => (10_000, 100_000, 50_000, true),
         "l-storm" => (10_000, 100_000, 50_000, false),
