@@ -22,9 +22,13 @@ pub use records::{
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle,
+    WriteTransaction,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -167,6 +171,8 @@ pub struct Store {
     /// The executor's writes held for the next [`Store::commit`], while
     /// [`Store::hold_executor_writes`] is in force.
     held: Mutex<Option<HeldWrites>>,
+    /// A deferred commit ([`Store::commit_deferred`]) is not on disk yet.
+    deferred: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -242,6 +248,7 @@ impl Store {
             db,
             path,
             held: Mutex::new(None),
+            deferred: AtomicBool::new(false),
         };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
@@ -268,7 +275,27 @@ impl Store {
         }
     }
 
+    /// Creates the tables a new database lacks, in a deferred commit: a
+    /// crash before the first durable commit loses nothing but the empty
+    /// tables, which the next open creates again.
     fn create_tables(&self) -> Result<(), StateError> {
+        let existing = {
+            let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+            txn.list_tables()
+                .map_err(|e| self.err(e))?
+                .map(|t| t.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        let all = [
+            META.name(),
+            JOBS.name(),
+            EXECUTOR.name(),
+            INTENTS.name(),
+            AUDIT.name(),
+        ];
+        if all.iter().all(|name| existing.iter().any(|e| e == name)) {
+            return Ok(());
+        }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             txn.open_table(META).map_err(|e| self.err(e))?;
@@ -277,7 +304,36 @@ impl Store {
             txn.open_table(INTENTS).map_err(|e| self.err(e))?;
             txn.open_table(AUDIT).map_err(|e| self.err(e))?;
         }
-        txn.commit().map_err(|e| self.err(e))
+        self.finish(txn, Durability::None)
+    }
+
+    /// Commits `txn`: on disk when this returns, with every deferred commit
+    /// before it ([`Durability::Immediate`]), or deferred ([`Durability::None`]).
+    fn finish(&self, mut txn: WriteTransaction, durability: Durability) -> Result<(), StateError> {
+        let deferred = matches!(durability, Durability::None);
+        txn.set_durability(durability).map_err(|e| self.err(e))?;
+        txn.commit().map_err(|e| self.err(e))?;
+        if deferred {
+            self.deferred.store(true, Ordering::SeqCst);
+        } else {
+            self.deferred.store(false, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Whether a deferred commit is not on disk yet.
+    pub fn has_deferred(&self) -> bool {
+        self.deferred.load(Ordering::SeqCst)
+    }
+
+    /// Puts the deferred commits ([`Store::commit_deferred`]) on disk now
+    /// (one durable, empty transaction); nothing to do without any.
+    pub fn persist(&self) -> Result<(), StateError> {
+        if !self.has_deferred() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        self.finish(txn, Durability::Immediate)
     }
 
     fn decode<T: DeserializeOwned>(
@@ -378,7 +434,7 @@ impl Store {
                 ids.push(id);
             }
         }
-        txn.commit().map_err(|e| self.err(e))?;
+        self.finish(txn, Durability::Immediate)?;
         Ok(ids)
     }
 
@@ -493,14 +549,30 @@ impl Store {
     }
 
     /// Writes a batch in one transaction, with the executor's held writes
-    /// ([`Store::hold_executor_writes`]), if any.
+    /// ([`Store::hold_executor_writes`]), if any: on disk when this
+    /// returns, together with every deferred commit before it.
     pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
+        self.commit_as(batch, Durability::Immediate)
+    }
+
+    /// Writes a batch as [`Store::commit`] does, deferred: this store reads
+    /// it at once, and it reaches the disk with the next durable commit
+    /// (any other [`Store::commit`], [`Store::record_intents`],
+    /// [`Store::persist`]) or when the store is closed. A crash before
+    /// that loses it, with the deferred commits after it, and nothing
+    /// else: use it only for what may be lost by a crash until the next
+    /// durable commit (docs/semantics.md, "Deferred commits").
+    pub fn commit_deferred(&self, batch: &Batch) -> Result<(), StateError> {
+        self.commit_as(batch, Durability::None)
+    }
+
+    fn commit_as(&self, batch: &Batch, durability: Durability) -> Result<(), StateError> {
         let mut held = self.held();
         let held_writes = held.as_ref().filter(|w| !w.is_empty());
         if batch.is_empty() && held_writes.is_none() {
             return Ok(());
         }
-        self.write_batch(batch, held_writes)?;
+        self.write_batch(batch, held_writes, durability)?;
         // Written: no longer held (kept on a failure, for the next commit).
         if let Some(writes) = held.as_mut() {
             writes.clear();
@@ -508,7 +580,12 @@ impl Store {
         Ok(())
     }
 
-    fn write_batch(&self, batch: &Batch, held: Option<&HeldWrites>) -> Result<(), StateError> {
+    fn write_batch(
+        &self,
+        batch: &Batch,
+        held: Option<&HeldWrites>,
+        durability: Durability,
+    ) -> Result<(), StateError> {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
@@ -558,7 +635,7 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
         }
-        txn.commit().map_err(|e| self.err(e))
+        self.finish(txn, durability)
     }
 }
 
