@@ -16,6 +16,11 @@
 //!   point neither loses an action (its intent stays until its outcome is
 //!   recorded) nor repeats one (its intent goes in the transaction that
 //!   records its outcome).
+//! - What needs no disk until an action depends on it is committed
+//!   deferred ([`Store::commit_deferred`]): the observation's events and
+//!   the pending jobs reach the disk with the plan's intents, the last
+//!   outcomes with the revision's commit. A crash before then loses them
+//!   and nothing else, and the next iteration does that work again.
 
 pub mod charts;
 pub mod history_page;

@@ -7,7 +7,9 @@
 //! transaction before the first is carried out, and as done — with their
 //! effect on the job records, their audit lines and the executor's values
 //! they changed — in later ones, many actions a transaction; see
-//! [`Store::record_intents`] and [`Store::hold_executor_writes`]). It
+//! [`Store::record_intents`] and [`Store::hold_executor_writes`]); what
+//! may be lost by a crash until the next durable commit is committed
+//! deferred, without waiting for the disk ([`Store::commit_deferred`]). It
 //! builds with no C toolchain and no server, and its file is locked by one
 //! process at a time, so two reconcilers cannot share a state directory.
 //!
@@ -313,11 +315,8 @@ impl Store {
         let deferred = matches!(durability, Durability::None);
         txn.set_durability(durability).map_err(|e| self.err(e))?;
         txn.commit().map_err(|e| self.err(e))?;
-        if deferred {
-            self.deferred.store(true, Ordering::SeqCst);
-        } else {
-            self.deferred.store(false, Ordering::SeqCst);
-        }
+        // A durable commit puts every deferred one before it on disk.
+        self.deferred.store(deferred, Ordering::SeqCst);
         Ok(())
     }
 
@@ -598,7 +597,12 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
             let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
-            for record in &batch.jobs {
+            // In key order (stable: of two records of one job the later
+            // wins), which is faster to insert into the B-tree than the
+            // plan's order.
+            let mut records: Vec<&JobRecord> = batch.jobs.iter().collect();
+            records.sort_by(|a, b| a.job.cmp(&b.job));
+            for record in records {
                 jobs.insert(record.job.as_str(), to_json(record).as_str())
                     .map_err(|e| self.err(e))?;
             }
@@ -843,6 +847,84 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
         assert_eq!(stored, ["k/b", "k/c", "k/d"]);
+    }
+
+    /// Set in a child process of the test binary: the state directory
+    /// that [`crash_child`] writes to before it aborts.
+    const CRASH_DIR: &str = "GITFLEET_TEST_CRASH_DIR";
+
+    /// Not a test of its own: run by [`a_crash_loses_deferred_commits_not_durable_ones`]
+    /// in a child process, which writes and then dies without closing the
+    /// store (as a kill -9 would).
+    #[test]
+    fn crash_child() {
+        let Some(dir) = std::env::var_os(CRASH_DIR) else {
+            return;
+        };
+        let store = Store::open(Path::new(&dir)).unwrap();
+        let pending = |job: &str| Batch {
+            jobs: vec![JobRecord::new_pending(job, t("2026-11-21T10:00:00Z"))],
+            ..Batch::default()
+        };
+        store.commit(&pending("durable")).unwrap();
+        store
+            .commit_deferred(&pending("deferred-then-durable"))
+            .unwrap();
+        assert!(store.has_deferred());
+        store.commit(&pending("durable-after")).unwrap();
+        assert!(!store.has_deferred(), "put on disk with the durable commit");
+        store
+            .commit_deferred(&pending("deferred-then-persisted"))
+            .unwrap();
+        store.persist().unwrap();
+        assert!(!store.has_deferred());
+        store.commit_deferred(&pending("deferred-lost")).unwrap();
+        assert_eq!(store.jobs().unwrap().len(), 5, "read at once");
+        std::process::abort();
+    }
+
+    #[test]
+    fn a_crash_loses_deferred_commits_not_durable_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "state::tests::crash_child", "--nocapture"])
+            .env(CRASH_DIR, dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child died");
+        let store = Store::open(dir.path()).unwrap();
+        let jobs: Vec<String> = store.jobs().unwrap().into_keys().collect();
+        assert_eq!(
+            jobs,
+            [
+                "deferred-then-durable",
+                "deferred-then-persisted",
+                "durable",
+                "durable-after"
+            ]
+        );
+    }
+
+    #[test]
+    fn deferred_commits_land_when_the_store_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store
+                .commit_deferred(&Batch {
+                    clock: Some(t("2026-11-21T10:00:00Z")),
+                    ..Batch::default()
+                })
+                .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.clock().unwrap(), Some(t("2026-11-21T10:00:00Z")));
+        assert!(
+            !store.has_deferred(),
+            "an existing state opens with nothing deferred"
+        );
     }
 
     #[test]
