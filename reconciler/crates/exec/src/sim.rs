@@ -36,8 +36,9 @@ pub struct SimExecutor {
     world: Option<World>,
     /// Nodes read back from the store, waiting for the world.
     stored: Vec<WorldNode>,
-    /// The fleet's pools and, on a new state, its first nodes.
-    fleet: Option<Arc<Fleet>>,
+    /// The fleet's pools (a fleet without its other documents): what it
+    /// scales and, on a new state, its first nodes.
+    fleet: Option<Fleet>,
     seed: Option<Vec<ObservedNode>>,
 }
 
@@ -76,7 +77,12 @@ impl SimExecutor {
         if let Some(world) = &mut self.world {
             world.set_pools(fleet);
         }
-        self.fleet = Some(Arc::new(fleet.clone()));
+        // Only the pools: cloning a fleet's jobs every iteration costs
+        // milliseconds for thousands of them.
+        self.fleet = Some(Fleet {
+            pools: fleet.pools.clone(),
+            ..Fleet::default()
+        });
         Ok(())
     }
 
@@ -261,20 +267,16 @@ fn event_of(event: WorldEvent) -> Option<Event> {
     }
 }
 
-/// The nodes as stored, by name: every one, or only `names`.
-fn snapshot(world: &World, names: Option<&[String]>) -> BTreeMap<String, String> {
-    let stored = |n: &WorldNode| {
-        (
-            n.node.name.clone(),
-            serde_json::to_string(n).unwrap_or_default(),
-        )
-    };
+/// The nodes as they are, by name: every one, or only `names` (compared
+/// with the nodes afterwards; only those that changed are serialized).
+fn snapshot(world: &World, names: Option<&[String]>) -> BTreeMap<String, WorldNode> {
+    let kept = |n: &WorldNode| (n.node.name.clone(), n.clone());
     match names {
-        None => world.nodes().map(stored).collect(),
+        None => world.nodes().map(kept).collect(),
         Some(names) => names
             .iter()
             .filter_map(|name| world.node(name))
-            .map(stored)
+            .map(kept)
             .collect(),
     }
 }
@@ -284,17 +286,23 @@ fn snapshot(world: &World, names: Option<&[String]>) -> BTreeMap<String, String>
 fn save_changed(
     store: &dyn KeyValue,
     world: &World,
-    before: &BTreeMap<String, String>,
+    before: &BTreeMap<String, WorldNode>,
     names: Option<&[String]>,
 ) -> Result<(), ExecError> {
-    let after = snapshot(world, names);
+    let now: Vec<&WorldNode> = match names {
+        None => world.nodes().collect(),
+        Some(names) => names.iter().filter_map(|name| world.node(name)).collect(),
+    };
     let mut changes: Vec<(String, Option<String>)> = Vec::new();
-    for (name, value) in &after {
-        if before.get(name) != Some(value) {
-            changes.push((format!("{NODE_PREFIX}{name}"), Some(value.clone())));
+    for node in &now {
+        let name = &node.node.name;
+        if before.get(name) != Some(*node) {
+            let value = serde_json::to_string(node).unwrap_or_default();
+            changes.push((format!("{NODE_PREFIX}{name}"), Some(value)));
         }
     }
-    for name in before.keys().filter(|n| !after.contains_key(*n)) {
+    let present: BTreeSet<&str> = now.iter().map(|n| n.node.name.as_str()).collect();
+    for name in before.keys().filter(|n| !present.contains(n.as_str())) {
         changes.push((format!("{NODE_PREFIX}{name}"), None));
     }
     if !changes.is_empty() {

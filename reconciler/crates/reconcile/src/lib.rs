@@ -16,6 +16,11 @@
 //!   point neither loses an action (its intent stays until its outcome is
 //!   recorded) nor repeats one (its intent goes in the transaction that
 //!   records its outcome).
+//! - What needs no disk until an action depends on it is committed
+//!   deferred ([`Store::commit_deferred`]): the observation's events and
+//!   the pending jobs reach the disk with the plan's intents, the last
+//!   outcomes with the revision's commit. A crash before then loses them
+//!   and nothing else, and the next iteration does that work again.
 
 pub mod charts;
 pub mod history_page;
@@ -89,8 +94,10 @@ impl ReconcileError {
     }
 }
 
-/// The most actions whose outcomes one transaction records.
-pub const OUTCOME_BATCH: usize = 1024;
+/// The most actions whose outcomes one transaction records. The window
+/// ([`OUTCOME_WINDOW`]) binds first for any executor slower than about
+/// 50 µs an action (all but the sim): this bounds the sim's bursts.
+pub const OUTCOME_BATCH: usize = 4096;
 
 /// Outcomes are committed at least this often while actions are carried
 /// out (a slow executor's progress is on disk soon, and a crash leaves few
@@ -331,15 +338,26 @@ impl<E: Executor> Reconciler<E> {
         }
     }
 
-    /// One whole iteration at `now`.
+    /// One whole iteration at `now`. What preparing records (the fleet's
+    /// events, the pending jobs) is committed deferred and reaches the disk
+    /// with the plan's intents, before the first action is carried out.
     pub async fn iterate(&mut self, now: Timestamp) -> Result<Iteration, ReconcileError> {
-        let prepared = self.prepare(now).await?;
+        let prepared = self.prepare_deferred(now).await?;
         self.apply(prepared).await
     }
 
     /// Reads the desired fleet, observes, and plans; carries nothing out but
-    /// intents left by a crash and the fleet's own events.
+    /// intents left by a crash and the fleet's own events. What it records
+    /// is on disk when it returns (`gitfleet apply` may wait for a person).
     pub async fn prepare(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
+        let prepared = self.prepare_deferred(now).await?;
+        self.store.persist()?;
+        Ok(prepared)
+    }
+
+    /// [`Reconciler::prepare`], leaving its records deferred
+    /// ([`Store::commit_deferred`]).
+    async fn prepare_deferred(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
         // A replica that does not lead carries out and records nothing.
         self.executor.lead(now).await?;
         let recovered = self.recover(now).await?;
@@ -430,6 +448,12 @@ impl<E: Executor> Reconciler<E> {
         if let (Some(plan), Some(revision), Some((_, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
+            // A crash while the configuration changes must not count
+            // against the revision (its loading mark is cleared in a
+            // deferred commit): what preparing recorded goes to disk first.
+            if !self.executor.config_changes().is_empty() {
+                self.store.persist()?;
+            }
             iteration.config = self.executor.apply_config().await?;
             for change in &iteration.config {
                 tracing::info!(executor = self.executor.name(), %change, "configuration changed");
@@ -460,6 +484,7 @@ impl<E: Executor> Reconciler<E> {
                 revisions.last_attempted = Some(revision.id.clone());
                 revisions.last_error = None;
             }
+            // Durable: it puts the plan's last outcomes, deferred, on disk.
             self.store.commit(&Batch {
                 revisions: Some(revisions),
                 clock: Some(now),
@@ -507,7 +532,7 @@ impl<E: Executor> Reconciler<E> {
                 check_underway: false,
             })
             .collect();
-        self.carry_out_all(&fleet, &specs, &mut records, &nominations, &work)
+        self.carry_out_all(&fleet, &specs, &mut records, &nominations, &work, false)
             .await?;
         Ok(intents.len())
     }
@@ -797,7 +822,9 @@ impl<E: Executor> Reconciler<E> {
             .iter()
             .filter_map(|name| records.get(name).cloned())
             .collect();
-        let committed = self.store.commit(&batch);
+        // Deferred: lost by a crash before the next durable commit, the
+        // events are reported again (the records still say the jobs run).
+        let committed = self.store.commit_deferred(&batch);
         self.store.release_executor_writes()?;
         committed?;
         Ok(observation)
@@ -877,7 +904,9 @@ impl<E: Executor> Reconciler<E> {
             record.reason = Some(pending.reason.to_string());
             batch.jobs.push(record);
         }
-        self.store.commit(&batch)?;
+        // Deferred: lost by a crash before the next durable commit (the
+        // plan's intents, or the iteration's end), the jobs are noted again.
+        self.store.commit_deferred(&batch)?;
         for record in batch.jobs {
             records.insert(record.job.clone(), record);
         }
@@ -926,8 +955,10 @@ impl<E: Executor> Reconciler<E> {
                 check_underway: true,
             })
             .collect();
+        // The last outcomes are deferred: the revision's commit, right
+        // after, puts them on disk ([`Reconciler::apply`]).
         let mut done = self
-            .carry_out_all(fleet, specs, records, nominations, &work)
+            .carry_out_all(fleet, specs, records, nominations, &work, true)
             .await?
             .into_iter();
         Ok(results
@@ -944,7 +975,9 @@ impl<E: Executor> Reconciler<E> {
     /// outcomes: the job records they changed, their audit lines, their
     /// intents marked done and the executor values they changed (held by
     /// the store until then) land together, [`Reconciler::with_outcome_batch`]
-    /// actions (or [`OUTCOME_WINDOW`]) a transaction.
+    /// actions (or [`OUTCOME_WINDOW`]) a transaction. With `defer_last`,
+    /// the last of those transactions is deferred ([`Store::commit_deferred`]):
+    /// the caller's next commit, durable, puts it on disk.
     async fn carry_out_all(
         &mut self,
         fleet: &Fleet,
@@ -952,6 +985,7 @@ impl<E: Executor> Reconciler<E> {
         records: &mut Records,
         nominations: &Nominations,
         work: &[Work<'_>],
+        defer_last: bool,
     ) -> Result<Vec<(ActionResult, bool)>, ReconcileError> {
         if work.is_empty() {
             return Ok(Vec::new());
@@ -966,14 +1000,14 @@ impl<E: Executor> Reconciler<E> {
                     .await,
             );
             if outcomes.due() {
-                carried = outcomes.commit(&self.store);
+                carried = outcomes.commit(&self.store, false);
                 if carried.is_err() {
                     break;
                 }
             }
         }
         if carried.is_ok() {
-            carried = outcomes.commit(&self.store);
+            carried = outcomes.commit(&self.store, defer_last);
         }
         // Whatever the executor wrote and no outcome took along (an
         // iteration that failed) is written now, as it was before batching.
@@ -1100,15 +1134,19 @@ impl Outcomes {
             || (!self.done.is_empty() && self.since.elapsed() >= OUTCOME_WINDOW)
     }
 
-    /// Records the outcomes so far in one transaction.
-    fn commit(&mut self, store: &Store) -> Result<(), StateError> {
+    /// Records the outcomes so far in one transaction, durable or deferred.
+    fn commit(&mut self, store: &Store, deferred: bool) -> Result<(), StateError> {
         let batch = Batch {
             jobs: std::mem::take(&mut self.jobs).into_values().collect(),
             audit: std::mem::take(&mut self.audit),
             done_intents: std::mem::take(&mut self.done),
             ..Batch::default()
         };
-        store.commit(&batch)?;
+        if deferred {
+            store.commit_deferred(&batch)?;
+        } else {
+            store.commit(&batch)?;
+        }
         self.since = std::time::Instant::now();
         Ok(())
     }

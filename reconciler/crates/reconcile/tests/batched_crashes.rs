@@ -43,6 +43,10 @@ struct Ledger {
     nodes: Vec<ObservedNode>,
     crash: Option<(usize, Crash)>,
     calls: usize,
+    /// Dies (no unwinding, nothing closed: as a kill -9) when asked to
+    /// change the fleet's configuration, after the iteration has planned
+    /// and before it records its intents.
+    abort_in_config: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,6 +86,13 @@ impl Executor for Ledger {
 
     fn already_done(&self, _action: &Action) -> bool {
         false
+    }
+
+    async fn apply_config(&mut self) -> Result<Vec<String>, ExecError> {
+        if self.abort_in_config {
+            std::process::abort();
+        }
+        Ok(Vec::new())
     }
 
     async fn execute(
@@ -131,18 +142,29 @@ fn fleet_yaml() -> String {
 
 /// A fleet directory and a state directory.
 struct Setup {
-    dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    _temp: Option<tempfile::TempDir>,
     outside: Arc<Mutex<Outside>>,
 }
 
 impl Setup {
     fn new() -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let fleet = dir.path().join("fleet");
+        let temp = tempfile::tempdir().unwrap();
+        let fleet = temp.path().join("fleet");
         std::fs::create_dir_all(&fleet).unwrap();
         std::fs::write(fleet.join("fleet.yaml"), fleet_yaml()).unwrap();
         Setup {
-            dir,
+            dir: temp.path().to_path_buf(),
+            _temp: Some(temp),
+            outside: Arc::default(),
+        }
+    }
+
+    /// The setup in `dir`, made by another process's [`Setup::new`].
+    fn at(dir: &std::path::Path) -> Setup {
+        Setup {
+            dir: dir.to_path_buf(),
+            _temp: None,
             outside: Arc::default(),
         }
     }
@@ -150,7 +172,18 @@ impl Setup {
     /// A reconciler on the state (opened afresh, as after a restart) that
     /// records at most `batch` outcomes a transaction.
     fn reconciler(&self, crash: Option<(usize, Crash)>, batch: usize) -> Reconciler<Ledger> {
-        let store = Arc::new(Store::open(&self.dir.path().join("state")).unwrap());
+        self.reconciler_dying(crash, batch, false)
+    }
+
+    /// [`Setup::reconciler`], whose executor aborts the process in
+    /// `apply_config` when `abort_in_config`.
+    fn reconciler_dying(
+        &self,
+        crash: Option<(usize, Crash)>,
+        batch: usize,
+        abort_in_config: bool,
+    ) -> Reconciler<Ledger> {
+        let store = Arc::new(Store::open(&self.dir.join("state")).unwrap());
         let pool = serde_json::from_str(
             r#"{"gpu": {"model": "H100", "count": 8}, "size": {"min": 1, "max": 1}}"#,
         )
@@ -163,9 +196,10 @@ impl Setup {
                 .collect(),
             crash,
             calls: 0,
+            abort_in_config,
         };
         let source = FleetSource::Dir {
-            path: self.dir.path().join("fleet"),
+            path: self.dir.join("fleet"),
         };
         Reconciler::new(source, store, ledger).with_outcome_batch(batch)
     }
@@ -173,7 +207,7 @@ impl Setup {
     /// The state as a crash left it: (intents left, jobs recorded running,
     /// jobs with an executor value, place lines in the audit log).
     fn state(&self) -> (usize, Vec<String>, Vec<String>, usize) {
-        let store = Store::open(&self.dir.path().join("state")).unwrap();
+        let store = Store::open(&self.dir.join("state")).unwrap();
         let intents = store.pending_intents().unwrap().len();
         let running: Vec<String> = store
             .jobs()
@@ -207,7 +241,7 @@ impl Setup {
         let outside = self.outside.lock().unwrap();
         assert_eq!(outside.started.len(), JOBS, "every job started");
         assert!(outside.started.values().all(|n| *n == 1));
-        let store = Store::open(&self.dir.path().join("state")).unwrap();
+        let store = Store::open(&self.dir.join("state")).unwrap();
         for job in outside.started.keys() {
             let lines = store
                 .audit(0)
@@ -325,4 +359,72 @@ fn a_crash_in_the_middle_of_the_outcome_batches_loses_and_repeats_nothing() {
         let expected = if unrecorded.contains(&job) { 2 } else { 1 };
         assert_eq!(n, expected, "{job}");
     }
+}
+
+#[test]
+fn an_iteration_and_a_prepare_leave_nothing_deferred() {
+    let setup = Setup::new();
+    let mut reconciler = setup.reconciler(None, 6);
+    let prepared = block_on(reconciler.prepare(t(0))).unwrap();
+    assert!(
+        !reconciler.store().has_deferred(),
+        "apply may wait for a person: what preparing recorded is on disk"
+    );
+    block_on(reconciler.apply(prepared)).unwrap();
+    assert!(!reconciler.store().has_deferred());
+    block_on(reconciler.iterate(t(1))).unwrap();
+    assert!(
+        !reconciler.store().has_deferred(),
+        "an iteration ends on disk"
+    );
+}
+
+/// Set in a child process of this test binary: the [`Setup`] directory
+/// whose reconciler dies after planning, before recording its intents.
+const CRASH_DIR: &str = "GITFLEET_TEST_CRASH_DIR";
+
+/// Not a test of its own: run by
+/// [`a_crash_after_planning_loses_only_deferred_records`] in a child
+/// process (no unwinding: the store is not closed, as after a kill -9).
+#[test]
+fn crash_child_after_planning() {
+    let Some(dir) = std::env::var_os(CRASH_DIR) else {
+        return;
+    };
+    let setup = Setup::at(std::path::Path::new(&dir));
+    let mut reconciler = setup.reconciler_dying(None, 6, true);
+    let _ = block_on(reconciler.iterate(t(0)));
+    unreachable!("the executor aborts the process");
+}
+
+#[test]
+fn a_crash_after_planning_loses_only_deferred_records() {
+    let setup = Setup::new();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child_after_planning", "--nocapture"])
+        .env(CRASH_DIR, &setup.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child died");
+
+    // The loading mark (durable) survived; what preparing recorded
+    // (deferred: the pending jobs, the mark's clearing) did not.
+    let store = Store::open(&setup.dir.join("state")).unwrap();
+    assert!(store.pending_intents().unwrap().is_empty(), "no intent yet");
+    assert!(store.jobs().unwrap().is_empty(), "{:?}", store.jobs());
+    let loading = store.revisions().unwrap().loading.expect("loading mark");
+    assert_eq!(loading.interrupted, 0);
+    drop(store);
+
+    // The next start plans again and carries every action out once.
+    let mut reconciler = setup.reconciler(None, 6);
+    let iteration = block_on(reconciler.iterate(t(1))).unwrap();
+    assert_eq!(iteration.recovered, 0);
+    assert_eq!(iteration.executed.len(), JOBS);
+    drop(reconciler);
+    setup.assert_each_job_placed_once();
+    let store = Store::open(&setup.dir.join("state")).unwrap();
+    assert_eq!(store.revisions().unwrap().loading, None);
 }

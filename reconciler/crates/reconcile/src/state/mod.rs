@@ -7,7 +7,9 @@
 //! transaction before the first is carried out, and as done — with their
 //! effect on the job records, their audit lines and the executor's values
 //! they changed — in later ones, many actions a transaction; see
-//! [`Store::record_intents`] and [`Store::hold_executor_writes`]). It
+//! [`Store::record_intents`] and [`Store::hold_executor_writes`]); what
+//! may be lost by a crash until the next durable commit is committed
+//! deferred, without waiting for the disk ([`Store::commit_deferred`]). It
 //! builds with no C toolchain and no server, and its file is locked by one
 //! process at a time, so two reconcilers cannot share a state directory.
 //!
@@ -22,9 +24,13 @@ pub use records::{
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle,
+    WriteTransaction,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -167,6 +173,8 @@ pub struct Store {
     /// The executor's writes held for the next [`Store::commit`], while
     /// [`Store::hold_executor_writes`] is in force.
     held: Mutex<Option<HeldWrites>>,
+    /// A deferred commit ([`Store::commit_deferred`]) is not on disk yet.
+    deferred: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -242,6 +250,7 @@ impl Store {
             db,
             path,
             held: Mutex::new(None),
+            deferred: AtomicBool::new(false),
         };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
@@ -268,7 +277,27 @@ impl Store {
         }
     }
 
+    /// Creates the tables a new database lacks, in a deferred commit: a
+    /// crash before the first durable commit loses nothing but the empty
+    /// tables, which the next open creates again.
     fn create_tables(&self) -> Result<(), StateError> {
+        let existing = {
+            let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+            txn.list_tables()
+                .map_err(|e| self.err(e))?
+                .map(|t| t.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        let all = [
+            META.name(),
+            JOBS.name(),
+            EXECUTOR.name(),
+            INTENTS.name(),
+            AUDIT.name(),
+        ];
+        if all.iter().all(|name| existing.iter().any(|e| e == name)) {
+            return Ok(());
+        }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             txn.open_table(META).map_err(|e| self.err(e))?;
@@ -277,7 +306,33 @@ impl Store {
             txn.open_table(INTENTS).map_err(|e| self.err(e))?;
             txn.open_table(AUDIT).map_err(|e| self.err(e))?;
         }
-        txn.commit().map_err(|e| self.err(e))
+        self.finish(txn, Durability::None)
+    }
+
+    /// Commits `txn`: on disk when this returns, with every deferred commit
+    /// before it ([`Durability::Immediate`]), or deferred ([`Durability::None`]).
+    fn finish(&self, mut txn: WriteTransaction, durability: Durability) -> Result<(), StateError> {
+        let deferred = matches!(durability, Durability::None);
+        txn.set_durability(durability).map_err(|e| self.err(e))?;
+        txn.commit().map_err(|e| self.err(e))?;
+        // A durable commit puts every deferred one before it on disk.
+        self.deferred.store(deferred, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Whether a deferred commit is not on disk yet.
+    pub fn has_deferred(&self) -> bool {
+        self.deferred.load(Ordering::SeqCst)
+    }
+
+    /// Puts the deferred commits ([`Store::commit_deferred`]) on disk now
+    /// (one durable, empty transaction); nothing to do without any.
+    pub fn persist(&self) -> Result<(), StateError> {
+        if !self.has_deferred() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        self.finish(txn, Durability::Immediate)
     }
 
     fn decode<T: DeserializeOwned>(
@@ -378,7 +433,7 @@ impl Store {
                 ids.push(id);
             }
         }
-        txn.commit().map_err(|e| self.err(e))?;
+        self.finish(txn, Durability::Immediate)?;
         Ok(ids)
     }
 
@@ -493,14 +548,30 @@ impl Store {
     }
 
     /// Writes a batch in one transaction, with the executor's held writes
-    /// ([`Store::hold_executor_writes`]), if any.
+    /// ([`Store::hold_executor_writes`]), if any: on disk when this
+    /// returns, together with every deferred commit before it.
     pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
+        self.commit_as(batch, Durability::Immediate)
+    }
+
+    /// Writes a batch as [`Store::commit`] does, deferred: this store reads
+    /// it at once, and it reaches the disk with the next durable commit
+    /// (any other [`Store::commit`], [`Store::record_intents`],
+    /// [`Store::persist`]) or when the store is closed. A crash before
+    /// that loses it, with the deferred commits after it, and nothing
+    /// else: use it only for what may be lost by a crash until the next
+    /// durable commit (docs/semantics.md, "Deferred commits").
+    pub fn commit_deferred(&self, batch: &Batch) -> Result<(), StateError> {
+        self.commit_as(batch, Durability::None)
+    }
+
+    fn commit_as(&self, batch: &Batch, durability: Durability) -> Result<(), StateError> {
         let mut held = self.held();
         let held_writes = held.as_ref().filter(|w| !w.is_empty());
         if batch.is_empty() && held_writes.is_none() {
             return Ok(());
         }
-        self.write_batch(batch, held_writes)?;
+        self.write_batch(batch, held_writes, durability)?;
         // Written: no longer held (kept on a failure, for the next commit).
         if let Some(writes) = held.as_mut() {
             writes.clear();
@@ -508,7 +579,12 @@ impl Store {
         Ok(())
     }
 
-    fn write_batch(&self, batch: &Batch, held: Option<&HeldWrites>) -> Result<(), StateError> {
+    fn write_batch(
+        &self,
+        batch: &Batch,
+        held: Option<&HeldWrites>,
+        durability: Durability,
+    ) -> Result<(), StateError> {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
@@ -521,7 +597,12 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
             let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
-            for record in &batch.jobs {
+            // In key order (stable: of two records of one job the later
+            // wins), which is faster to insert into the B-tree than the
+            // plan's order.
+            let mut records: Vec<&JobRecord> = batch.jobs.iter().collect();
+            records.sort_by(|a, b| a.job.cmp(&b.job));
+            for record in records {
                 jobs.insert(record.job.as_str(), to_json(record).as_str())
                     .map_err(|e| self.err(e))?;
             }
@@ -558,7 +639,7 @@ impl Store {
                     .map_err(|e| self.err(e))?;
             }
         }
-        txn.commit().map_err(|e| self.err(e))
+        self.finish(txn, durability)
     }
 }
 
@@ -766,6 +847,84 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let stored: Vec<String> = store.executor_values().unwrap().into_keys().collect();
         assert_eq!(stored, ["k/b", "k/c", "k/d"]);
+    }
+
+    /// Set in a child process of the test binary: the state directory
+    /// that [`crash_child`] writes to before it aborts.
+    const CRASH_DIR: &str = "GITFLEET_TEST_CRASH_DIR";
+
+    /// Not a test of its own: run by [`a_crash_loses_deferred_commits_not_durable_ones`]
+    /// in a child process, which writes and then dies without closing the
+    /// store (as a kill -9 would).
+    #[test]
+    fn crash_child() {
+        let Some(dir) = std::env::var_os(CRASH_DIR) else {
+            return;
+        };
+        let store = Store::open(Path::new(&dir)).unwrap();
+        let pending = |job: &str| Batch {
+            jobs: vec![JobRecord::new_pending(job, t("2026-11-21T10:00:00Z"))],
+            ..Batch::default()
+        };
+        store.commit(&pending("durable")).unwrap();
+        store
+            .commit_deferred(&pending("deferred-then-durable"))
+            .unwrap();
+        assert!(store.has_deferred());
+        store.commit(&pending("durable-after")).unwrap();
+        assert!(!store.has_deferred(), "put on disk with the durable commit");
+        store
+            .commit_deferred(&pending("deferred-then-persisted"))
+            .unwrap();
+        store.persist().unwrap();
+        assert!(!store.has_deferred());
+        store.commit_deferred(&pending("deferred-lost")).unwrap();
+        assert_eq!(store.jobs().unwrap().len(), 5, "read at once");
+        std::process::abort();
+    }
+
+    #[test]
+    fn a_crash_loses_deferred_commits_not_durable_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "state::tests::crash_child", "--nocapture"])
+            .env(CRASH_DIR, dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child died");
+        let store = Store::open(dir.path()).unwrap();
+        let jobs: Vec<String> = store.jobs().unwrap().into_keys().collect();
+        assert_eq!(
+            jobs,
+            [
+                "deferred-then-durable",
+                "deferred-then-persisted",
+                "durable",
+                "durable-after"
+            ]
+        );
+    }
+
+    #[test]
+    fn deferred_commits_land_when_the_store_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store
+                .commit_deferred(&Batch {
+                    clock: Some(t("2026-11-21T10:00:00Z")),
+                    ..Batch::default()
+                })
+                .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.clock().unwrap(), Some(t("2026-11-21T10:00:00Z")));
+        assert!(
+            !store.has_deferred(),
+            "an existing state opens with nothing deferred"
+        );
     }
 
     #[test]
