@@ -71,6 +71,12 @@ impl JobSpec {
     /// "the same spec" from "another spec". A job without executor sections
     /// (or with empty ones) has the digest it had before they were counted.
     pub fn runtime_digest(&self) -> String {
+        format!("{:016x}", self.runtime_hash())
+    }
+
+    /// The number [`runtime_digest`](Self::runtime_digest) shows in hex:
+    /// FNV-1a of the canonical JSON, hashed as it is written (no buffer).
+    fn runtime_hash(&self) -> u64 {
         let fields = RuntimeFields {
             image: &self.image,
             command: &self.command,
@@ -92,10 +98,11 @@ impl JobSpec {
                 .as_ref()
                 .filter(|s| **s != super::SlurmSpec::default()),
         };
-        // Serialising plain data into a Vec cannot fail; an empty input would
-        // only make every digest equal, never a wrong restart.
-        let bytes = serde_json::to_vec(&fields).unwrap_or_default();
-        format!("{:016x}", fnv1a(&bytes))
+        // Serialising plain data cannot fail; a failure part-way would only
+        // make digests equal, never a wrong restart.
+        let mut hasher = Fnv1a::default();
+        let _ = serde_json::to_writer(&mut hasher, &fields);
+        hasher.0
     }
 
     /// The fields whose change a [`runtime_digest`](Self::runtime_digest)
@@ -146,21 +153,42 @@ impl Object<JobSpec> {
     /// Whether `running` runs another spec than this one (by the digest
     /// recorded when it started; unknown digests never count).
     pub fn runs_older_spec(&self, running: &RunningJob) -> bool {
-        running
-            .spec_digest
-            .as_deref()
-            .is_some_and(|was| was != self.spec.runtime_digest())
+        running.spec_digest.as_deref().is_some_and(|was| {
+            // A recorded digest is 16 hex digits; anything else is
+            // compared as text.
+            let digits = was.len() == 16
+                && was
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            match u64::from_str_radix(was, 16) {
+                Ok(n) if digits => n != self.spec.runtime_hash(),
+                _ => was != self.spec.runtime_digest(),
+            }
+        })
     }
 }
 
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+/// 64-bit FNV-1a over what is written into it.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
     }
-    hash
+}
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -304,6 +332,42 @@ mod tests {
             secret("a").runtime_digest(),
             job(&[], Some("img:1")).runtime_digest()
         );
+    }
+
+    fn fnv1a(bytes: &[u8]) -> u64 {
+        use std::io::Write;
+        let mut hasher = Fnv1a::default();
+        hasher.write_all(bytes).unwrap();
+        hasher.0
+    }
+
+    #[test]
+    fn runs_older_spec_compares_the_recorded_digest() {
+        let a = job(&[("A", "1")], Some("img:1"));
+        let object = |spec: JobSpec| crate::spec::Object {
+            metadata: crate::spec::meta::Metadata {
+                name: "j".into(),
+                labels: Default::default(),
+                annotations: Default::default(),
+            },
+            spec,
+            origin: crate::diag::Origin::new("jobs.yaml".into(), Default::default()),
+        };
+        let running = |digest: &str| RunningJob {
+            job: "j".into(),
+            started: Default::default(),
+            placement: Vec::new(),
+            preempting_since: None,
+            preempted_for: None,
+            restart: None,
+            spec_digest: Some(digest.into()),
+        };
+        let same = a.runtime_digest();
+        assert!(!object(a.clone()).runs_older_spec(&running(&same)));
+        assert!(object(a.clone()).runs_older_spec(&running(&same.to_uppercase())));
+        assert!(object(a.clone()).runs_older_spec(&running(&format!("+{}", &same[1..]))));
+        assert!(object(a.clone()).runs_older_spec(&running("0000000000000000")));
+        assert!(object(a).runs_older_spec(&running("not a digest")));
     }
 
     #[test]
