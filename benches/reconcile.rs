@@ -260,19 +260,40 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
     std::fs::write(path, edited).expect("write");
 }
 
-/// One timed iteration: (prepare, apply, plan by the engine).
-fn timed_iteration(
-    reconciler: &mut Reconciler<SimExecutor>,
-    now: Timestamp,
-) -> (Duration, Duration, Duration) {
+/// One timed iteration's phases: whole, prepare (of which fetch, load,
+/// observe, engine), apply; and the load's parts: list, read, parse,
+/// assemble, validate, files parsed.
+type Row = [Duration; 13];
+
+fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> Row {
     let t = Instant::now();
     let prepared = block_on(reconciler.prepare(now)).expect("prepare");
     let prepare = t.elapsed();
-    let plan = Duration::from_secs_f64(prepared.iteration.plan_seconds.unwrap_or_default());
-    assert!(prepared.iteration.refused.is_none(), "a valid revision");
+    let iteration = &prepared.iteration;
+    let engine = Duration::from_secs_f64(iteration.plan_seconds.unwrap_or_default());
+    assert!(iteration.refused.is_none(), "a valid revision");
+    let phases = iteration.phases.clone();
     let t = Instant::now();
     block_on(reconciler.apply(prepared)).expect("apply");
-    (prepare, t.elapsed(), plan)
+    let apply = t.elapsed();
+    let stats = phases.loaded.unwrap_or_default();
+    assert!(!stats.full, "no full load");
+    let parts = stats.read + stats.parse + stats.assemble + stats.validate;
+    [
+        prepare + apply,
+        prepare,
+        phases.fetch,
+        phases.load,
+        phases.observe,
+        engine,
+        prepare.saturating_sub(phases.fetch + phases.load + phases.observe + engine),
+        apply,
+        phases.load.saturating_sub(parts),
+        stats.read,
+        stats.parse,
+        stats.assemble + stats.validate,
+        Duration::from_secs(stats.parsed as u64),
+    ]
 }
 
 /// What loading the newest revision costs from scratch, phase by phase:
@@ -352,8 +373,7 @@ fn large() {
     let (mut unchanged, mut job, mut queue) = (Vec::new(), Vec::new(), Vec::new());
     let mut loads = Vec::new();
     for run in 0..LARGE_RUNS {
-        let (p, a, e) = timed_iteration(&mut reconciler, tick());
-        unchanged.push([p + a, p, e, a]);
+        unchanged.push(timed_iteration(&mut reconciler, tick()));
 
         // One job's command changed (toggled, so the fleet stays the same size).
         let (from, to) = if run % 2 == 0 {
@@ -363,8 +383,7 @@ fn large() {
         };
         edit_after(&last_jobs, "name: job-149999}", from, to);
         git(&["commit", "-q", "-am", "one job"], &repo);
-        let (p, a, e) = timed_iteration(&mut reconciler, tick());
-        job.push([p + a, p, e, a]);
+        job.push(timed_iteration(&mut reconciler, tick()));
         loads.push(full_load(&repo));
 
         // One queue's limit changed.
@@ -375,27 +394,47 @@ fn large() {
         };
         edit_after(&queues, "name: team-0-0}", from, to);
         git(&["commit", "-q", "-am", "one queue"], &repo);
-        let (p, a, e) = timed_iteration(&mut reconciler, tick());
-        queue.push([p + a, p, e, a]);
+        queue.push(timed_iteration(&mut reconciler, tick()));
     }
     println!(
         "large: {} nodes, {jobs} jobs in {files} files (sim executor, Git source), medians of {LARGE_RUNS}:",
         size.nodes
     );
     println!("  first iteration: {}", ms(first_took));
-    println!("  iteration        | whole      | prepare    | (engine)   | apply");
-    for (name, rows) in [
+    println!(
+        "  iteration         | whole      | prepare    (fetch      load       observe    engine     other)     | apply"
+    );
+    let cases = [
         ("unchanged", &unchanged),
         ("one job changed", &job),
         ("one queue changed", &queue),
-    ] {
-        let [whole, prepare, engine, apply] = medians(rows);
+    ];
+    for (name, rows) in cases {
+        let m = medians(rows);
         println!(
-            "  {name:<17}| {:>10} | {:>10} | {:>10} | {:>10}",
-            ms(whole),
-            ms(prepare),
-            ms(engine),
-            ms(apply)
+            "  {name:<18}| {:>10} | {:>10} ({:>10} {:>10} {:>10} {:>10} {:>10}) | {:>10}",
+            ms(m[0]),
+            ms(m[1]),
+            ms(m[2]),
+            ms(m[3]),
+            ms(m[4]),
+            ms(m[5]),
+            ms(m[6]),
+            ms(m[7])
+        );
+    }
+    println!(
+        "  the load's parts  | list       | read       | parse      | validate   | files parsed"
+    );
+    for (name, rows) in &cases[1..] {
+        let m = medians(rows);
+        println!(
+            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {}",
+            ms(m[8]),
+            ms(m[9]),
+            ms(m[10]),
+            ms(m[11]),
+            m[12].as_secs()
         );
     }
     let [fetch, read, parse, validate] = medians(&loads);
