@@ -763,10 +763,10 @@ impl<E: Executor> Reconciler<E> {
             .map(|t| t.to_string())
             .unwrap_or_default();
         let revision = Revision { id, content };
-        if let Some((loaded, _)) = self.source.load(&revision, &mut self.cache)? {
-            if loaded.is_valid() {
-                self.good = Some((revision, Arc::new(loaded.fleet)));
-            }
+        if let Some((loaded, _)) = self.source.load(&revision, &mut self.cache)?
+            && loaded.is_valid()
+        {
+            self.good = Some((revision, Arc::new(loaded.fleet)));
         }
         Ok(())
     }
