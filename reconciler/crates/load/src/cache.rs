@@ -162,6 +162,17 @@ impl DocumentCache {
 
         if clean {
             let mut docs = Documents::default();
+            // Room for every document at once: growing by doubling would
+            // move the large documents several times over.
+            let total = |count: fn(&Documents) -> usize| -> usize {
+                in_order.iter().map(|(_, e)| count(&e.docs)).sum()
+            };
+            docs.pools.reserve_exact(total(|d| d.pools.len()));
+            docs.queues.reserve_exact(total(|d| d.queues.len()));
+            docs.priority_classes
+                .reserve_exact(total(|d| d.priority_classes.len()));
+            docs.jobs.reserve_exact(total(|d| d.jobs.len()));
+            docs.policies.reserve_exact(total(|d| d.policies.len()));
             for (file, entry) in &in_order {
                 append_renamed(&mut docs, entry, &file.name);
             }
