@@ -16,6 +16,17 @@
 //! places, each action recorded as intended and as done). Target: the first
 //! reconcile at most 2× the plan.
 //!
+//! `large` (issue 20 item 3, "incremental re-plan"): the bench generator's
+//! `l` fleet (10,000 nodes × 8 GPUs in 10 pools, 75 queues, 150,000 jobs in
+//! 150 files of 1,000) committed into a temporary Git repository; a first
+//! iteration places what fits, then it times unchanged iterations,
+//! iterations after a commit that changes one job (its command) and after a
+//! commit that changes one queue's limit, each split into prepare (fetch,
+//! load, observe, plan, pending jobs recorded) and apply; and, beside the
+//! loop, what a full load of the revision costs phase by phase (fetch the
+//! revision, read the blobs, parse, validate). Target: a one-job or
+//! one-queue commit under 100 ms end to end, unchanged under 5 ms.
+//!
 //! Medians of many iterations; the state (redb) is on the temporary disk.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests and benches may stop at the first surprise
@@ -29,11 +40,12 @@ use std::time::{Duration, Instant};
 use reconciler::engine::{PlanInput, plan};
 use reconciler::exec::sim::SimExecutor;
 use reconciler::generate::{FleetSize, generate};
-use reconciler::load::{fs::read_fleet_dir, load_fleet};
+use reconciler::load::{fs::read_fleet_dir, load_fleet, parse_files};
 use reconciler::observed::{Timestamp, derive_inventory};
 use reconciler::plan::Action;
 use reconciler::reconcile::{ActionResult, FleetSource, Reconciler};
 use reconciler::state::Store;
+use reconciler::validate::check_documents;
 
 /// The allocator the binary uses, so in-process figures match it.
 #[global_allocator]
@@ -78,6 +90,9 @@ fn main() {
     }
     if wants("burst") {
         burst();
+    }
+    if wants("large") {
+        large();
     }
 }
 
@@ -229,6 +244,208 @@ fn burst() {
     println!(
         "  first reconcile / plan:      {:.2}x",
         first_med.as_secs_f64() / plan_med.as_secs_f64()
+    );
+}
+
+const LARGE_RUNS: usize = 9;
+
+/// Replaces the first `from` after `anchor` in the file `path` by `to`.
+fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).expect("read");
+    let at = text.find(anchor).expect("anchor");
+    let offset = at + text[at..].find(from).expect("field after the anchor");
+    let mut edited = text[..offset].to_string();
+    edited.push_str(to);
+    edited.push_str(&text[offset + from.len()..]);
+    std::fs::write(path, edited).expect("write");
+}
+
+/// One timed iteration's phases: whole, prepare (of which fetch, load,
+/// observe, engine, other), apply; and the load's parts: list, read,
+/// parse, assemble, validate, files parsed.
+type Row = [Duration; 14];
+
+fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> Row {
+    let t = Instant::now();
+    let prepared = block_on(reconciler.prepare(now)).expect("prepare");
+    let prepare = t.elapsed();
+    let iteration = &prepared.iteration;
+    let engine = Duration::from_secs_f64(iteration.plan_seconds.unwrap_or_default());
+    assert!(iteration.refused.is_none(), "a valid revision");
+    let phases = iteration.phases.clone();
+    let t = Instant::now();
+    block_on(reconciler.apply(prepared)).expect("apply");
+    let apply = t.elapsed();
+    let stats = phases.loaded.unwrap_or_default();
+    assert!(!stats.full, "no full load");
+    let parts = stats.read + stats.parse + stats.assemble + stats.validate;
+    [
+        prepare + apply,
+        prepare,
+        phases.fetch,
+        phases.load,
+        phases.observe,
+        engine,
+        prepare.saturating_sub(phases.fetch + phases.load + phases.observe + engine),
+        apply,
+        phases.load.saturating_sub(parts),
+        stats.read,
+        stats.parse,
+        stats.assemble,
+        stats.validate,
+        Duration::from_secs(stats.parsed as u64),
+    ]
+}
+
+/// What loading the newest revision costs from scratch, phase by phase:
+/// (fetch the revision, read its blobs, parse, validate).
+fn full_load(repo: &Path) -> [Duration; 4] {
+    let mut source = FleetSource::detect(repo, None);
+    let t = Instant::now();
+    let revision = source.current().expect("revision");
+    let fetch = t.elapsed();
+    let t = Instant::now();
+    let files = source.files(&revision).expect("read").expect("files");
+    let read = t.elapsed();
+    let t = Instant::now();
+    let mut diagnostics = Vec::new();
+    let docs = parse_files(&files, &mut diagnostics);
+    let parse = t.elapsed();
+    let t = Instant::now();
+    check_documents(&docs, &mut diagnostics);
+    let validate = t.elapsed();
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    [fetch, read, parse, validate]
+}
+
+/// Medians of each column.
+fn medians<const N: usize>(rows: &[[Duration; N]]) -> [Duration; N] {
+    std::array::from_fn(|i| median(rows.iter().map(|r| r[i]).collect()))
+}
+
+/// The `l` fleet in Git: unchanged, one-job and one-queue iterations.
+fn large() {
+    let start: Timestamp = "2026-11-21T10:00:00Z".parse().expect("time");
+    let size = FleetSize {
+        nodes: 10_000,
+        gpus_per_node: 8,
+        pending: 100_000,
+        running: 50_000,
+        leaves: 60,
+        seed: 1,
+    };
+    let t = Instant::now();
+    let generated = generate(size, start);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = dir.path().join("repo");
+    for (path, text) in &generated.files {
+        let file = repo.join(path);
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&file, text).expect("write");
+    }
+    let files = generated.files.len();
+    drop(generated);
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["add", "-A"], &repo);
+    git(&["commit", "-q", "-m", "fleet"], &repo);
+    eprintln!("large: generated and committed in {:.1?}", t.elapsed());
+
+    let store = Arc::new(Store::open(&dir.path().join("state")).expect("state"));
+    let sim =
+        SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO).expect("sim");
+    let mut reconciler = Reconciler::new(FleetSource::detect(&repo, None), store, sim);
+    let mut minute = 0;
+    let mut tick = || {
+        minute += 1;
+        start + chrono::Duration::minutes(minute)
+    };
+    let t = Instant::now();
+    let first = block_on(reconciler.iterate(tick())).expect("first iteration");
+    let first_took = t.elapsed();
+    let jobs = reconciler.fleet().map_or(0, |f| f.jobs.len());
+    eprintln!(
+        "large: first iteration {first_took:.1?} ({} actions)",
+        first.executed.len()
+    );
+    drop(first);
+
+    let queues = repo.join("queues.yaml");
+    let last_jobs = repo.join(format!("jobs/jobs-{:04}.yaml", files - 4));
+    let (mut unchanged, mut job, mut queue) = (Vec::new(), Vec::new(), Vec::new());
+    let mut loads = Vec::new();
+    for run in 0..LARGE_RUNS {
+        unchanged.push(timed_iteration(&mut reconciler, tick()));
+
+        // One job's command changed (toggled, so the fleet stays the same size).
+        let (from, to) = if run % 2 == 0 {
+            ("[python, train.py]", "[python, eval.py]")
+        } else {
+            ("[python, eval.py]", "[python, train.py]")
+        };
+        edit_after(&last_jobs, "name: job-149999}", from, to);
+        git(&["commit", "-q", "-am", "one job"], &repo);
+        job.push(timed_iteration(&mut reconciler, tick()));
+        loads.push(full_load(&repo));
+
+        // One queue's limit changed.
+        let (from, to) = if run % 2 == 0 {
+            ("limit: ", "limit: 1")
+        } else {
+            ("limit: 1", "limit: ")
+        };
+        edit_after(&queues, "name: team-0-0}", from, to);
+        git(&["commit", "-q", "-am", "one queue"], &repo);
+        queue.push(timed_iteration(&mut reconciler, tick()));
+    }
+    println!(
+        "large: {} nodes, {jobs} jobs in {files} files (sim executor, Git source), medians of {LARGE_RUNS}:",
+        size.nodes
+    );
+    println!("  first iteration: {}", ms(first_took));
+    println!(
+        "  iteration         | whole      | prepare    (fetch      load       observe    engine     other)     | apply"
+    );
+    let cases = [
+        ("unchanged", &unchanged),
+        ("one job changed", &job),
+        ("one queue changed", &queue),
+    ];
+    for (name, rows) in cases {
+        let m = medians(rows);
+        println!(
+            "  {name:<18}| {:>10} | {:>10} ({:>10} {:>10} {:>10} {:>10} {:>10}) | {:>10}",
+            ms(m[0]),
+            ms(m[1]),
+            ms(m[2]),
+            ms(m[3]),
+            ms(m[4]),
+            ms(m[5]),
+            ms(m[6]),
+            ms(m[7])
+        );
+    }
+    println!(
+        "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed"
+    );
+    for (name, rows) in &cases[1..] {
+        let m = medians(rows);
+        println!(
+            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {}",
+            ms(m[8]),
+            ms(m[9]),
+            ms(m[10]),
+            ms(m[11]),
+            ms(m[12]),
+            m[13].as_secs()
+        );
+    }
+    let [fetch, read, parse, validate] = medians(&loads);
+    println!(
+        "  a full load of a revision: fetch {}, read {}, parse {}, validate {}",
+        ms(fetch),
+        ms(read),
+        ms(parse),
+        ms(validate)
     );
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::SourceError;
 use load::SourceFile;
+use load::cache::ListedFile;
 use load::fs::{MAX_FILE_BYTES, MAX_FLEET_BYTES};
 
 /// A fleet inside a Git repository: the repository and the fleet's directory
@@ -214,6 +215,21 @@ impl GitSource {
 
     /// The fleet's files at commit `commit`, named `LABEL:path`.
     pub fn read_files_at(&self, commit: Oid, label: &str) -> Result<Vec<SourceFile>, SourceError> {
+        self.list_files_at(commit, label)?
+            .into_iter()
+            .map(|file| {
+                let bytes = self.read_listed(&file, label)?;
+                Ok(SourceFile::new(file.name, bytes))
+            })
+            .collect()
+    }
+
+    /// The fleet's YAML files at commit `commit`, named `LABEL:path`, with
+    /// their blob ids, in the order [`GitSource::read_files_at`] reads them,
+    /// without reading their contents ([`load::cache`] reads only the blobs
+    /// it does not hold). The sizes are checked against the limits from the
+    /// object headers, so a committed multi-GB blob is refused unread.
+    pub fn list_files_at(&self, commit: Oid, label: &str) -> Result<Vec<ListedFile>, SourceError> {
         let mut entries = Vec::new();
         match self.fleet_entry(commit, label)? {
             FleetEntry::Missing => {
@@ -231,8 +247,6 @@ impl GitSource {
                 })?,
         }
         entries.sort_by(|a, b| a.0.split('/').cmp(b.0.split('/')));
-        // Sizes from the object headers, before any content is read: a
-        // committed multi-GB blob is refused without being loaded.
         let odb = self.repo.odb().map_err(|source| SourceError::Object {
             rev: label.to_string(),
             path: self.subdir.clone(),
@@ -267,23 +281,27 @@ impl GitSource {
                 ));
             }
         }
-        entries
+        Ok(entries
             .into_iter()
-            .map(|(path, oid)| {
-                let blob = self
-                    .repo
-                    .find_blob(oid)
-                    .map_err(|source| SourceError::Object {
-                        rev: label.to_string(),
-                        path: path.clone(),
-                        cause: source,
-                    })?;
-                Ok(SourceFile::new(
-                    Arc::<str>::from(file_label(label, &path)),
-                    blob.content(),
-                ))
+            .map(|(path, id)| ListedFile {
+                name: Arc::from(file_label(label, &path)),
+                path,
+                id: id.as_bytes().to_vec(),
             })
-            .collect()
+            .collect())
+    }
+
+    /// The contents of a file [`GitSource::list_files_at`] listed; `label`
+    /// names the revision in errors.
+    pub fn read_listed(&self, file: &ListedFile, label: &str) -> Result<Vec<u8>, SourceError> {
+        Oid::from_bytes(&file.id)
+            .and_then(|id| self.repo.find_blob(id))
+            .map(|b| b.content().to_vec())
+            .map_err(|source| SourceError::Object {
+                rev: label.to_string(),
+                path: file.path.clone(),
+                cause: source,
+            })
     }
 
     /// The id of the fleet's tree (or file) at `commit`, `None` when the

@@ -4,6 +4,7 @@
 //! ([`fs::read_fleet_dir`]) or the files of a Git tree. It never stops at the
 //! first problem: every file is read and every error is collected.
 
+pub mod cache;
 pub mod fs;
 pub mod observed;
 mod schema_check;
@@ -263,36 +264,44 @@ fn parse_files_with(
     diagnostics: &mut Vec<Diagnostic>,
     keep_trees: bool,
 ) -> Documents {
-    // Files parse independently: each thread takes the next file not yet
-    // taken (so a thread slowed by other work on its core leaves no core
-    // idle), and the results are merged in file order (the output does not
-    // depend on the number of threads or on who parsed what).
+    let nodes = yaml::NodeBudget::new(yaml::MAX_FLEET_NODES);
+    let parts = map_files(files, |file| {
+        let mut docs = Documents::default();
+        let mut diags = Vec::new();
+        parse_file(file, &mut docs, &mut diags, keep_trees, &nodes);
+        (docs, diags)
+    });
+    let mut docs = Documents::default();
+    for (part, diags) in parts {
+        docs.append(part);
+        diagnostics.extend(diags);
+    }
+    docs
+}
+
+/// `each` of every file, in file order. Files are independent: above a
+/// size worth sharing, each of up to 8 threads takes the next file not yet
+/// taken (so a thread slowed by other work on its core leaves no core idle),
+/// and the results are put back in file order (they do not depend on the
+/// number of threads or on who did what).
+fn map_files<T: Send>(files: &[SourceFile], each: impl Fn(&SourceFile) -> T + Sync) -> Vec<T> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     let bytes: usize = files.iter().map(|f| f.bytes.len()).sum();
-    let nodes = yaml::NodeBudget::new(yaml::MAX_FLEET_NODES);
     if threads < 2 || files.len() < 2 || bytes < 256 * 1024 {
-        let mut docs = Documents::default();
-        for file in files {
-            parse_file(file, &mut docs, diagnostics, keep_trees, &nodes);
-        }
-        return docs;
+        return files.iter().map(each).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    type Parsed = (usize, Documents, Vec<Diagnostic>);
-    let mut parts: Vec<Parsed> = std::thread::scope(|scope| {
+    let mut parts: Vec<(usize, T)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads.min(files.len()))
             .map(|_| {
                 scope.spawn(|| {
-                    let mut mine: Vec<Parsed> = Vec::new();
+                    let mut mine = Vec::new();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(file) = files.get(i) else { break };
-                        let mut docs = Documents::default();
-                        let mut diags = Vec::new();
-                        parse_file(file, &mut docs, &mut diags, keep_trees, &nodes);
-                        mine.push((i, docs, diags));
+                        mine.push((i, each(file)));
                     }
                     mine
                 })
@@ -305,13 +314,8 @@ fn parse_files_with(
             .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
-    parts.sort_unstable_by_key(|(i, _, _)| *i);
-    let mut docs = Documents::default();
-    for (_, part, diags) in parts {
-        docs.append(part);
-        diagnostics.extend(diags);
-    }
-    docs
+    parts.sort_unstable_by_key(|(i, _)| *i);
+    parts.into_iter().map(|(_, part)| part).collect()
 }
 
 fn parse_file(

@@ -54,6 +54,11 @@ impl NodeBudget {
         }
     }
 
+    /// The nodes taken so far.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
     /// Takes `n` nodes; `false` once the budget is spent.
     fn take(&self, n: usize) -> bool {
         self.used.fetch_add(n, Ordering::Relaxed).saturating_add(n) <= self.limit

@@ -39,6 +39,7 @@ pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
@@ -46,7 +47,7 @@ use crate::state::{
 };
 use engine::{PlanInput, plan};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
-use load::load_fleet;
+use load::cache::{DocumentCache, LoadStats};
 use model::diag::{Diagnostic, Origin, Pos};
 use model::observed::{
     CompletedJob, NodeGpus, ObservedNode, ObservedState, QueuedJob, RunningJob, Timestamp,
@@ -208,6 +209,22 @@ pub struct Iteration {
     /// `nodes`); empty before the plan is carried out ([`Reconciler::apply`]
     /// moves it here) and without a plan.
     pub planned_from: ObservedState,
+    /// Where the time went before the plan.
+    pub phases: Phases,
+}
+
+/// Where an iteration's time went before the plan (the engine's is
+/// [`Iteration::plan_seconds`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Phases {
+    /// Asking the source for its newest revision (a remote: fetching it).
+    pub fetch: Duration,
+    /// Loading a new revision (listing, reading, parsing, validating).
+    pub load: Duration,
+    /// How that load went, when there was one.
+    pub loaded: Option<LoadStats>,
+    /// Observing the fleet through the executor.
+    pub observe: Duration,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -268,6 +285,10 @@ pub struct Reconciler<E> {
     signature_checked: Option<String>,
     /// The most actions whose outcomes one transaction records.
     outcome_batch: usize,
+    /// The parsed files of the last revision loaded (Git sources).
+    cache: DocumentCache,
+    /// The current iteration's phases so far.
+    phases: Phases,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -298,6 +319,8 @@ impl<E: Executor> Reconciler<E> {
             signatures: None,
             signature_checked: None,
             outcome_batch: OUTCOME_BATCH,
+            cache: DocumentCache::new(),
+            phases: Phases::default(),
         }
     }
 
@@ -358,6 +381,7 @@ impl<E: Executor> Reconciler<E> {
     /// [`Reconciler::prepare`], leaving its records deferred
     /// ([`Store::commit_deferred`]).
     async fn prepare_deferred(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
+        self.phases = Phases::default();
         // A replica that does not lead carries out and records nothing.
         self.executor.lead(now).await?;
         let recovered = self.recover(now).await?;
@@ -379,11 +403,14 @@ impl<E: Executor> Reconciler<E> {
                     config: Vec::new(),
                     plan_seconds: None,
                     planned_from: ObservedState::default(),
+                    phases: std::mem::take(&mut self.phases),
                 },
             });
         };
         self.executor.set_fleet(&fleet).await?;
+        let observing = Instant::now();
         let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
+        self.phases.observe = observing.elapsed();
         let mut observed = self.observed(&fleet, now, &records, nodes);
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
@@ -432,6 +459,7 @@ impl<E: Executor> Reconciler<E> {
                 config: Vec::new(),
                 plan_seconds: Some(plan_seconds),
                 planned_from: ObservedState::default(),
+                phases: std::mem::take(&mut self.phases),
             },
         })
     }
@@ -544,7 +572,9 @@ impl<E: Executor> Reconciler<E> {
         &mut self,
         now: Timestamp,
     ) -> Result<(Option<Revision>, Option<(Revision, Vec<Diagnostic>)>), ReconcileError> {
+        let fetching = Instant::now();
         let newest = self.source.current()?;
+        self.phases.fetch += fetching.elapsed();
         // A commit that leaves the fleet alone is adopted without loading,
         // unless its signature must be checked.
         let same_fleet = rev_content_eq(self.good.as_ref().map(|(r, _)| r), &newest)
@@ -633,13 +663,15 @@ impl<E: Executor> Reconciler<E> {
                 })?;
                 self.loading = true;
             }
-            let Some(files) = self.source.files(&newest)? else {
+            let loading = Instant::now();
+            let Some((loaded, stats)) = self.source.load(&newest, &mut self.cache)? else {
                 // The directory changed while it was read (an empty file
                 // list would be a valid, empty fleet): next iteration.
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
                 return Ok((in_force, None));
             };
-            let loaded = load_fleet(&files);
+            self.phases.load += loading.elapsed();
+            self.phases.loaded = Some(stats);
             if loaded.is_valid() {
                 if let Err(refusal) = self.check_prune(&loaded.fleet)? {
                     let diagnostics = vec![Diagnostic::new(
@@ -756,11 +788,10 @@ impl<E: Executor> Reconciler<E> {
             .map(|t| t.to_string())
             .unwrap_or_default();
         let revision = Revision { id, content };
-        if let Some(files) = self.source.files(&revision)? {
-            let loaded = load_fleet(&files);
-            if loaded.is_valid() {
-                self.good = Some((revision, Arc::new(loaded.fleet)));
-            }
+        if let Some((loaded, _)) = self.source.load(&revision, &mut self.cache)?
+            && loaded.is_valid()
+        {
+            self.good = Some((revision, Arc::new(loaded.fleet)));
         }
         Ok(())
     }

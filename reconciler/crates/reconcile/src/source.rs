@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use git::{GitSource, SourceError, fetch_mirror, short_id};
-use load::SourceFile;
+use git::{GitSource, SourceError, fetch_mirror, rev_label, short_id};
+use load::cache::{DocumentCache, LoadStats};
 use load::fs::read_fleet_dir;
+use load::{Loaded, SourceFile, load_fleet};
 
 /// Why the desired fleet could not be read (not: why it is invalid).
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +123,49 @@ impl FleetSource {
                 let files = read_fleet_dir(path)?;
                 let now = format!("dir:{:016x}", digest(&files));
                 Ok((now == revision.id).then_some(files))
+            }
+        }
+    }
+
+    /// The fleet at `revision`, loaded and validated: what
+    /// [`load_fleet`] gives for [`FleetSource::files`], `None` when that is
+    /// `None`. From Git, through `cache`: files whose blob is unchanged
+    /// since the last load are neither read nor parsed again
+    /// ([`load::cache`]); a directory is loaded from scratch.
+    pub fn load(
+        &self,
+        revision: &Revision,
+        cache: &mut DocumentCache,
+    ) -> Result<Option<(Loaded, LoadStats)>, FetchError> {
+        match self {
+            FleetSource::Git { repo, .. }
+            | FleetSource::Remote {
+                repo: Some(repo), ..
+            } => {
+                let commit = repo.resolve_oid(&revision.id)?;
+                let label = rev_label(&revision.id);
+                let listed = repo.list_files_at(commit, &label)?;
+                let loaded = cache.load(&listed, |file| repo.read_listed(file, &label))?;
+                Ok(Some(loaded))
+            }
+            FleetSource::Remote { repo: None, .. } => Ok(None),
+            FleetSource::Dir { .. } => {
+                let started = std::time::Instant::now();
+                let Some(files) = self.files(revision)? else {
+                    return Ok(None);
+                };
+                let read = started.elapsed();
+                let started = std::time::Instant::now();
+                let loaded = load_fleet(&files);
+                let stats = LoadStats {
+                    files: files.len(),
+                    parsed: files.len(),
+                    full: true,
+                    read,
+                    fallback: started.elapsed(),
+                    ..LoadStats::default()
+                };
+                Ok(Some((loaded, stats)))
             }
         }
     }
