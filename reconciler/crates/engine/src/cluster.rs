@@ -291,7 +291,7 @@ impl NodeState {
 pub struct Cluster {
     /// Nodes: real ones sorted by name, then virtual ones.
     pub nodes: Vec<NodeState>,
-    /// The nodes [`Cluster::new`] built, by the hash of their names (then
+    /// The nodes [`Cluster::unindexed`] built, by the hash of their names (then
     /// id): found by binary search, cheaper to build than a map of names.
     by_hash: Vec<(u64, NodeId)>,
     /// Nodes added later ([`Cluster::push_node`]) by name.
@@ -321,8 +321,10 @@ pub fn domain_of(nvlink: NvLink, position: usize) -> u32 {
 }
 
 impl Cluster {
-    /// Builds the cluster from observed nodes. `pool_of` maps a node's pool
-    /// name to the declared pool and its NVLink layout.
+    /// Builds the cluster from observed nodes, indexed (the engine builds it
+    /// in two steps instead: [`Cluster::unindexed`], then
+    /// [`Cluster::build_index`]).
+    #[cfg(test)]
     pub fn new(
         observed: &[ObservedNode],
         models: &mut Models,
@@ -333,7 +335,9 @@ impl Cluster {
         cluster
     }
 
-    /// [`Cluster::new`] without the free indexes: owners and schedulability
+    /// Builds the cluster from observed nodes, without the free indexes
+    /// (`pool_of` maps a node's pool name to the declared pool and its
+    /// NVLink layout): owners and schedulability
     /// may be set node by node (no index update each time) until
     /// [`Cluster::build_index`], which must come before any other use.
     ///
