@@ -291,7 +291,13 @@ impl NodeState {
 pub struct Cluster {
     /// Nodes: real ones sorted by name, then virtual ones.
     pub nodes: Vec<NodeState>,
+    /// The nodes [`Cluster::unindexed`] built, by the hash of their names (then
+    /// id): found by binary search, cheaper to build than a map of names.
+    by_hash: Vec<(u64, NodeId)>,
+    /// Nodes added later ([`Cluster::push_node`]) by name.
     by_name: HashMap<String, NodeId>,
+    /// Whether the free indexes are kept ([`Cluster::build_index`]).
+    indexed: bool,
     /// Per model: (free, node) of schedulable real nodes with free GPUs.
     index: Vec<BTreeSet<(u32, NodeId)>>,
     /// Per model: (free, node) of virtual nodes.
@@ -315,21 +321,97 @@ pub fn domain_of(nvlink: NvLink, position: usize) -> u32 {
 }
 
 impl Cluster {
-    /// Builds the cluster from observed nodes. `pool_of` maps a node's pool
-    /// name to the declared pool and its NVLink layout.
+    /// Builds the cluster from observed nodes, indexed (the engine builds it
+    /// in two steps instead: [`Cluster::unindexed`], then
+    /// [`Cluster::build_index`]).
+    #[cfg(test)]
     pub fn new(
         observed: &[ObservedNode],
         models: &mut Models,
         pool_of: impl Fn(&str) -> Option<(PoolId, NvLink)>,
     ) -> Self {
-        let mut sorted: Vec<&ObservedNode> = observed.iter().collect();
-        sorted.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut cluster = Cluster::default();
-        for node in sorted {
-            let state = node_state(node, models, &pool_of);
-            cluster.push_node(state, models.len());
-        }
+        let mut cluster = Cluster::unindexed(observed, models, pool_of);
+        cluster.build_index();
         cluster
+    }
+
+    /// Builds the cluster from observed nodes, without the free indexes
+    /// (`pool_of` maps a node's pool name to the declared pool and its
+    /// NVLink layout): owners and schedulability
+    /// may be set node by node (no index update each time) until
+    /// [`Cluster::build_index`], which must come before any other use.
+    ///
+    /// Built once per plan, so kept cheap: no sort when the nodes come
+    /// sorted, no map of owned names (looked up by name hash).
+    pub fn unindexed(
+        observed: &[ObservedNode],
+        models: &mut Models,
+        pool_of: impl Fn(&str) -> Option<(PoolId, NvLink)>,
+    ) -> Self {
+        let mut sorted: Vec<&ObservedNode> = observed.iter().collect();
+        // Stable: equal names keep their observed order (the last one wins
+        // a lookup by name, as it would in a map filled in this order).
+        if !sorted.is_sorted_by(|a, b| a.name <= b.name) {
+            sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(sorted.len()),
+            ..Cluster::default()
+        };
+        let mut last_model: Option<(&str, ModelId)> = None;
+        for node in sorted {
+            let state = node_state(node, models, &mut last_model, &pool_of);
+            cluster.grow(models.len());
+            if let Some(m) = state.model {
+                let healthy = state
+                    .gpus
+                    .iter()
+                    .filter(|g| g.owner != Owner::Unhealthy)
+                    .count();
+                cluster.healthy_total[m as usize] += healthy as u64;
+            }
+            cluster.nodes.push(state);
+        }
+        let mut by_hash: Vec<(u64, NodeId)> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(id, n)| (name_hash(&n.name), id as NodeId))
+            .collect();
+        by_hash.sort_unstable();
+        cluster.by_hash = by_hash;
+        cluster
+    }
+
+    /// Builds the free indexes and free counts of an [`Cluster::unindexed`]
+    /// cluster from its nodes as they stand (in bulk: one sort).
+    pub fn build_index(&mut self) {
+        let mut free: Vec<(ModelId, u32, NodeId)> = Vec::new();
+        for (id, node) in self.nodes.iter().enumerate() {
+            if let Some(m) = node.model
+                && node.schedulable
+                && node.free > 0
+            {
+                free.push((m, node.free, id as NodeId));
+            }
+        }
+        free.sort_unstable();
+        let (mut index, mut virtual_index) = (Vec::new(), Vec::new());
+        index.resize_with(self.index.len(), BTreeSet::new);
+        virtual_index.resize_with(self.index.len(), BTreeSet::new);
+        self.free_total.iter_mut().for_each(|t| *t = 0);
+        for chunk in free.chunk_by(|a, b| a.0 == b.0) {
+            let m = chunk[0].0 as usize;
+            let (real, virt): (Vec<_>, Vec<_>) = chunk
+                .iter()
+                .partition(|(_, _, id)| !self.nodes[*id as usize].is_virtual);
+            self.free_total[m] = real.iter().map(|(_, f, _)| u64::from(*f)).sum();
+            index[m] = real.into_iter().map(|(_, f, id)| (f, id)).collect();
+            virtual_index[m] = virt.into_iter().map(|(_, f, id)| (f, id)).collect();
+        }
+        self.index = index;
+        self.virtual_index = virtual_index;
+        self.indexed = true;
     }
 
     /// Adds a node (real or virtual) and indexes it.
@@ -361,9 +443,19 @@ impl Cluster {
         }
     }
 
-    /// The node called `name`.
+    /// The node called `name` (of several, the last one added).
     pub fn node_id(&self, name: &str) -> Option<NodeId> {
-        self.by_name.get(name).copied()
+        if let Some(id) = self.by_name.get(name) {
+            return Some(*id);
+        }
+        let hash = name_hash(name);
+        let from = self.by_hash.partition_point(|(h, _)| *h < hash);
+        self.by_hash[from..]
+            .iter()
+            .take_while(|(h, _)| *h == hash)
+            .filter(|(_, id)| self.nodes[*id as usize].name == name)
+            .map(|(_, id)| *id)
+            .last()
     }
 
     /// The node with id `id`.
@@ -417,6 +509,9 @@ impl Cluster {
     }
 
     fn reindex(&mut self, id: NodeId, old_free: Option<u32>) {
+        if !self.indexed {
+            return;
+        }
         let node = &self.nodes[id as usize];
         let Some(model) = node.model else { return };
         let m = model as usize;
@@ -480,40 +575,70 @@ impl Cluster {
     }
 }
 
-fn node_state(
-    node: &ObservedNode,
+/// A node name's hash for [`Cluster::node_id`] (fixed: no random state).
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(name)
+}
+
+fn node_state<'o>(
+    node: &'o ObservedNode,
     models: &mut Models,
+    last_model: &mut Option<(&'o str, ModelId)>,
     pool_of: &impl Fn(&str) -> Option<(PoolId, NvLink)>,
 ) -> NodeState {
     let declared = node.pool.as_deref().and_then(pool_of);
     let nvlink = declared.map_or(NvLink::None, |(_, l)| l);
-    let mut gpus: Vec<&model::observed::ObservedGpu> = node.gpus.iter().collect();
-    gpus.sort_by_key(|g| g.index);
+    // GPUs by index (stable: the order observed among equal indexes).
+    let order: Option<Vec<usize>> = if node.gpus.is_sorted_by_key(|g| g.index) {
+        None
+    } else {
+        let mut order: Vec<usize> = (0..node.gpus.len()).collect();
+        order.sort_by_key(|&k| node.gpus[k].index);
+        Some(order)
+    };
+    let gpu = |k: usize| &node.gpus[order.as_ref().map_or(k, |o| o[k])];
     // The node's model: the most common one (ties: by name), so a node with a
     // stray GPU still schedules; GPUs of another model are never given out.
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for g in &gpus {
-        match counts.iter_mut().find(|(m, _)| *m == g.model) {
-            Some((_, c)) => *c += 1,
-            None => counts.push((&g.model, 1)),
+    let model_name: Option<&'o str> = match node.gpus.split_first() {
+        None => None,
+        Some((first, rest)) if rest.iter().all(|g| g.model == first.model) => {
+            Some(first.model.as_str())
         }
-    }
-    let model_name = counts
-        .iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-        .map(|(m, _)| *m);
-    let model = model_name.map(|m| models.intern(m));
-    let slots: Vec<Gpu> = gpus
-        .iter()
-        .enumerate()
-        .map(|(pos, g)| Gpu {
-            index: g.index,
-            domain: domain_of(nvlink, pos),
-            owner: if g.healthy && Some(g.model.as_str()) == model_name {
-                Owner::Free
-            } else {
-                Owner::Unhealthy
-            },
+        Some(_) => {
+            let mut counts: Vec<(&str, usize)> = Vec::new();
+            for g in &node.gpus {
+                match counts.iter_mut().find(|(m, _)| *m == g.model) {
+                    Some((_, c)) => *c += 1,
+                    None => counts.push((&g.model, 1)),
+                }
+            }
+            counts
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+                .map(|(m, _)| *m)
+        }
+    };
+    let model = model_name.map(|m| match *last_model {
+        Some((name, id)) if name == m => id,
+        _ => {
+            let id = models.intern(m);
+            *last_model = Some((m, id));
+            id
+        }
+    });
+    let slots: Vec<Gpu> = (0..node.gpus.len())
+        .map(|pos| {
+            let g = gpu(pos);
+            Gpu {
+                index: g.index,
+                domain: domain_of(nvlink, pos),
+                owner: if g.healthy && Some(g.model.as_str()) == model_name {
+                    Owner::Free
+                } else {
+                    Owner::Unhealthy
+                },
+            }
         })
         .collect();
     let max_domain = max_domain_size(&slots);
@@ -688,6 +813,89 @@ mod tests {
         let n = node(NvLink::Pairs, &[true, false, true, true, true, true]);
         assert_eq!(n.pick_gpus(4, free), Some(vec![2, 3, 4, 5]));
         assert_eq!(n.pick_gpus(6, free), None);
+    }
+
+    fn observed_node(name: &str, indexes: &[u32], unhealthy: &[u32]) -> ObservedNode {
+        ObservedNode {
+            name: name.into(),
+            pool: Some("p".into()),
+            labels: Default::default(),
+            idle_since: None,
+            gpus: indexes
+                .iter()
+                .map(|&i| model::observed::ObservedGpu {
+                    healthy: !unhealthy.contains(&i),
+                    ..model::observed::ObservedGpu::new(i, "H100")
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn nodes_are_found_by_name_in_any_order_the_last_of_a_name_winning() {
+        let mut models = Models::default();
+        let observed = vec![
+            observed_node("n2", &[0], &[]),
+            observed_node("a", &[0], &[]),
+            observed_node("n10", &[3, 1, 2, 0], &[]),
+            observed_node("a", &[0, 1], &[]),
+        ];
+        let mut c = Cluster::new(&observed, &mut models, |_| Some((0, NvLink::Full)));
+        let names: Vec<&str> = c.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "a", "n10", "n2"]);
+        // Two nodes called `a`: the one observed last, as a map filled in
+        // name order would keep.
+        assert_eq!(c.node_id("a"), Some(1));
+        assert_eq!(c.node(1).gpus.len(), 2);
+        assert_eq!(c.node_id("n10"), Some(2));
+        assert_eq!(c.node_id("n2"), Some(3));
+        assert_eq!(c.node_id("n3"), None);
+        // GPUs by index, whatever order they were observed in.
+        let indexes: Vec<u32> = c.node(2).gpus.iter().map(|g| g.index).collect();
+        assert_eq!(indexes, [0, 1, 2, 3]);
+        // A node added later is found too.
+        let mut extra = c.node(3).clone();
+        extra.name = "v-0".into();
+        extra.is_virtual = true;
+        let id = c.push_node(extra, models.len());
+        assert_eq!(c.node_id("v-0"), Some(id));
+    }
+
+    #[test]
+    fn the_bulk_index_is_the_one_kept_up_to_date_change_by_change() {
+        let observed = vec![
+            observed_node("b", &[0, 1, 2, 3], &[]),
+            observed_node("a", &[0, 1, 2, 3], &[2]),
+            observed_node("c", &[0, 1], &[]),
+            observed_node("d", &[0, 1, 2, 3, 4, 5, 6, 7], &[]),
+        ];
+        let pool = |_: &str| Some((0, NvLink::Pairs));
+        let change = |c: &mut Cluster| {
+            c.set_owners(0, &[0, 1], Owner::Running(0));
+            c.set_owner(2, 0, Owner::Freeing(1));
+            c.set_owners(2, &[1], Owner::Running(2));
+            c.cordon(1);
+            c.set_owners(3, &[0, 1, 2], Owner::Running(3));
+            c.set_owners(3, &[1], Owner::Free);
+        };
+        let mut models = Models::default();
+        let mut kept = Cluster::new(&observed, &mut models, pool);
+        change(&mut kept);
+        let mut models = Models::default();
+        let mut bulk = Cluster::unindexed(&observed, &mut models, pool);
+        change(&mut bulk);
+        bulk.build_index();
+        assert_eq!(bulk.index, kept.index);
+        assert_eq!(bulk.virtual_index, kept.virtual_index);
+        assert_eq!(bulk.free_total, kept.free_total);
+        assert_eq!(bulk.healthy_total, kept.healthy_total);
+        assert_eq!(bulk.epoch, kept.epoch);
+        assert_eq!(bulk.free_total, vec![1 + 6]);
+        // Indexed from then on, change by change.
+        bulk.set_owners(0, &[2, 3], Owner::Running(4));
+        kept.set_owners(0, &[2, 3], Owner::Running(4));
+        assert_eq!(bulk.index, kept.index);
+        assert_eq!(bulk.free_total, kept.free_total);
     }
 
     #[test]

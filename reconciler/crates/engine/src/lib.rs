@@ -302,7 +302,9 @@ impl<'a> Engine<'a> {
 
         let tree = QueueTree::new(&fleet.queues, &mut models);
         let (jobs, job_by_name) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
-        let cluster = Cluster::new(&observed.nodes, &mut models, |name| {
+        // Indexed once the running jobs hold their GPUs and unhealthy
+        // nodes are cordoned (one bulk build, not an update per change).
+        let cluster = Cluster::unindexed(&observed.nodes, &mut models, |name| {
             pool_ids.get(name).copied()
         });
         for node in &cluster.nodes {
@@ -357,6 +359,7 @@ impl<'a> Engine<'a> {
         engine.load_runs(observed);
         engine.index_victims();
         engine.drain_unhealthy(observed);
+        engine.cluster.build_index();
         engine.add_virtual_nodes();
         engine
     }
@@ -574,8 +577,13 @@ impl<'a> Engine<'a> {
 
     /// Nodes with unhealthy GPUs get no new placements.
     fn drain_unhealthy(&mut self, observed: &ObservedState) {
-        let mut nodes: Vec<&model::observed::ObservedNode> = observed.nodes.iter().collect();
+        let mut nodes: Vec<&model::observed::ObservedNode> = observed
+            .nodes
+            .iter()
+            .filter(|n| n.gpus.iter().any(|g| !g.healthy))
+            .collect();
         // natural order (`n2` before `n10`): drains are listed for people
+        // (only nodes with unhealthy GPUs sorted: linear on a healthy fleet)
         nodes.sort_by(|a, b| model::text::natural_cmp(&a.name, &b.name));
         for node in nodes {
             let mut bad: Vec<u32> = node
