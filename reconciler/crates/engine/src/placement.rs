@@ -496,61 +496,57 @@ fn greedy_preferring(
     rank: &dyn Fn(&NodeState) -> u8,
     prefer: Prefer,
 ) -> Option<Placement> {
-    use std::cmp::Reverse;
     let per_replica = req.per_replica;
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
-    // A node's bound changes only when a replica takes GPUs on it: the
-    // bounds are computed once, and after each replica only the chosen
-    // node's again.
-    let bound_of = |id: NodeId, mine: Option<&Vec<usize>>| -> Option<(ChoiceKey, NodeId)> {
-        let node = cluster.node(id);
-        if node.model != Some(req.model) {
-            return None;
-        }
-        let (mut avail, mut levels) = (0u32, [0u32; 2]);
-        for (pos, g) in node.gpus.iter().enumerate() {
-            if usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos)) {
-                avail += 1;
-                if let Some(n) = levels.get_mut(usize::from(prefer(id, pos, g))) {
-                    *n += 1;
+    let mut order: Vec<(ChoiceKey, &str, NodeId)> = Vec::new();
+    for _ in 0..req.replicas {
+        order.clear();
+        for &id in nodes {
+            let node = cluster.node(id);
+            if node.model != Some(req.model) {
+                continue;
+            }
+            let mine = taken.get(&id);
+            let (mut avail, mut levels) = (0u32, [0u32; 2]);
+            for (pos, g) in node.gpus.iter().enumerate() {
+                if usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos)) {
+                    avail += 1;
+                    if let Some(n) = levels.get_mut(usize::from(prefer(id, pos, g))) {
+                        *n += 1;
+                    }
                 }
             }
+            if avail < per_replica {
+                continue;
+            }
+            // A pick holds at most min(replica, usable) GPUs of preference
+            // 0 and, with that many, at most the rest of preference 1.
+            let of0 = levels[0].min(per_replica);
+            let of1 = levels[1].min(per_replica - of0);
+            let bound = (
+                rank(node),
+                per_replica - of0,
+                per_replica - of1,
+                avail - per_replica,
+            );
+            order.push((bound, node.name.as_str(), id));
         }
-        if avail < per_replica {
-            return None;
-        }
-        // A pick holds at most min(replica, usable) GPUs of preference
-        // 0 and, with that many, at most the rest of preference 1.
-        let of0 = levels[0].min(per_replica);
-        let of1 = levels[1].min(per_replica - of0);
-        let bound = (
-            rank(node),
-            per_replica - of0,
-            per_replica - of1,
-            avail - per_replica,
-        );
-        Some((bound, id))
-    };
-    let mut heap: std::collections::BinaryHeap<Reverse<(ChoiceKey, &str, NodeId)>> = nodes
-        .iter()
-        .filter_map(|&id| bound_of(id, None))
-        .map(|(bound, id)| Reverse((bound, cluster.node(id).name.as_str(), id)))
-        .collect();
-    let mut popped: Vec<Reverse<(ChoiceKey, &str, NodeId)>> = Vec::new();
-    for _ in 0..req.replicas {
         // In bound order, lazily: the search usually stops after a few.
+        let mut heap = std::collections::BinaryHeap::from(
+            std::mem::take(&mut order)
+                .into_iter()
+                .map(std::cmp::Reverse)
+                .collect::<Vec<_>>(),
+        );
         let mut best: Option<Choice> = None;
-        while let Some(entry) = heap.pop() {
-            let Reverse((bound, name, id)) = entry;
+        while let Some(std::cmp::Reverse((bound, name, id))) = heap.pop() {
             if best
                 .as_ref()
                 .is_some_and(|(l, n, _, _)| (bound, name) >= (*l, *n))
             {
-                heap.push(entry);
                 break;
             }
-            popped.push(entry);
             let (rank, _, _, left) = bound;
             let avail = left + per_replica;
             let node = cluster.node(id);
@@ -577,14 +573,10 @@ fn greedy_preferring(
             }
         }
         let (_, _, id, positions) = best?;
-        // What was looked at goes back, but the chosen node with its new
-        // bound (or not at all when no replica fits there any more).
-        heap.extend(popped.drain(..).filter(|Reverse((_, _, n))| *n != id));
-        let mine = taken.entry(id).or_default();
-        mine.extend(positions.iter().copied());
-        if let Some((bound, id)) = bound_of(id, Some(mine)) {
-            heap.push(Reverse((bound, cluster.node(id).name.as_str(), id)));
-        }
+        taken
+            .entry(id)
+            .or_default()
+            .extend(positions.iter().copied());
         placed.push((id, positions));
     }
     Some(placed)
