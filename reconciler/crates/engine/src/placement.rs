@@ -307,6 +307,12 @@ fn fewest_least_left(domains: &[DomainRoom], want: u64) -> Option<Vec<usize>> {
     // `domains[i..]` holding at least `r` replicas (u64::MAX: impossible).
     let n = domains.len();
     let w = want as usize;
+    let cells = (n + 1)
+        .checked_mul(k + 1)
+        .and_then(|x| x.checked_mul(w + 1));
+    if cells.is_none_or(|cells| cells > MAX_DP_CELLS) {
+        return Some(largest_then_smallest(domains, want, k));
+    }
     let width = (k + 1) * (w + 1);
     let at = |c: usize, r: usize| c * (w + 1) + r;
     let mut best = vec![u64::MAX; (n + 1) * width];
@@ -350,6 +356,35 @@ fn fewest_least_left(domains: &[DomainRoom], want: u64) -> Option<Vec<usize>> {
         }
     }
     Some(chosen)
+}
+
+/// The most cells [`fewest_least_left`]'s table may have (16 MiB): a gang
+/// of thousands of replicas over thousands of small domains is placed by
+/// [`largest_then_smallest`] instead, in bounded time and memory.
+const MAX_DP_CELLS: usize = 2 << 20;
+
+/// `k` domains that hold `want` replicas, without the table: the `k − 1`
+/// that hold the most (then fewer GPUs, then index) and, as the last, the
+/// one with the fewest GPUs (then index) that completes them. Indices
+/// ascending.
+fn largest_then_smallest(domains: &[DomainRoom], want: u64, k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..domains.len()).collect();
+    order.sort_by(|a, b| {
+        let (x, y) = (&domains[*a], &domains[*b]);
+        y.replicas
+            .cmp(&x.replicas)
+            .then(x.gpus.cmp(&y.gpus))
+            .then(a.cmp(b))
+    });
+    let (first, rest) = order.split_at(k.saturating_sub(1).min(order.len()));
+    let need = want.saturating_sub(first.iter().map(|i| domains[*i].replicas).sum());
+    let last = rest
+        .iter()
+        .filter(|i| domains[**i].replicas >= need)
+        .min_by_key(|i| (domains[**i].gpus, **i));
+    let mut chosen: Vec<usize> = first.iter().copied().chain(last.copied()).collect();
+    chosen.sort_unstable();
+    chosen
 }
 
 /// How many replicas of `per_replica` GPUs fit on a node's `usable` GPUs
@@ -735,6 +770,49 @@ mod tests {
             }
         }
         greedy(cluster, nodes, req, usable, &|_| 0)
+    }
+
+    /// A gang of hundreds of replicas over hundreds of one-node racks: too
+    /// large for the table, placed anyway (bounded memory), on the fewest
+    /// racks.
+    #[test]
+    fn preferred_topology_of_a_huge_gang_stays_bounded() {
+        let observed: Vec<model::observed::ObservedNode> = (0..400)
+            .map(|n| model::observed::ObservedNode {
+                name: format!("n{n:03}"),
+                pool: Some("p".into()),
+                labels: [("rack".to_string(), format!("r{n:03}"))]
+                    .into_iter()
+                    .collect(),
+                idle_since: None,
+                gpus: (0..8)
+                    .map(|i| model::observed::ObservedGpu::new(i, "H100"))
+                    .collect(),
+            })
+            .collect();
+        let mut models = Models::default();
+        let cluster = Cluster::new(&observed, &mut models, |_| Some((0, NvLink::Full)));
+        let model = models.get("H100").unwrap();
+        let req = Request {
+            model,
+            replicas: 300,
+            per_replica: 8,
+            required: None,
+            preferred: Some(TopologyLevel::Rack),
+        };
+        let rooms: Vec<DomainRoom> = (0..400)
+            .map(|n| DomainRoom {
+                replicas: 1,
+                gpus: 8,
+                members: vec![n],
+            })
+            .collect();
+        const { assert!(401 * 301 * 301 > MAX_DP_CELLS) };
+        assert_eq!(fewest_least_left(&rooms, 300), Some((0..300).collect()));
+        let ids: Vec<NodeId> = (0..400).collect();
+        let usable = |_: &NodeState, _: usize, g: &Gpu| g.owner == Owner::Free;
+        let placed = place_scan(&cluster, &ids, &req, &usable).unwrap();
+        assert_eq!(placed.len(), 300);
     }
 
     proptest! {
