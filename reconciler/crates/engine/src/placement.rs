@@ -654,6 +654,19 @@ mod tests {
     use model::spec::NvLink;
     use proptest::prelude::*;
 
+    /// An 8-GPU H100 node of pool `p`, in `rack` if given.
+    fn h100_node(name: String, rack: Option<String>) -> model::observed::ObservedNode {
+        model::observed::ObservedNode {
+            name,
+            pool: Some("p".into()),
+            labels: rack.map(|r| ("rack".to_string(), r)).into_iter().collect(),
+            idle_since: None,
+            gpus: (0..8)
+                .map(|i| model::observed::ObservedGpu::new(i, "H100"))
+                .collect(),
+        }
+    }
+
     /// The plain search [`greedy_preferring`] must agree with: every node's
     /// pick compared.
     fn greedy_preferring_every_node(
@@ -778,17 +791,7 @@ mod tests {
     #[test]
     fn preferred_topology_of_a_huge_gang_stays_bounded() {
         let observed: Vec<model::observed::ObservedNode> = (0..400)
-            .map(|n| model::observed::ObservedNode {
-                name: format!("n{n:03}"),
-                pool: Some("p".into()),
-                labels: [("rack".to_string(), format!("r{n:03}"))]
-                    .into_iter()
-                    .collect(),
-                idle_since: None,
-                gpus: (0..8)
-                    .map(|i| model::observed::ObservedGpu::new(i, "H100"))
-                    .collect(),
-            })
+            .map(|n| h100_node(format!("n{n:03}"), Some(format!("r{n:03}"))))
             .collect();
         let mut models = Models::default();
         let cluster = Cluster::new(&observed, &mut models, |_| Some((0, NvLink::Full)));
@@ -826,15 +829,7 @@ mod tests {
             let nvlink = [NvLink::Full, NvLink::Pairs, NvLink::None][nvlink as usize];
             let nodes = owners.len().div_ceil(8);
             let observed: Vec<model::observed::ObservedNode> = (0..nodes)
-                .map(|n| model::observed::ObservedNode {
-                    name: format!("n{n}"),
-                    pool: Some("p".into()),
-                    labels: Default::default(),
-                    idle_since: None,
-                    gpus: (0..8)
-                        .map(|i| model::observed::ObservedGpu::new(i, "H100"))
-                        .collect(),
-                })
+                .map(|n| h100_node(format!("n{n}"), None))
                 .collect();
             let mut models = Models::default();
             let mut cluster = Cluster::new(&observed, &mut models, |_| Some((0, nvlink)));
@@ -879,15 +874,7 @@ mod tests {
             let observed: Vec<model::observed::ObservedNode> = nodes
                 .iter()
                 .enumerate()
-                .map(|(n, (rack, _))| model::observed::ObservedNode {
-                    name: format!("n{n:02}"),
-                    pool: Some("p".into()),
-                    labels: [("rack".to_string(), format!("r{rack}"))].into_iter().collect(),
-                    idle_since: None,
-                    gpus: (0..8)
-                        .map(|i| model::observed::ObservedGpu::new(i, "H100"))
-                        .collect(),
-                })
+                .map(|(n, (rack, _))| h100_node(format!("n{n:02}"), Some(format!("r{rack}"))))
                 .collect();
             let mut models = Models::default();
             let mut cluster = Cluster::new(&observed, &mut models, |_| Some((0, nvlink)));
