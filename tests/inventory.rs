@@ -216,3 +216,47 @@ fn drift_shows_in_text_and_markdown_only_when_present() {
     assert!(!plan("text", false).contains("Drift"));
     assert!(!plan("markdown", false).contains("Drift"));
 }
+
+/// What `gitfleet inventory` wrote on a real H100 host (the fixture is its
+/// unedited output) reads as observed state: merged, planned against a pool
+/// of that model without drift, memory and PCI id kept.
+#[test]
+fn a_real_hosts_inventory_plans_without_drift() {
+    let dir = scratch("real-host");
+    let host = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/inventory/h100-host.yaml"
+    );
+    let out = gitfleet(&["inventory", "merge", host, "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let gpu = &merged["nodes"][0]["gpus"][0];
+    assert_eq!(gpu["model"], "H100-SXM-80GB");
+    assert_eq!(gpu["memoryMiB"], 81559);
+    assert_eq!(gpu["pciBusId"], "00000000:00:06.0");
+    assert_eq!(gpu["details"]["product"], "NVIDIA H100 80GB HBM3");
+
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).expect("repo");
+    std::fs::write(
+        repo.join("fleet.yaml"),
+        "apiVersion: gitfleet/v1\nkind: NodePool\nmetadata: {name: h100}\nspec:\n  gpu: {model: H100-SXM-80GB, count: 1}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: research}\nspec: {quota: [{model: H100-SXM-80GB, guaranteed: 1, limit: 1}]}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {name: train}\nspec: {queue: research, gpusPerReplica: 1}\n",
+    )
+    .expect("write");
+    let out = gitfleet(&[
+        "plan",
+        repo.to_str().expect("utf-8"),
+        "--observed",
+        host,
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(plan["drift"], serde_json::json!([]), "{plan}");
+    assert_eq!(plan["actions"][0]["type"], "place", "{plan}");
+    assert_eq!(
+        plan["actions"][0]["placement"][0]["node"], "gpu-0",
+        "{plan}"
+    );
+}

@@ -52,8 +52,14 @@ pub struct AgentGpu {
     pub uuid: Option<String>,
     /// Model, normalised to pool names by the agent's model map.
     pub model: String,
-    /// Total memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Total memory (`memoryMiB`, as observed state spells it; `memoryMib`
+    /// is read too).
+    #[serde(
+        default,
+        rename = "memoryMiB",
+        alias = "memoryMib",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_mib: Option<u64>,
     /// False after an XID, a double-bit ECC error, a lost GPU.
     pub healthy: bool,

@@ -77,7 +77,7 @@ async fn the_agent_patches_only_its_nodes_annotation() {
     assert_eq!(published["gpus"].as_array().unwrap().len(), 8);
     assert_eq!(
         published["gpus"][3],
-        json!({"index": 3, "uuid": "GPU-0003", "model": "H100-SXM-80GB", "memoryMib": 81559,
+        json!({"index": 3, "uuid": "GPU-0003", "model": "H100-SXM-80GB", "memoryMiB": 81559,
                "healthy": false, "reason": "XID 48: double-bit ECC error", "nvlinkDomain": 0})
     );
 }

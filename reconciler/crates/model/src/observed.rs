@@ -63,8 +63,14 @@ pub struct ObservedGpu {
     pub index: u32,
     /// Model name, normalised to the names pools use.
     pub model: String,
-    /// Total memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Total memory, `memoryMiB` as DESIGN.md §3 spells it (`memoryMib`,
+    /// what earlier versions wrote, is read too).
+    #[serde(
+        default,
+        rename = "memoryMiB",
+        alias = "memoryMib",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_mib: Option<u64>,
     /// Unhealthy GPUs are never given out.
     #[serde(default = "default_true")]
@@ -287,5 +293,25 @@ pub fn pool_node(pool: &str, spec: &crate::spec::NodePoolSpec, i: u32) -> Observ
                 ..ObservedGpu::new(index, spec.gpu.model.clone())
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DESIGN.md §3's GPU line reads and writes as written there; the
+    /// spelling of earlier versions still reads.
+    #[test]
+    fn memory_is_spelt_as_the_contract_spells_it() {
+        let line = r#"{"index": 0, "model": "H100-SXM-80GB", "memoryMiB": 81559, "healthy": true, "uuid": "GPU-1"}"#;
+        let gpu: ObservedGpu = serde_json::from_str(line).unwrap();
+        assert_eq!(gpu.memory_mib, Some(81559));
+        let json = serde_json::to_value(&gpu).unwrap();
+        assert_eq!(json["memoryMiB"], 81559);
+        assert!(json.get("memoryMib").is_none());
+        let old: ObservedGpu =
+            serde_json::from_str(r#"{"index": 0, "model": "X", "memoryMib": 40960}"#).unwrap();
+        assert_eq!(old.memory_mib, Some(40960));
     }
 }
