@@ -6,7 +6,9 @@
 //! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
 //! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
 //! where every pending job that outranks a running one preempts at once
-//! (s-storm: the s fleet unsettled, a tenth of l-storm, for linear growth). Fleets are generated
+//! (s-storm: the s fleet unsettled, a tenth of l-storm, for linear growth;
+//! s-storm-q6 and l-storm-q600: storms with 6 and 600 leaf queues, so a
+//! leaf holds as many jobs at both sizes). Fleets are generated
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
@@ -37,13 +39,17 @@ fn now() -> Timestamp {
 
 /// A size and whether its snapshot is settled (see `generate::settle`).
 fn size(name: &str) -> Option<(FleetSize, bool)> {
-    let (nodes, pending, running, settled) = match name {
-        "xs" => (100, 1_000, 500, true),
-        "s" => (1_000, 10_000, 5_000, true),
-        "s-storm" => (1_000, 10_000, 5_000, false),
-        "m" => (3_000, 30_000, 15_000, true),
-        "l" => (10_000, 100_000, 50_000, true),
-        "l-storm" => (10_000, 100_000, 50_000, false),
+    let (nodes, pending, running, settled, leaves) = match name {
+        "xs" => (100, 1_000, 500, true, 60),
+        "s" => (1_000, 10_000, 5_000, true, 60),
+        "s-storm" => (1_000, 10_000, 5_000, false, 60),
+        "m" => (3_000, 30_000, 15_000, true, 60),
+        "l" => (10_000, 100_000, 50_000, true, 60),
+        "l-storm" => (10_000, 100_000, 50_000, false, 60),
+        // Storms whose leaf queues hold as many jobs at both sizes (the
+        // fleet grows by its number of teams, not their depth).
+        "s-storm-q6" => (1_000, 10_000, 5_000, false, 6),
+        "l-storm-q600" => (10_000, 100_000, 50_000, false, 600),
         _ => return None,
     };
     Some((
@@ -52,7 +58,7 @@ fn size(name: &str) -> Option<(FleetSize, bool)> {
             gpus_per_node: 8,
             pending,
             running,
-            leaves: 60,
+            leaves,
             seed: 1,
         },
         settled,
@@ -185,9 +191,15 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool) {
     let dir = fleet_dir(name, size, settled);
     let (loaded, observed) = load_generated(&dir);
     let mut engine = Vec::new();
-    for _ in 0..ENGINE_RUNS {
+    let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+    for run in 0..ENGINE_RUNS {
         let (took, p) = run_engine(&loaded, &observed);
         engine.push(took);
+        if run == 0 {
+            for action in &p.actions {
+                *kinds.entry(action.kind()).or_default() += 1;
+            }
+        }
         std::hint::black_box(p);
     }
     let (min, max) = (
@@ -195,7 +207,7 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool) {
         engine.iter().max().copied().unwrap_or_default(),
     );
     println!(
-        "{name:>2}: engine median {:>8.1?} (min {min:.1?}, max {max:.1?}, {ENGINE_RUNS} runs)",
+        "{name:>2}: engine median {:>8.1?} (min {min:.1?}, max {max:.1?}, {ENGINE_RUNS} runs) | actions {kinds:?}",
         median(engine)
     );
 }
@@ -215,7 +227,9 @@ fn main() {
         match size(name) {
             Some((s, settled)) if engine_only => bench_engine(name, s, settled),
             Some((s, settled)) => bench(name, s, settled),
-            None => eprintln!("unknown size {name:?} (xs, s, m, l, l-storm)"),
+            None => eprintln!(
+                "unknown size {name:?} (xs, s, m, l, s-storm, l-storm, s-storm-q6, l-storm-q600)"
+            ),
         }
     }
 }

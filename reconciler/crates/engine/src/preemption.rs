@@ -627,40 +627,128 @@ fn trim_on_node(
     Some((extra, positions))
 }
 
-/// Whether candidate `i` may be taken with `chosen` and `extra`: taking
-/// the victims in preference order (their index), every queue a victim of
-/// another queue is taken from is still borrowing before it goes (Kueue's
-/// rule), so a borrower cannot shield itself behind one large job that
-/// straddles its guarantee.
-fn headroom_allows(
-    e: &Engine,
-    cands: &[Candidate],
-    chosen: &[usize],
-    extra: &[usize],
-    i: usize,
+/// The borrowing rule over a set of victims: taking them in preference
+/// order (their index), every queue a victim of another queue is taken
+/// from is still borrowing before it goes (Kueue's rule), so a borrower
+/// cannot shield itself behind one large job that straddles its guarantee.
+///
+/// Kept per queue as the victims' GPUs taken from it and the last
+/// (least preferred) of them: taking from a queue only lowers what it
+/// runs, so its last victim is the one that must still find it borrowing
+/// (it still runs more than its guarantee with all the others gone). A set
+/// is allowed when no queue breaks that; one candidate more is judged in
+/// the length of its chain, not of the set.
+struct Headroom<'c> {
+    cands: &'c [Candidate],
     m: u16,
-) -> bool {
-    if cands[i].borrowed_from.is_empty() {
-        return true;
+    /// Per queue: GPUs of the set's victims taken from it, its last victim.
+    taken: HashMap<QueueId, (u64, usize)>,
+    members: rustc_hash::FxHashSet<usize>,
+    /// Queues the set breaks the rule for.
+    broken: usize,
+}
+
+impl<'c> Headroom<'c> {
+    fn new(cands: &'c [Candidate], m: u16) -> Self {
+        Headroom {
+            cands,
+            m,
+            taken: HashMap::default(),
+            members: rustc_hash::FxHashSet::default(),
+            broken: 0,
+        }
     }
-    let mut all: Vec<usize> = chosen.iter().chain(extra).copied().collect();
-    all.push(i);
-    all.sort_unstable();
-    all.dedup();
-    let mut removed: HashMap<QueueId, u64> = HashMap::default();
-    for x in all {
-        let c = &cands[x];
-        for &a in c.borrowed_from.iter() {
-            let taken = removed.get(&a).copied().unwrap_or(0);
-            if e.tree.running(a, m).saturating_sub(taken) <= e.tree.guaranteed(a, m) {
-                return false;
+
+    /// The rule over `sets` joined.
+    fn of(e: &impl QueueRoom, cands: &'c [Candidate], m: u16, sets: &[&[usize]]) -> Self {
+        let mut h = Headroom::new(cands, m);
+        for set in sets {
+            for &i in *set {
+                h.add(e, i);
             }
         }
-        for &a in c.borrowed_from.iter() {
-            *removed.entry(a).or_default() += c.gpus;
+        h
+    }
+
+    /// Whether queue `a` is still borrowing before its last victim goes.
+    fn holds(&self, e: &impl QueueRoom, a: QueueId, (gpus, last): (u64, usize)) -> bool {
+        let before_last = gpus - self.cands[last].gpus;
+        e.running(a, self.m).saturating_sub(before_last) > e.guaranteed(a, self.m)
+    }
+
+    /// The state of queue `a` with candidate `i` added.
+    fn with(&self, a: QueueId, i: usize) -> (u64, usize) {
+        let gpus = self.cands[i].gpus;
+        match self.taken.get(&a) {
+            Some(&(taken, last)) => (taken + gpus, last.max(i)),
+            None => (gpus, i),
         }
     }
-    true
+
+    /// Whether the set breaks the rule for no queue.
+    fn allowed(&self) -> bool {
+        self.broken == 0
+    }
+
+    /// Whether candidate `i` may be taken beside the set: it needs no
+    /// borrowing check, or the set with it breaks the rule for no queue.
+    fn allows(&self, e: &impl QueueRoom, i: usize) -> bool {
+        let chain = &self.cands[i].borrowed_from;
+        if chain.is_empty() {
+            return true;
+        }
+        if self.members.contains(&i) {
+            return self.allowed();
+        }
+        let mut broken = self.broken;
+        for &a in chain.iter() {
+            if let Some(&old) = self.taken.get(&a)
+                && !self.holds(e, a, old)
+            {
+                broken -= 1;
+            }
+            if !self.holds(e, a, self.with(a, i)) {
+                broken += 1;
+            }
+        }
+        broken == 0
+    }
+
+    /// Adds candidate `i` to the set.
+    fn add(&mut self, e: &impl QueueRoom, i: usize) {
+        if !self.members.insert(i) {
+            return;
+        }
+        for &a in self.cands[i].borrowed_from.iter() {
+            let new = self.with(a, i);
+            if let Some(&old) = self.taken.get(&a)
+                && !self.holds(e, a, old)
+            {
+                self.broken -= 1;
+            }
+            if !self.holds(e, a, new) {
+                self.broken += 1;
+            }
+            self.taken.insert(a, new);
+        }
+    }
+}
+
+/// What [`Headroom`] reads of a queue: GPUs of a model its jobs run and
+/// its guarantee.
+trait QueueRoom {
+    fn running(&self, q: QueueId, m: u16) -> u64;
+    fn guaranteed(&self, q: QueueId, m: u16) -> u64;
+}
+
+impl QueueRoom for Engine<'_> {
+    fn running(&self, q: QueueId, m: u16) -> u64 {
+        self.tree.running(q, m)
+    }
+
+    fn guaranteed(&self, q: QueueId, m: u16) -> u64 {
+        self.tree.guaranteed(q, m)
+    }
 }
 
 /// Victim search, node by node: each replica goes where it needs the most
@@ -737,19 +825,32 @@ fn search_inner(
     // order, until the quota fits.
     let job_gpus = e.jobs[j as usize].gpus;
     if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+        let mut headroom = Headroom::of(e, cands, m, &[&chosen]);
+        let mut member = vec![false; cands.len()];
+        // The victims' usage is released as they are added (and charged
+        // back below), so each addition costs its own path, not the set's.
+        for &i in &chosen {
+            member[i] = true;
+            e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+        }
+        let mut fits = false;
         for i in 0..cands.len() {
-            if chosen.contains(&i)
-                || !frees_quota_for(e, q, cands[i].queue)
-                || !headroom_allows(e, cands, &chosen, &[], i, m)
-            {
+            if member[i] || !frees_quota_for(e, q, cands[i].queue) || !headroom.allows(e, i) {
                 continue;
             }
             chosen.push(i);
-            if quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+            member[i] = true;
+            headroom.add(e, i);
+            e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+            if e.tree.fits(q, m, job_gpus).is_ok() {
+                fits = true;
                 break;
             }
         }
-        if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+        for &i in &chosen {
+            e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
+        }
+        if !fits {
             return None;
         }
     }
@@ -879,9 +980,11 @@ fn rule_first_sets(
     let unused = std::cell::Cell::new(false);
     for last in 0..cands.len().min(64) {
         let mut set = vec![last];
+        let mut headroom = Headroom::of(e, cands, req.model, &[&set]);
         for i in 0..last {
-            if headroom_allows(e, cands, &set, &[], i, req.model) {
+            if headroom.allows(e, i) {
                 set.push(i);
+                headroom.add(e, i);
             }
         }
         set.sort_unstable();
@@ -924,9 +1027,9 @@ fn feasible_with(
     set: &[usize],
     stopping: &Waitable,
 ) -> Option<Placement> {
-    if !set
-        .iter()
-        .all(|i| headroom_allows(e, cands, set, &[], *i, req.model))
+    // The cheap checks first: most sets a search tries here fail the quota.
+    if !Headroom::of(e, cands, req.model, &[set]).allowed()
+        || !quota_fits_without(e, q, req.model, req.total(), cands, set)
     {
         return None;
     }
@@ -934,7 +1037,7 @@ fn feasible_with(
     let unused = std::cell::Cell::new(false);
     let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
     debug_assert!(used.iter().all(|i| set.contains(i)));
-    quota_fits_without(e, q, req.model, req.total(), cands, set).then_some(p)
+    Some(p)
 }
 
 /// A necessary condition for a victim search with `cands`, cheap to check:
@@ -1028,7 +1131,7 @@ type NodeBound<'a> = (usize, usize, u32, &'a str);
 
 /// Victims on `node` for one replica: the node's candidates (`local`, in
 /// victim order, not yet `chosen`) are added in order until the replica
-/// fits (with `rule`: only those [`headroom_allows`] lets go), then any it
+/// fits (with `rule`: only those [`Headroom`] allows), then any it
 /// fits without is dropped, least preferred first. Returns the victims, the
 /// GPUs, and how many GPUs the replica could use there with those victims.
 #[allow(clippy::too_many_arguments)]
@@ -1044,6 +1147,7 @@ fn victims_on_node(
     stopping: &Waitable,
 ) -> Option<(Vec<usize>, Vec<usize>, u32)> {
     let mut extra: Vec<usize> = Vec::new();
+    let mut headroom = rule.then(|| Headroom::of(e, cands, req.model, &[chosen]));
     let mut next = local.iter().copied().filter(|i| !chosen.contains(i));
     // The GPUs a replica could use so far; each victim added brings the
     // GPUs it holds here.
@@ -1077,7 +1181,10 @@ fn victims_on_node(
         }
         let i = next
             .by_ref()
-            .find(|i| !rule || headroom_allows(e, cands, chosen, &extra, *i, req.model))?;
+            .find(|i| headroom.as_ref().is_none_or(|h| h.allows(e, *i)))?;
+        if let Some(h) = headroom.as_mut() {
+            h.add(e, i);
+        }
         let run = cands[i].run;
         for (pos, g) in node.gpus.iter().enumerate() {
             if g.owner == Owner::Running(run) && !mine.contains(&pos) {
@@ -1261,9 +1368,8 @@ fn choose_node_by_node(
             let Some((extra, positions, avail)) =
                 victims_on_node(e, node, mine, local, &chosen, cands, req, false, stopping)
                     .filter(|(extra, _, _)| {
-                        let allowed = extra
-                            .iter()
-                            .all(|i| headroom_allows(e, cands, &chosen, extra, *i, m));
+                        let allowed = extra.iter().all(|i| cands[*i].borrowed_from.is_empty())
+                            || Headroom::of(e, cands, m, &[&chosen, extra]).allowed();
                         if !allowed {
                             rejected.set(true);
                         }
@@ -1507,5 +1613,99 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
             job.name,
             reasons::class(job)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Queues' running GPUs and guarantees (one model).
+    struct Room(Vec<(u64, u64)>);
+
+    impl QueueRoom for Room {
+        fn running(&self, q: QueueId, _: u16) -> u64 {
+            self.0[q as usize].0
+        }
+
+        fn guaranteed(&self, q: QueueId, _: u16) -> u64 {
+            self.0[q as usize].1
+        }
+    }
+
+    /// The rule as DESIGN states it, victim by victim: every queue a victim
+    /// is taken from still borrows before it goes, the set taken in order.
+    fn by_the_letter(room: &Room, cands: &[Candidate], set: &[usize], i: usize) -> bool {
+        if cands[i].borrowed_from.is_empty() {
+            return true;
+        }
+        let mut all: Vec<usize> = set.iter().copied().chain([i]).collect();
+        all.sort_unstable();
+        all.dedup();
+        let mut removed: HashMap<QueueId, u64> = HashMap::default();
+        for x in all {
+            for &a in cands[x].borrowed_from.iter() {
+                let taken = removed.get(&a).copied().unwrap_or(0);
+                if room.running(a, 0).saturating_sub(taken) <= room.guaranteed(a, 0) {
+                    return false;
+                }
+            }
+            for &a in cands[x].borrowed_from.iter() {
+                *removed.entry(a).or_default() += cands[x].gpus;
+            }
+        }
+        true
+    }
+
+    fn candidate(gpus: u64, chain: Vec<QueueId>) -> Candidate {
+        Candidate {
+            run: 0,
+            queue: chain.first().copied().unwrap_or(0),
+            gpus,
+            borrowed_from: chain.into(),
+            rule: Rule::Priority,
+            key: (0, 0, std::cmp::Reverse(Timestamp::default()), 0),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Kept per queue (victims' GPUs, last victim), the rule judges a
+        /// candidate beside a growing set exactly as victim by victim.
+        #[test]
+        fn headroom_judges_as_victim_by_victim(
+            room in prop::collection::vec((0u64..40, 0u64..30), 4),
+            cands in prop::collection::vec(
+                (0u64..12, prop::collection::btree_set(0u32..4, 0..3)),
+                1..14,
+            ),
+            order in prop::collection::vec(0usize..14, 0..14),
+        ) {
+            let room = Room(room);
+            let cands: Vec<Candidate> = cands
+                .into_iter()
+                .map(|(gpus, chain)| candidate(gpus, chain.into_iter().collect()))
+                .collect();
+            let mut set: Vec<usize> = Vec::new();
+            let mut headroom = Headroom::new(&cands, 0);
+            for k in order {
+                let k = k % cands.len();
+                for i in 0..cands.len() {
+                    prop_assert_eq!(
+                        headroom.allows(&room, i),
+                        by_the_letter(&room, &cands, &set, i),
+                        "candidate {} beside {:?}", i, set
+                    );
+                }
+                let whole = set.iter().all(|i| by_the_letter(&room, &cands, &set, *i));
+                prop_assert_eq!(headroom.allowed(), whole);
+                if !set.contains(&k) {
+                    set.push(k);
+                }
+                headroom.add(&room, k);
+            }
+        }
     }
 }
