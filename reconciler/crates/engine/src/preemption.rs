@@ -857,14 +857,23 @@ fn search_inner(
     // No more than needed, and the least preferred as preferred as can be:
     // drop every victim, least preferred first, that the job fits without.
     chosen.sort_unstable();
+    // Without topology, the placement found for the current victims stays
+    // the one found without a victim that holds no GPU on its nodes: each
+    // replica's node keeps its key and every other node's can only worsen
+    // (checked against the search in debug builds).
+    let mut known: Option<Placement> = None;
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
         }
         let mut without = chosen.clone();
-        without.remove(k);
-        if let Some(p) = feasible_with(e, q, area, req, cands, &without, stopping) {
+        let dropped = without.remove(k);
+        let same = known.as_ref().filter(|p| {
+            req.required.or(req.preferred).is_none() && !runs_on(e, cands[dropped].run, p)
+        });
+        if let Some(p) = feasible_with(e, q, area, req, cands, &without, stopping, same) {
             chosen = without;
+            known = Some(p.clone());
             placement = p;
         }
     }
@@ -1017,7 +1026,9 @@ fn quota_fits_without(
 }
 
 /// The placement with exactly the victims `set` (every one of them allowed
-/// by the borrowing rule, the quota fitting without them), if any.
+/// by the borrowing rule, the quota fitting without them), if any; `known`:
+/// the placement the search would find with them, when the caller knows it.
+#[allow(clippy::too_many_arguments)]
 fn feasible_with(
     e: &mut Engine,
     q: QueueId,
@@ -1026,6 +1037,7 @@ fn feasible_with(
     cands: &[Candidate],
     set: &[usize],
     stopping: &Waitable,
+    known: Option<&Placement>,
 ) -> Option<Placement> {
     // The cheap checks first: most sets a search tries here fail the quota.
     if !Headroom::of(e, cands, req.model, &[set]).allowed()
@@ -1033,11 +1045,28 @@ fn feasible_with(
     {
         return None;
     }
-    let by_node = victims_by_node(e, cands, set);
-    let unused = std::cell::Cell::new(false);
-    let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
-    debug_assert!(used.iter().all(|i| set.contains(i)));
-    Some(p)
+    let search = |e: &Engine| {
+        let by_node = victims_by_node(e, cands, set);
+        let unused = std::cell::Cell::new(false);
+        let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
+        debug_assert!(used.iter().all(|i| set.contains(i)));
+        Some(p)
+    };
+    match known {
+        Some(p) => {
+            debug_assert_eq!(search(e).as_ref(), Some(p), "victims {set:?}");
+            Some(p.clone())
+        }
+        None => search(e),
+    }
+}
+
+/// Whether run `run` holds GPUs on a node of placement `p`.
+fn runs_on(e: &Engine, run: RunId, p: &Placement) -> bool {
+    e.runs[run as usize]
+        .placement
+        .iter()
+        .any(|(node, _)| p.iter().any(|(id, _)| id == node))
 }
 
 /// A necessary condition for a victim search with `cands`, cheap to check:
