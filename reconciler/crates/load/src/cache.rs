@@ -79,6 +79,9 @@ struct Parsed {
 /// What identifies a file from one revision to the next: path, content id.
 type Key = (String, Vec<u8>);
 
+/// Parsed files by what identifies them.
+type Held = HashMap<Key, Arc<Parsed>>;
+
 /// A file of a fleet the cache gave, and where its documents are in it.
 #[derive(Debug, Clone)]
 struct Given {
@@ -96,12 +99,12 @@ struct Given {
 pub struct DocumentCache {
     /// Every file of `given` and of the last revision loaded that parsed
     /// cleanly.
-    files: HashMap<Key, Arc<Parsed>>,
+    files: Held,
     /// The files of the fleet the last clean load gave, in its order.
     given: Vec<Given>,
     /// When the last load moved documents out of the fleet given before: its
     /// files, and those of them the new fleet does not have.
-    previous: Option<(Vec<Given>, HashMap<Key, Arc<Parsed>>)>,
+    previous: Option<(Vec<Given>, Held)>,
 }
 
 impl DocumentCache {
@@ -333,7 +336,7 @@ impl DocumentCache {
         &self,
         fleet: Fleet,
         in_order: &[(&ListedFile, Arc<Parsed>)],
-    ) -> (Documents, HashMap<Key, Arc<Parsed>>) {
+    ) -> (Documents, Held) {
         let mut docs = with_room(in_order);
         let mut from = Parts {
             pools: fleet.pools.into_iter(),
@@ -462,7 +465,7 @@ fn copied(in_order: &[(&ListedFile, Arc<Parsed>)]) -> Documents {
 
 /// The fleet of the files `given`, copied from `files` (`None` when one is
 /// not held).
-fn assemble(given: &[Given], files: &HashMap<Key, Arc<Parsed>>) -> Option<Fleet> {
+fn assemble(given: &[Given], files: &Held) -> Option<Fleet> {
     let mut docs = Documents::default();
     for file in given {
         append_renamed(&mut docs, files.get(&file.key)?, &file.name);
