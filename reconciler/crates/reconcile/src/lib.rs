@@ -498,9 +498,12 @@ impl<E: Executor> Reconciler<E> {
         };
         self.executor.set_fleet(&fleet).await?;
         let observing = Instant::now();
-        let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
+        // One look-up table by name for observing and for the observed state.
+        let specs = specs_of(&fleet);
+        let Observation { events, nodes } = self.observe(&fleet, &specs, now, &mut records).await?;
         self.phases.observe = observing.elapsed();
-        let mut observed = self.observed(&fleet, now, &records, nodes);
+        let mut observed = self.observed(&specs, now, &records, nodes);
+        drop(specs);
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
         // a plan without them: nothing to place, stop or keep pending.
@@ -954,10 +957,10 @@ impl<E: Executor> Reconciler<E> {
     async fn observe(
         &mut self,
         fleet: &Fleet,
+        specs: &Specs<'_>,
         now: Timestamp,
         records: &mut Records,
     ) -> Result<Observation, ReconcileError> {
-        let specs = specs_of(fleet);
         let running: Vec<JobView<'_>> = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -1015,15 +1018,14 @@ impl<E: Executor> Reconciler<E> {
         Ok(observation)
     }
 
-    /// The observed state the engine plans from.
+    /// The observed state the engine plans from (`specs`: the fleet's jobs).
     fn observed(
         &self,
-        fleet: &Fleet,
+        specs: &Specs<'_>,
         now: Timestamp,
         records: &Records,
         nodes: Vec<ObservedNode>,
     ) -> ObservedState {
-        let in_git: BTreeSet<&str> = fleet.jobs.iter().map(|j| j.name()).collect();
         let mut state = ObservedState {
             time: Some(now),
             nodes,
@@ -1046,7 +1048,7 @@ impl<E: Executor> Reconciler<E> {
                         spec_digest: record.spec_digest.clone(),
                     });
                 }
-                Phase::Pending if in_git.contains(record.job.as_str()) => {
+                Phase::Pending if specs.contains_key(record.job.as_str()) => {
                     state.queued.push(QueuedJob {
                         job: record.job.clone(),
                         since: record.first_seen,
