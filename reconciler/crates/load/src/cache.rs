@@ -12,14 +12,23 @@
 //! are exactly those of a full load (with their lines and columns); the
 //! result is always what [`load_fleet`] gives for the same files.
 //!
-//! Only the files of the last revision loaded are kept.
+//! Only the files of the last revision loaded are kept, and those of the
+//! fleet the last clean load gave.
+//!
+//! The fleet the last clean load gave may be handed back to the next load
+//! ([`DocumentCache::load_reusing`]): the documents of its files that did
+//! not change are then moved out of it into the new fleet rather than
+//! copied (the new fleet is the same, only cheaper to make), and those of
+//! the files that changed are kept until the load after, to tell what the
+//! revision removed ([`DocumentCache::retired_jobs`]) and to put the old
+//! fleet together again if it is not adopted ([`DocumentCache::restore_previous`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use model::diag::Origin;
-use model::spec::Object;
+use model::spec::{Fleet, JobSpec, Object};
 
 use crate::validate::check_documents;
 use crate::yaml::{MAX_FLEET_NODES, NodeBudget};
@@ -67,10 +76,35 @@ struct Parsed {
     nodes: usize,
 }
 
+/// What identifies a file from one revision to the next: path, content id.
+type Key = (String, Vec<u8>);
+
+/// Parsed files by what identifies them.
+type Held = HashMap<Key, Arc<Parsed>>;
+
+/// A file of a fleet the cache gave, and where its documents are in it.
+#[derive(Debug, Clone)]
+struct Given {
+    key: Key,
+    /// The name its documents carry in that fleet (one shared string, so the
+    /// fleet is recognised by pointer).
+    name: Arc<str>,
+    /// Its documents of each kind: pools, queues, priority classes, jobs,
+    /// policies.
+    counts: [usize; 5],
+}
+
 /// The parsed files of the last revision loaded, by path and content id.
 #[derive(Debug, Default)]
 pub struct DocumentCache {
-    files: HashMap<(String, Vec<u8>), Arc<Parsed>>,
+    /// Every file of `given` and of the last revision loaded that parsed
+    /// cleanly.
+    files: Held,
+    /// The files of the fleet the last clean load gave, in its order.
+    given: Vec<Given>,
+    /// When the last load moved documents out of the fleet given before: its
+    /// files, and those of them the new fleet does not have.
+    previous: Option<(Vec<Given>, Held)>,
 }
 
 impl DocumentCache {
@@ -84,6 +118,12 @@ impl DocumentCache {
         self.files.len()
     }
 
+    /// Files of the fleet the last clean load gave (held with the last
+    /// revision's).
+    pub fn given_files(&self) -> usize {
+        self.given.len()
+    }
+
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
@@ -92,17 +132,83 @@ impl DocumentCache {
     /// Forgets every file.
     pub fn clear(&mut self) {
         self.files.clear();
+        self.given.clear();
+        self.previous = None;
+    }
+
+    /// The jobs of the fleet handed back to the last load that the new
+    /// fleet does not have from the same file (the files that changed or
+    /// went): where a job the revision removes was. Empty when the last load
+    /// did not take a fleet.
+    pub fn retired_jobs(&self) -> impl Iterator<Item = &Object<JobSpec>> {
+        self.previous
+            .iter()
+            .flat_map(|(_, retired)| retired.values())
+            .flat_map(|parsed| parsed.docs.jobs.iter().map(|d| &d.object))
+    }
+
+    /// The fleet handed back to the last load, put together again (its
+    /// documents copied from those kept), when that load took it; the cache
+    /// then holds it as the fleet given, as if the last load had not taken
+    /// place. `None` when the last load took no fleet.
+    pub fn restore_previous(&mut self) -> Option<Fleet> {
+        let (given, retired) = self.previous.take()?;
+        self.files.extend(retired);
+        let fleet = assemble(&given, &self.files)?;
+        self.given = given;
+        Some(fleet)
+    }
+
+    /// Whether `fleet` is the one the last clean load gave (its documents
+    /// carry that load's file names, in its order).
+    fn is_given(&self, fleet: &Fleet) -> bool {
+        fn walk<S>(objects: &[Object<S>], given: &[Given], kind: usize) -> bool {
+            let mut at = 0;
+            for file in given {
+                let count = file.counts[kind];
+                let Some(part) = objects.get(at..at + count) else {
+                    return false;
+                };
+                if !part.iter().all(|o| Arc::ptr_eq(&o.origin.file, &file.name)) {
+                    return false;
+                }
+                at += count;
+            }
+            at == objects.len()
+        }
+        !self.given.is_empty()
+            && walk(&fleet.pools, &self.given, 0)
+            && walk(&fleet.queues, &self.given, 1)
+            && walk(&fleet.priority_classes, &self.given, 2)
+            && walk(&fleet.jobs, &self.given, 3)
+            && walk(&fleet.policies, &self.given, 4)
     }
 
     /// Loads the revision whose files are `listed` (in the order a full
     /// load reads them), calling `read` only for files not held; the result
     /// is what [`load_fleet`] gives for the same files. Afterwards the cache
-    /// holds this revision's files that parsed cleanly, and nothing else.
+    /// holds this revision's files that parsed cleanly, and those of the
+    /// fleet the last clean load gave.
     pub fn load<E>(
         &mut self,
         listed: &[ListedFile],
         read: impl Fn(&ListedFile) -> Result<Vec<u8>, E>,
     ) -> Result<(Loaded, LoadStats), E> {
+        self.load_reusing(listed, read, &mut None)
+    }
+
+    /// [`DocumentCache::load`], moving the documents of the files that did
+    /// not change out of `previous` when it holds the fleet the last clean
+    /// load gave (the result is the same). `previous` is taken only when the
+    /// revision loads cleanly (its fleet is valid); otherwise, and when
+    /// reading fails, it holds the fleet it held.
+    pub fn load_reusing<E>(
+        &mut self,
+        listed: &[ListedFile],
+        read: impl Fn(&ListedFile) -> Result<Vec<u8>, E>,
+        previous: &mut Option<Fleet>,
+    ) -> Result<(Loaded, LoadStats), E> {
+        self.previous = None;
         let mut stats = LoadStats {
             files: listed.len(),
             ..LoadStats::default()
@@ -156,43 +262,58 @@ impl DocumentCache {
                 None => clean = false,
             }
         }
-        self.files = kept;
         let nodes: usize = in_order.iter().map(|(_, e)| e.nodes).sum();
         clean &= nodes <= MAX_FLEET_NODES;
 
         if clean {
-            let mut docs = Documents::default();
-            // Room for every document at once: growing by doubling would
-            // move the large documents several times over.
-            let total = |count: fn(&Documents) -> usize| -> usize {
-                in_order.iter().map(|(_, e)| count(&e.docs)).sum()
+            let reused = previous.take_if(|fleet| self.is_given(fleet));
+            let took = reused.is_some();
+            let (docs, retired) = match reused {
+                Some(fleet) => self.moved_into(fleet, &in_order),
+                None => (copied(&in_order), HashMap::new()),
             };
-            docs.pools.reserve_exact(total(|d| d.pools.len()));
-            docs.queues.reserve_exact(total(|d| d.queues.len()));
-            docs.priority_classes
-                .reserve_exact(total(|d| d.priority_classes.len()));
-            docs.jobs.reserve_exact(total(|d| d.jobs.len()));
-            docs.policies.reserve_exact(total(|d| d.policies.len()));
-            for (file, entry) in &in_order {
-                append_renamed(&mut docs, entry, &file.name);
-            }
             stats.assemble = started.elapsed();
             let started = Instant::now();
             let mut diagnostics = Vec::new();
             check_documents(&docs, &mut diagnostics);
             stats.validate = started.elapsed();
             if diagnostics.is_empty() {
+                let given = in_order
+                    .iter()
+                    .map(|(file, entry)| Given {
+                        key: key(file),
+                        name: file.name.clone(),
+                        counts: counts(&entry.docs),
+                    })
+                    .collect();
+                let before = std::mem::replace(&mut self.given, given);
+                if took {
+                    self.previous = Some((before, retired));
+                }
+                self.files = kept;
                 let loaded = Loaded {
                     fleet: docs.into_fleet(),
                     diagnostics,
                 };
                 return Ok((loaded, stats));
             }
+            if took {
+                // Not adopted: the fleet taken is put together again from
+                // the files it was made of (still held).
+                *previous = assemble(&self.given, &self.files);
+            }
         }
 
-        // Something is wrong: the full load says what, with positions.
+        // Something is wrong: the full load says what, with positions. The
+        // files of the fleet given stay held, with this revision's.
         let started = Instant::now();
         drop(in_order);
+        for file in &self.given {
+            if let Some(entry) = self.files.get(&file.key) {
+                kept.insert(file.key.clone(), entry.clone());
+            }
+        }
+        self.files = kept;
         let mut fresh = fresh.into_iter().peekable();
         let mut files = Vec::with_capacity(listed.len());
         for file in listed {
@@ -206,6 +327,150 @@ impl DocumentCache {
         stats.fallback = started.elapsed();
         Ok((loaded, stats))
     }
+
+    /// The documents of the files `in_order`, those of files of the fleet
+    /// given (`fleet`, which [`DocumentCache::is_given`]) moved out of it,
+    /// the others copied; and the files of the fleet given that were not
+    /// moved (they changed or went).
+    fn moved_into(
+        &self,
+        fleet: Fleet,
+        in_order: &[(&ListedFile, Arc<Parsed>)],
+    ) -> (Documents, Held) {
+        let mut docs = with_room(in_order);
+        let mut from = Parts {
+            pools: fleet.pools.into_iter(),
+            queues: fleet.queues.into_iter(),
+            priority_classes: fleet.priority_classes.into_iter(),
+            jobs: fleet.jobs.into_iter(),
+            policies: fleet.policies.into_iter(),
+        };
+        let at: HashMap<&Key, usize> = self
+            .given
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (&g.key, i))
+            .collect();
+        let mut moved = vec![false; self.given.len()];
+        // The fleet is read once, in order: a file found before the last
+        // one moved (files listed in another order) is copied.
+        let mut next = 0;
+        for (file, entry) in in_order {
+            let found = at.get(&(file.path.clone(), file.id.clone())).copied();
+            match found {
+                Some(i) if i >= next => {
+                    for skipped in &self.given[next..i] {
+                        from.skip(skipped.counts);
+                    }
+                    from.take(self.given[i].counts, &mut docs, &file.name);
+                    moved[i] = true;
+                    next = i + 1;
+                }
+                _ => append_renamed(&mut docs, entry, &file.name),
+            }
+        }
+        let retired = self
+            .given
+            .iter()
+            .zip(moved)
+            .filter(|(_, moved)| !moved)
+            .filter_map(|(g, _)| Some((g.key.clone(), self.files.get(&g.key)?.clone())))
+            .collect();
+        (docs, retired)
+    }
+}
+
+/// The documents of each kind of a fleet being taken apart, in order.
+struct Parts {
+    pools: std::vec::IntoIter<Object<model::spec::NodePoolSpec>>,
+    queues: std::vec::IntoIter<Object<model::spec::QueueSpec>>,
+    priority_classes: std::vec::IntoIter<Object<model::spec::PriorityClassSpec>>,
+    jobs: std::vec::IntoIter<Object<JobSpec>>,
+    policies: std::vec::IntoIter<Object<model::spec::PolicySpec>>,
+}
+
+impl Parts {
+    /// Drops the next documents, `counts` of each kind.
+    fn skip(&mut self, counts: [usize; 5]) {
+        self.pools.by_ref().take(counts[0]).for_each(drop);
+        self.queues.by_ref().take(counts[1]).for_each(drop);
+        self.priority_classes
+            .by_ref()
+            .take(counts[2])
+            .for_each(drop);
+        self.jobs.by_ref().take(counts[3]).for_each(drop);
+        self.policies.by_ref().take(counts[4]).for_each(drop);
+    }
+
+    /// Moves the next documents, `counts` of each kind, to `docs`, their
+    /// origins in the file `name`.
+    fn take(&mut self, counts: [usize; 5], docs: &mut Documents, name: &Arc<str>) {
+        fn moved<S>(
+            out: &mut Vec<Document<S>>,
+            from: &mut std::vec::IntoIter<Object<S>>,
+            n: usize,
+            name: &Arc<str>,
+        ) {
+            out.extend(from.by_ref().take(n).map(|mut object| {
+                object.origin.file = name.clone();
+                Document { object, node: None }
+            }));
+        }
+        moved(&mut docs.pools, &mut self.pools, counts[0], name);
+        moved(&mut docs.queues, &mut self.queues, counts[1], name);
+        moved(
+            &mut docs.priority_classes,
+            &mut self.priority_classes,
+            counts[2],
+            name,
+        );
+        moved(&mut docs.jobs, &mut self.jobs, counts[3], name);
+        moved(&mut docs.policies, &mut self.policies, counts[4], name);
+    }
+}
+
+/// How many documents of each kind `docs` holds (the order of [`Given::counts`]).
+fn counts(docs: &Documents) -> [usize; 5] {
+    [
+        docs.pools.len(),
+        docs.queues.len(),
+        docs.priority_classes.len(),
+        docs.jobs.len(),
+        docs.policies.len(),
+    ]
+}
+
+/// Empty documents with room for those of the files `in_order` (growing by
+/// doubling would move the large documents several times over).
+fn with_room(in_order: &[(&ListedFile, Arc<Parsed>)]) -> Documents {
+    let mut docs = Documents::default();
+    let total =
+        |kind: usize| -> usize { in_order.iter().map(|(_, e)| counts(&e.docs)[kind]).sum() };
+    docs.pools.reserve_exact(total(0));
+    docs.queues.reserve_exact(total(1));
+    docs.priority_classes.reserve_exact(total(2));
+    docs.jobs.reserve_exact(total(3));
+    docs.policies.reserve_exact(total(4));
+    docs
+}
+
+/// The documents of the files `in_order`, copied, their origins renamed.
+fn copied(in_order: &[(&ListedFile, Arc<Parsed>)]) -> Documents {
+    let mut docs = with_room(in_order);
+    for (file, entry) in in_order {
+        append_renamed(&mut docs, entry, &file.name);
+    }
+    docs
+}
+
+/// The fleet of the files `given`, copied from `files` (`None` when one is
+/// not held).
+fn assemble(given: &[Given], files: &Held) -> Option<Fleet> {
+    let mut docs = Documents::default();
+    for file in given {
+        append_renamed(&mut docs, files.get(&file.key)?, &file.name);
+    }
+    Some(docs.into_fleet())
 }
 
 /// Appends `entry`'s documents to `docs`, their origins in the file `name`.
@@ -319,7 +584,11 @@ mod tests {
         );
         assert_eq!(loaded.diagnostics.len(), 2, "{:?}", loaded.diagnostics);
         assert_eq!(reads, 4, "the full load reads the files held too");
-        assert_eq!(cache.len(), 3, "the file with the schema error is not kept");
+        assert_eq!(
+            cache.len(),
+            4,
+            "the file with the schema error is not kept; those of the fleet given are"
+        );
         // Fixed: the unknown queue remains, found by the fleet checks.
         let (loaded, reads) = load(
             &mut cache,
@@ -331,7 +600,7 @@ mod tests {
                 ("b.yaml", &stray),
             ],
         );
-        assert_eq!(reads, 4, "parsed: a.yaml; then the full load");
+        assert_eq!(reads, 4, "a.yaml held (the fleet given's); the full load");
         assert_eq!(loaded.diagnostics.len(), 1);
         assert!(
             loaded.diagnostics[0]
@@ -347,6 +616,116 @@ mod tests {
         assert!(loaded.is_valid());
         assert_eq!(reads, 0);
         assert_eq!(cache.len(), 3, "only this revision's files");
+    }
+
+    /// Loads through `cache` handing it `previous`; checks the result as
+    /// [`load`] does and returns it with the files read.
+    fn load_reusing(
+        cache: &mut DocumentCache,
+        rev: &str,
+        files: &[(&str, &str)],
+        previous: &mut Option<Fleet>,
+    ) -> (Loaded, usize) {
+        let (listed, sources) = revision(rev, files);
+        let reads = Cell::new(0);
+        let (loaded, _) = cache
+            .load_reusing(
+                &listed,
+                |f| {
+                    reads.set(reads.get() + 1);
+                    Ok::<_, ()>(f.id.clone())
+                },
+                previous,
+            )
+            .unwrap();
+        let full = load_fleet(&sources);
+        assert_eq!(loaded.fleet, full.fleet, "{rev}: the fleet");
+        assert_eq!(loaded.diagnostics, full.diagnostics, "{rev}: the messages");
+        (loaded, reads.get())
+    }
+
+    #[test]
+    fn the_fleet_given_lends_its_unchanged_documents() {
+        let mut cache = DocumentCache::new();
+        let (a, b, c) = (job("a", "1"), job("b", "1"), job("c", "1"));
+        let r1 = [
+            ("a.yaml", a.as_str()),
+            ("b.yaml", &b),
+            ("pools.yaml", POOL),
+            ("queues.yaml", QUEUE),
+        ];
+        let (first, _) = load(&mut cache, "r1", &r1);
+        let first = first.fleet;
+        // b.yaml changed, c.yaml added, a.yaml removed.
+        let b2 = job("b", "2");
+        let r2 = [
+            ("b.yaml", b2.as_str()),
+            ("c.yaml", &c),
+            ("pools.yaml", POOL),
+            ("queues.yaml", QUEUE),
+        ];
+        let mut previous = Some(first.clone());
+        let (second, reads) = load_reusing(&mut cache, "r2", &r2, &mut previous);
+        assert_eq!(reads, 2);
+        assert!(previous.is_none(), "taken");
+        let retired: Vec<&str> = cache.retired_jobs().map(|j| j.name()).collect();
+        assert_eq!(retired.len(), 2, "a and the old b: {retired:?}");
+        assert!(retired.contains(&"a") && retired.contains(&"b"));
+        // Not adopted after all: the first fleet again, and the cache as
+        // after r1 (the second fleet is not the one given).
+        let restored = cache.restore_previous().unwrap();
+        assert_eq!(restored, first);
+        assert!(cache.restore_previous().is_none(), "once");
+        assert!(!cache.is_given(&second.fleet));
+        assert!(cache.is_given(&restored));
+        // A fleet the cache did not give (equal, loaded elsewhere) is not
+        // taken.
+        let elsewhere = load_fleet(&revision("r1", &r1).1).fleet;
+        assert_eq!(elsewhere, first);
+        let mut other = Some(elsewhere.clone());
+        let (_, reads) = load_reusing(&mut cache, "r3", &r2, &mut other);
+        assert_eq!(reads, 0, "held since r2");
+        assert_eq!(other, Some(elsewhere), "left alone");
+    }
+
+    #[test]
+    fn a_fleet_lent_to_an_invalid_revision_comes_back() {
+        let mut cache = DocumentCache::new();
+        let a = job("a", "1");
+        let r1 = [
+            ("a.yaml", a.as_str()),
+            ("pools.yaml", POOL),
+            ("queues.yaml", QUEUE),
+        ];
+        let (first, _) = load(&mut cache, "r1", &r1);
+        // Valid documents, a failed fleet check: the fleet was taken apart.
+        let stray = job("b", "1").replace("queue: q", "queue: qq");
+        let r2 = [
+            ("a.yaml", a.as_str()),
+            ("b.yaml", &stray),
+            ("pools.yaml", POOL),
+            ("queues.yaml", QUEUE),
+        ];
+        let mut previous = Some(first.fleet.clone());
+        let (loaded, _) = load_reusing(&mut cache, "r2", &r2, &mut previous);
+        assert!(!loaded.is_valid());
+        assert_eq!(previous.as_ref(), Some(&first.fleet), "put together again");
+        assert!(cache.restore_previous().is_none());
+        // Still the fleet given: the next revision takes it.
+        let (_, reads) = load_reusing(&mut cache, "r3", &r1, &mut previous);
+        assert_eq!(reads, 0);
+        assert!(previous.is_none());
+        // A schema error: nothing taken.
+        let bad = job("a", "many");
+        let mut previous = Some(load(&mut cache, "r4", &r1).0.fleet);
+        let r5 = [
+            ("a.yaml", bad.as_str()),
+            ("pools.yaml", POOL),
+            ("queues.yaml", QUEUE),
+        ];
+        let before = previous.clone();
+        load_reusing(&mut cache, "r5", &r5, &mut previous);
+        assert_eq!(previous, before);
     }
 
     #[test]

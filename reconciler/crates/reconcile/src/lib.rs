@@ -21,6 +21,12 @@
 //!   the pending jobs reach the disk with the plan's intents, the last
 //!   outcomes with the revision's commit. A crash before then loses them
 //!   and nothing else, and the next iteration does that work again.
+//! - The job records are read from the store once; afterwards the
+//!   reconciler keeps them in memory from one iteration to the next, as it
+//!   changes them in step with its own commits. They are used only while
+//!   the store's count of job-record commits ([`Store::job_writes`]) is
+//!   the one they were kept at (anyone else's write, a failed iteration, or
+//!   recovered intents drop them, and the next iteration reads the store).
 
 pub mod charts;
 pub mod history_page;
@@ -47,6 +53,7 @@ use crate::state::{
 };
 use engine::{PlanInput, plan};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
+use load::Loaded;
 use load::cache::{DocumentCache, LoadStats};
 use model::diag::{Diagnostic, Origin, Pos};
 use model::observed::{
@@ -232,9 +239,12 @@ pub struct Phases {
 pub struct Prepared {
     /// The iteration so far (no actions executed yet).
     pub iteration: Iteration,
-    /// The job records as stored after preparing (read once per iteration;
-    /// this reconciler is the database's only writer).
+    /// The job records as stored after preparing (this reconciler is the
+    /// database's only writer).
     records: Records,
+    /// The store's [`Store::job_writes`] when `records` were last those
+    /// stored.
+    writes: u64,
     /// The observed state planned from, less its nodes (they are the
     /// iteration's): what a saved plan is checked against.
     observed: ObservedState,
@@ -260,6 +270,24 @@ fn nominations_of(records: &Records) -> Nominations {
         }
     }
     out
+}
+
+/// The job records as stored, kept in `mirror` from now on (read from
+/// `store` unless those kept are still current).
+fn mirrored<'a>(
+    mirror: &'a mut Option<(Records, u64)>,
+    store: &Store,
+) -> Result<&'a Records, StateError> {
+    let kept = match mirror.take() {
+        Some((records, writes)) if writes == store.job_writes() => (records, writes),
+        _ => {
+            // The count first: a write after it makes the records read
+            // stale in the count's eyes, never the other way round.
+            let writes = store.job_writes();
+            (store.jobs()?, writes)
+        }
+    };
+    Ok(&mirror.insert(kept).0)
 }
 
 /// Job specs by name, for look-ups while carrying actions out.
@@ -289,6 +317,15 @@ pub struct Reconciler<E> {
     cache: DocumentCache,
     /// The current iteration's phases so far.
     phases: Phases,
+    /// The job records as stored when the store's [`Store::job_writes`]
+    /// was the count beside them (kept from the last iteration).
+    mirror: Option<(Records, u64)>,
+    /// The revision whose fleet was lent to the load of a new revision and
+    /// taken ([`Reconciler::load_lending`]): out of `good` until the new one
+    /// is adopted or it is taken back ([`Reconciler::take_back`]).
+    lent: Option<Revision>,
+    /// Whether the records are kept from one iteration to the next.
+    keep_records: bool,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -321,6 +358,54 @@ impl<E: Executor> Reconciler<E> {
             outcome_batch: OUTCOME_BATCH,
             cache: DocumentCache::new(),
             phases: Phases::default(),
+            mirror: None,
+            keep_records: true,
+            lent: None,
+        }
+    }
+
+    /// Whether the job records are kept in memory from one iteration to the
+    /// next (default) or read from the store every iteration (to compare).
+    pub fn with_records_kept(mut self, keep: bool) -> Self {
+        self.keep_records = keep;
+        self
+    }
+
+    /// The job records kept in memory, when they are still those stored
+    /// (tests compare them with [`Store::jobs`]).
+    pub fn kept_records(&self) -> Option<&BTreeMap<String, JobRecord>> {
+        match &self.mirror {
+            Some((records, writes)) if *writes == self.store.job_writes() => Some(records),
+            _ => None,
+        }
+    }
+
+    /// Every job record as stored: those kept in memory when they are still
+    /// current, else read from the store.
+    pub fn job_records(
+        &self,
+    ) -> Result<std::borrow::Cow<'_, BTreeMap<String, JobRecord>>, ReconcileError> {
+        Ok(match self.kept_records() {
+            Some(records) => std::borrow::Cow::Borrowed(records),
+            None => std::borrow::Cow::Owned(self.store.jobs()?),
+        })
+    }
+
+    /// The job records as stored, taken out of memory (they come back with
+    /// [`Reconciler::keep`] once the iteration has recorded its changes).
+    fn take_records(&mut self) -> Result<Records, ReconcileError> {
+        match self.mirror.take() {
+            Some((records, writes)) if writes == self.store.job_writes() => Ok(records),
+            _ => Ok(self.store.jobs()?),
+        }
+    }
+
+    /// Keeps `records` for the next iteration when they are those stored:
+    /// `writes` is the store's [`Store::job_writes`] when they were last,
+    /// and every write since was this reconciler's, with them (`own`).
+    fn keep(&mut self, records: Records, own: bool) {
+        if self.keep_records && own {
+            self.mirror = Some((records, self.store.job_writes()));
         }
     }
 
@@ -382,14 +467,18 @@ impl<E: Executor> Reconciler<E> {
     /// ([`Store::commit_deferred`]).
     async fn prepare_deferred(&mut self, now: Timestamp) -> Result<Prepared, ReconcileError> {
         self.phases = Phases::default();
+        if !self.keep_records {
+            self.mirror = None;
+        }
         // A replica that does not lead carries out and records nothing.
         self.executor.lead(now).await?;
         let recovered = self.recover(now).await?;
         let (revision, refused) = self.desired(now)?;
-        let mut records = self.store.jobs()?;
+        let mut records = self.take_records()?;
         let Some((_, fleet)) = self.good.clone() else {
             return Ok(Prepared {
                 records,
+                writes: self.store.job_writes(),
                 observed: ObservedState::default(),
                 iteration: Iteration {
                     time: now,
@@ -409,9 +498,12 @@ impl<E: Executor> Reconciler<E> {
         };
         self.executor.set_fleet(&fleet).await?;
         let observing = Instant::now();
-        let Observation { events, nodes } = self.observe(&fleet, now, &mut records).await?;
+        // One look-up table by name for observing and for the observed state.
+        let specs = specs_of(&fleet);
+        let Observation { events, nodes } = self.observe(&fleet, &specs, now, &mut records).await?;
         self.phases.observe = observing.elapsed();
-        let mut observed = self.observed(&fleet, now, &records, nodes);
+        let mut observed = self.observed(&specs, now, &records, nodes);
+        drop(specs);
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
         // a plan without them: nothing to place, stop or keep pending.
@@ -446,6 +538,7 @@ impl<E: Executor> Reconciler<E> {
         let nodes = std::mem::take(&mut observed.nodes);
         Ok(Prepared {
             records,
+            writes: self.store.job_writes(),
             observed,
             iteration: Iteration {
                 time: now,
@@ -469,8 +562,12 @@ impl<E: Executor> Reconciler<E> {
         let Prepared {
             mut iteration,
             mut records,
+            writes,
             observed,
         } = prepared;
+        // No one wrote job records since they were prepared: from here on
+        // they change with this reconciler's own commits.
+        let own = writes == self.store.job_writes();
         iteration.planned_from = observed;
         let now = iteration.time;
         if let (Some(plan), Some(revision), Some((_, fleet))) =
@@ -524,6 +621,7 @@ impl<E: Executor> Reconciler<E> {
                 ..Batch::default()
             })?;
         }
+        self.keep(records, own);
         Ok(iteration)
     }
 
@@ -664,7 +762,7 @@ impl<E: Executor> Reconciler<E> {
                 self.loading = true;
             }
             let loading = Instant::now();
-            let Some((loaded, stats)) = self.source.load(&newest, &mut self.cache)? else {
+            let Some((loaded, stats)) = self.load_lending(&newest)? else {
                 // The directory changed while it was read (an empty file
                 // list would be a valid, empty fleet): next iteration.
                 let in_force = self.good.as_ref().map(|(r, _)| r.clone());
@@ -673,7 +771,11 @@ impl<E: Executor> Reconciler<E> {
             self.phases.load += loading.elapsed();
             self.phases.loaded = Some(stats);
             if loaded.is_valid() {
-                if let Err(refusal) = self.check_prune(&loaded.fleet)? {
+                let verdict = self.check_prune(&loaded.fleet);
+                if !matches!(verdict, Ok(Ok(()))) {
+                    self.take_back();
+                }
+                if let Err(refusal) = verdict? {
                     let diagnostics = vec![Diagnostic::new(
                         Origin::new(
                             format!("revision {}", newest.short()).into(),
@@ -688,6 +790,7 @@ impl<E: Executor> Reconciler<E> {
                     let in_force = self.good.as_ref().map(|(r, _)| r.clone());
                     return Ok((in_force, Some((newest, diagnostics))));
                 }
+                self.lent = None;
                 self.good = Some((newest.clone(), Arc::new(loaded.fleet)));
                 return Ok((Some(newest), None));
             }
@@ -757,15 +860,69 @@ impl<E: Executor> Reconciler<E> {
     /// Prune protection for `new` against the jobs running now and the
     /// fleet in force.
     fn check_prune(&mut self, new: &Fleet) -> Result<Result<(), PruneRefusal>, ReconcileError> {
-        self.restore_last_applied()?;
-        let records = self.store.jobs()?;
-        let running: Vec<&str> = records
+        if self.lent.is_none() {
+            self.restore_last_applied()?;
+        }
+        // Kept: preparing takes them (one read an iteration at most).
+        let running: Vec<&str> = mirrored(&mut self.mirror, &self.store)?
             .values()
             .filter(|r| r.phase == Phase::Running && r.stopping.is_none())
             .map(|r| r.job.as_str())
             .collect();
-        let current = self.good.as_ref().map(|(_, f)| f.as_ref());
-        Ok(prune::check(&self.prune, current, new, &running))
+        // A fleet in force lent to the load: the jobs `new` may have
+        // removed are those of its files that changed or went.
+        let current: Box<dyn Iterator<Item = &Object<JobSpec>>> = match &self.good {
+            Some((_, fleet)) => Box::new(fleet.jobs.iter()),
+            None if self.lent.is_some() => Box::new(self.cache.retired_jobs()),
+            None => Box::new(std::iter::empty()),
+        };
+        Ok(prune::check_by(&self.prune, current, new, &running))
+    }
+
+    /// Loads `revision` through the cache, lending it the fleet in force
+    /// when nothing else holds it: a valid revision's fleet is then made by
+    /// moving the documents of the unchanged files out of it rather than
+    /// copying them. A fleet taken is out of `good` (its revision in
+    /// `lent`) until the new one is adopted or [`Reconciler::take_back`]
+    /// puts it back; one not taken (an invalid revision, a failed read) is
+    /// back in force when this returns.
+    fn load_lending(
+        &mut self,
+        revision: &Revision,
+    ) -> Result<Option<(Loaded, LoadStats)>, ReconcileError> {
+        let mut lent = None;
+        let mut previous = None;
+        if let Some((rev, fleet)) = self.good.take() {
+            match Arc::try_unwrap(fleet) {
+                Ok(fleet) => {
+                    lent = Some(rev);
+                    previous = Some(fleet);
+                }
+                Err(shared) => self.good = Some((rev, shared)),
+            }
+        }
+        let loaded = self
+            .source
+            .load_reusing(revision, &mut self.cache, &mut previous);
+        let adoptable = matches!(&loaded, Ok(Some((l, _))) if l.is_valid());
+        match (lent, previous) {
+            (Some(rev), Some(fleet)) => self.good = Some((rev, Arc::new(fleet))),
+            (Some(rev), None) if adoptable => self.lent = Some(rev),
+            // Not lent; or taken by a load that failed, which the cache
+            // does not do (the last applied revision would be loaded again).
+            _ => {}
+        }
+        Ok(loaded?)
+    }
+
+    /// Puts the fleet lent to the last load and taken back in force (its
+    /// new revision is not adopted).
+    fn take_back(&mut self) {
+        if let Some(rev) = self.lent.take()
+            && let Some(fleet) = self.cache.restore_previous()
+        {
+            self.good = Some((rev, Arc::new(fleet)));
+        }
     }
 
     /// After a restart, the last applied revision is loaded again (Git only).
@@ -800,10 +957,10 @@ impl<E: Executor> Reconciler<E> {
     async fn observe(
         &mut self,
         fleet: &Fleet,
+        specs: &Specs<'_>,
         now: Timestamp,
         records: &mut Records,
     ) -> Result<Observation, ReconcileError> {
-        let specs = specs_of(fleet);
         let running: Vec<JobView<'_>> = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -861,15 +1018,14 @@ impl<E: Executor> Reconciler<E> {
         Ok(observation)
     }
 
-    /// The observed state the engine plans from.
+    /// The observed state the engine plans from (`specs`: the fleet's jobs).
     fn observed(
         &self,
-        fleet: &Fleet,
+        specs: &Specs<'_>,
         now: Timestamp,
         records: &Records,
         nodes: Vec<ObservedNode>,
     ) -> ObservedState {
-        let in_git: BTreeSet<&str> = fleet.jobs.iter().map(|j| j.name()).collect();
         let mut state = ObservedState {
             time: Some(now),
             nodes,
@@ -892,7 +1048,7 @@ impl<E: Executor> Reconciler<E> {
                         spec_digest: record.spec_digest.clone(),
                     });
                 }
-                Phase::Pending if in_git.contains(record.job.as_str()) => {
+                Phase::Pending if specs.contains_key(record.job.as_str()) => {
                     state.queued.push(QueuedJob {
                         job: record.job.clone(),
                         since: record.first_seen,

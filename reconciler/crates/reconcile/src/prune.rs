@@ -8,7 +8,7 @@
 //! force, for the annotation) before anything is planned; it is a pure
 //! function so that the loop, `apply` and pull-request previews say the same.
 
-use model::spec::Fleet;
+use model::spec::{Fleet, JobSpec, Object};
 
 /// The annotation that forbids removing a running job from Git: remove the
 /// annotation in one commit, the job in a later one.
@@ -80,6 +80,19 @@ pub fn check(
     new: &Fleet,
     running: &[&str],
 ) -> Result<(), PruneRefusal> {
+    let jobs = current.into_iter().flat_map(|fleet| fleet.jobs.iter());
+    check_by(policy, jobs, new, running)
+}
+
+/// [`check`], the fleet in force given by those of its jobs that `new` may
+/// have removed (all of them, or at least those not in `new` from the same
+/// file).
+pub fn check_by<'a>(
+    policy: &PrunePolicy,
+    current: impl Iterator<Item = &'a Object<JobSpec>>,
+    new: &Fleet,
+    running: &[&str],
+) -> Result<(), PruneRefusal> {
     let kept: std::collections::HashSet<&str> = new.jobs.iter().map(|j| j.name()).collect();
     let mut removed: Vec<&str> = running
         .iter()
@@ -88,21 +101,23 @@ pub fn check(
         .collect();
     removed.sort_unstable();
     removed.dedup();
-    let prevented: Vec<&str> = removed
-        .iter()
-        .copied()
-        .filter(|name| {
-            current.is_some_and(|fleet| {
-                fleet.jobs.iter().any(|j| {
-                    j.name() == *name
-                        && j.metadata
-                            .annotations
-                            .get(PREVENT_PRUNE)
-                            .is_some_and(|v| v == "true")
-                })
+    let mut prevented: Vec<&str> = Vec::new();
+    if !removed.is_empty() {
+        let marked: std::collections::HashSet<&str> = current
+            .filter(|j| {
+                j.metadata
+                    .annotations
+                    .get(PREVENT_PRUNE)
+                    .is_some_and(|v| v == "true")
             })
-        })
-        .collect();
+            .map(|j| j.name())
+            .collect();
+        prevented = removed
+            .iter()
+            .copied()
+            .filter(|name| marked.contains(name))
+            .collect();
+    }
     if !prevented.is_empty() {
         return Err(PruneRefusal::Prevented {
             jobs: prevented.join(", "),

@@ -356,7 +356,8 @@ pub fn record<E: Executor>(
     state_dir: &std::path::Path,
 ) -> Result<Status, ReconcileError> {
     let seconds = started.elapsed().as_secs_f64();
-    let records = reconciler.store().jobs()?;
+    // Those the reconciler keeps in memory: no read of every record.
+    let records = reconciler.job_records()?;
     let revisions = reconciler.store().revisions()?;
     let audit: Vec<_> = reconciler
         .store()

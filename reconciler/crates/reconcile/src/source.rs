@@ -8,6 +8,7 @@ use git::{GitSource, SourceError, fetch_mirror, rev_label, short_id};
 use load::cache::{DocumentCache, LoadStats};
 use load::fs::read_fleet_dir;
 use load::{Loaded, SourceFile, load_fleet};
+use model::spec::Fleet;
 
 /// Why the desired fleet could not be read (not: why it is invalid).
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +138,19 @@ impl FleetSource {
         revision: &Revision,
         cache: &mut DocumentCache,
     ) -> Result<Option<(Loaded, LoadStats)>, FetchError> {
+        self.load_reusing(revision, cache, &mut None)
+    }
+
+    /// [`FleetSource::load`], lending the cache `previous`, the fleet its
+    /// last clean load gave ([`DocumentCache::load_reusing`]): taken only
+    /// when the revision is valid, its unchanged documents moved into the
+    /// new fleet. A directory leaves it alone.
+    pub fn load_reusing(
+        &self,
+        revision: &Revision,
+        cache: &mut DocumentCache,
+        previous: &mut Option<Fleet>,
+    ) -> Result<Option<(Loaded, LoadStats)>, FetchError> {
         match self {
             FleetSource::Git { repo, .. }
             | FleetSource::Remote {
@@ -145,7 +159,8 @@ impl FleetSource {
                 let commit = repo.resolve_oid(&revision.id)?;
                 let label = rev_label(&revision.id);
                 let listed = repo.list_files_at(commit, &label)?;
-                let loaded = cache.load(&listed, |file| repo.read_listed(file, &label))?;
+                let loaded =
+                    cache.load_reusing(&listed, |file| repo.read_listed(file, &label), previous)?;
                 Ok(Some(loaded))
             }
             FleetSource::Remote { repo: None, .. } => Ok(None),

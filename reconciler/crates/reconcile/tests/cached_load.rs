@@ -6,7 +6,11 @@
 //! duplicate name, unknown kind); reverts to an earlier state; commits that
 //! touch no YAML. After every commit both must give the same fleet and the
 //! same messages (file, line, column, text), and the cache must hold no more
-//! than the revision's files.
+//! than the revision's files and those of the fleet in force. The fleet in
+//! force is lent to each load, as the reconcile loop does
+//! ([`FleetSource::load_reusing`]): an invalid revision gives it back as it
+//! was, and a valid one that is then not adopted (as prune protection
+//! refuses one) gets it back from [`DocumentCache::restore_previous`].
 //!
 //! The cases come from a fixed seed, as the repository's other property
 //! tests do (`GITFLEET_CACHE_CASES`, `GITFLEET_CACHE_SEED` to explore).
@@ -256,6 +260,8 @@ fn check(changes: &[Change]) -> Result<(), TestCaseError> {
     let mut files = initial();
     let mut history = Vec::new();
     let mut cache = DocumentCache::new();
+    // The fleet in force, lent to every load.
+    let mut good: Option<load::Loaded> = None;
     commit(&repo, &files, 0);
     for step in 0..=changes.len() {
         if step > 0 {
@@ -265,7 +271,13 @@ fn check(changes: &[Change]) -> Result<(), TestCaseError> {
         }
         let mut source = FleetSource::detect(&repo, None);
         let revision = source.current().unwrap();
-        let (cached, stats) = source.load(&revision, &mut cache).unwrap().unwrap();
+        let before = good.as_ref().map(|g| g.fleet.clone());
+        let given_before = cache.given_files();
+        let mut previous = good.take().map(|g| g.fleet);
+        let (cached, stats) = source
+            .load_reusing(&revision, &mut cache, &mut previous)
+            .unwrap()
+            .unwrap();
         let fresh = load_fleet(&source.files(&revision).unwrap().unwrap());
         prop_assert_eq!(
             &cached.diagnostics,
@@ -274,8 +286,29 @@ fn check(changes: &[Change]) -> Result<(), TestCaseError> {
             step
         );
         prop_assert_eq!(&cached.fleet, &fresh.fleet, "step {}: fleet", step);
-        prop_assert!(cache.len() <= stats.files, "step {}: cache bounded", step);
+        prop_assert!(
+            cache.len() <= stats.files + given_before,
+            "step {}: cache bounded",
+            step
+        );
         prop_assert_eq!(stats.full, !fresh.is_valid(), "step {}", step);
+        if !cached.is_valid() {
+            prop_assert_eq!(&previous, &before, "step {}: given back", step);
+            good = previous.map(|fleet| load::Loaded {
+                fleet,
+                diagnostics: Vec::new(),
+            });
+        } else if step % 3 == 2 && before.is_some() {
+            // Not adopted: the fleet in force is put together again.
+            let restored = previous.or_else(|| cache.restore_previous());
+            prop_assert_eq!(&restored, &before, "step {}: restored", step);
+            good = restored.map(|fleet| load::Loaded {
+                fleet,
+                diagnostics: Vec::new(),
+            });
+        } else {
+            good = Some(cached);
+        }
     }
     Ok(())
 }

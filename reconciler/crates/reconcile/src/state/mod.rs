@@ -24,7 +24,7 @@ pub use records::{
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redb::{
@@ -175,6 +175,8 @@ pub struct Store {
     held: Mutex<Option<HeldWrites>>,
     /// A deferred commit ([`Store::commit_deferred`]) is not on disk yet.
     deferred: AtomicBool,
+    /// Commits that wrote (or tried to write) job records ([`Store::job_writes`]).
+    job_writes: AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -251,6 +253,7 @@ impl Store {
             path,
             held: Mutex::new(None),
             deferred: AtomicBool::new(false),
+            job_writes: AtomicU64::new(0),
         };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
@@ -379,6 +382,14 @@ impl Store {
             out.insert(key.value().to_string(), record);
         }
         Ok(out)
+    }
+
+    /// How many commits since the store was opened wrote job records (or
+    /// tried to: a failed one counts). Equal counts before and after some
+    /// work mean that no job record was written in between, so records
+    /// read (or kept in memory) before it are still those stored.
+    pub fn job_writes(&self) -> u64 {
+        self.job_writes.load(Ordering::SeqCst)
     }
 
     /// Every executor value, by key.
@@ -570,6 +581,11 @@ impl Store {
         let held_writes = held.as_ref().filter(|w| !w.is_empty());
         if batch.is_empty() && held_writes.is_none() {
             return Ok(());
+        }
+        if !batch.jobs.is_empty() || !batch.remove_jobs.is_empty() {
+            // Counted before the write: a failed one may have changed
+            // nothing, and nothing read before it is trusted after.
+            self.job_writes.fetch_add(1, Ordering::SeqCst);
         }
         self.write_batch(batch, held_writes, durability)?;
         // Written: no longer held (kept on a failure, for the next commit).
