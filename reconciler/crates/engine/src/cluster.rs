@@ -641,8 +641,11 @@ fn node_state<'o>(
             }
         })
         .collect();
-    let max_domain = max_domain_size(&slots);
     let masks = domain_masks(&slots);
+    let max_domain = match masks.iter().map(|(_, m)| m.count_ones()).max() {
+        Some(largest) => largest,
+        None => max_domain_size(&slots),
+    };
     let free = slots.iter().filter(|g| g.owner == Owner::Free).count() as u32;
     NodeState {
         name: node.name.clone(),

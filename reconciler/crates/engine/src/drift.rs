@@ -33,15 +33,34 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
     for p in &fleet.pools {
         pools.entry(p.name()).or_insert(&p.spec);
     }
-    let mut out = Vec::new();
-    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
-    for n in &observed.nodes {
-        if let Some(pool) = n.pool.as_deref() {
-            *counts.entry(pool).or_default() += 1;
+    // Each node's declared pool, found once (the last one found first:
+    // nodes of a pool mostly come together), its count, and its drift;
+    // the nodes that have any are listed after the pools' drift.
+    let declared: Vec<(&str, &NodePoolSpec)> = pools.iter().map(|(n, s)| (*n, *s)).collect();
+    let mut counts = vec![0u32; declared.len()];
+    let mut last: Option<(&str, usize)> = None;
+    let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
+    for node in &observed.nodes {
+        let pool = match (node.pool.as_deref(), last) {
+            (None, _) => None,
+            (Some(p), Some((name, i))) if name == p => Some(i),
+            (Some(p), _) => {
+                let i = declared.binary_search_by(|(n, _)| (*n).cmp(p)).ok();
+                last = i.map(|i| (p, i));
+                i
+            }
+        };
+        if let Some(i) = pool {
+            counts[i] += 1;
+        }
+        let mut found = Vec::new();
+        node_drift(node, pool.map(|i| declared[i]), &pools, actions, &mut found);
+        if !found.is_empty() {
+            by_node.push((node, found));
         }
     }
-    for (&name, spec) in &pools {
-        let count = counts.get(name).copied().unwrap_or(0);
+    let mut out = Vec::new();
+    for (&(name, spec), &count) in declared.iter().zip(&counts) {
         let scaled = |grow: bool| {
             actions.iter().any(|a| {
                 matches!(a, Action::Scale { pool, from, to, .. }
@@ -84,17 +103,9 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
             });
         }
     }
-    // Each node's drift, then the nodes that have any in natural order
-    // (`n2` before `n10`: drift is listed for people); sorting only those
-    // keeps a fleet without drift linear.
-    let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
-    for node in &observed.nodes {
-        let mut found = Vec::new();
-        node_drift(node, &pools, actions, &mut found);
-        if !found.is_empty() {
-            by_node.push((node, found));
-        }
-    }
+    // The nodes with drift in natural order (`n2` before `n10`: drift is
+    // listed for people); sorting only those keeps a fleet without drift
+    // linear.
     by_node.sort_by(|a, b| model::text::natural_cmp(&a.0.name, &b.0.name));
     out.extend(by_node.into_iter().flat_map(|(_, found)| found));
     job_spec_drift(fleet, observed, &mut out);
@@ -139,8 +150,10 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
     }
 }
 
+/// `declared`: the node's pool and its spec, when its pool is declared.
 fn node_drift(
     node: &ObservedNode,
+    declared: Option<(&str, &NodePoolSpec)>,
     pools: &BTreeMap<&str, &NodePoolSpec>,
     actions: &[Action],
     out: &mut Vec<Drift>,
@@ -170,10 +183,6 @@ fn node_drift(
             format!("; its GPUs match pool {}", matching.join(", "))
         }
     };
-    let declared = node
-        .pool
-        .as_deref()
-        .and_then(|p| pools.get(p).map(|s| (p, *s)));
     match (&node.pool, declared) {
         (None, _) => push(
             out,

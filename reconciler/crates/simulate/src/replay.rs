@@ -423,6 +423,12 @@ impl Replay<'_> {
         // and nothing else in a plan reads `idleSince`.
         if self.elastic || self.nodes_stale {
             self.observed.nodes = self.world.ready_nodes();
+            // By name (the world's names are unique): the engine orders
+            // nodes by name and need not sort them again at every plan.
+            // Nothing in a plan depends on the observed order otherwise.
+            self.observed
+                .nodes
+                .sort_unstable_by(|a, b| a.name.cmp(&b.name));
             self.nodes_stale = false;
         }
         self.observed.time = Some(now);
