@@ -29,10 +29,57 @@ use model::spec::{Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATI
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
+    detect_kept(fleet, observed, actions, None)
+}
+
+/// Which observed nodes had no drift of their own (wrong pool, model,
+/// count, NVLink, unhealthy GPUs) under which pools: whether a node has any
+/// depends on the node and the pools only (the plan's actions say only what
+/// follows from it), so an unchanged node of unchanged pools need not be
+/// looked at again.
+#[derive(Debug, Default)]
+pub(crate) struct CleanNodes {
+    /// The pools (by name, the first of a name) they were looked at under.
+    pools: Vec<(String, NodePoolSpec)>,
+    /// Per observed node, in the observed order: no drift of its own.
+    clean: Vec<bool>,
+}
+
+impl CleanNodes {
+    fn holds_for(&self, pools: &BTreeMap<&str, &NodePoolSpec>, nodes: usize) -> bool {
+        self.clean.len() == nodes
+            && self.pools.len() == pools.len()
+            && self
+                .pools
+                .iter()
+                .zip(pools)
+                .all(|((n, s), (m, t))| n == m && s == *t)
+    }
+}
+
+/// [`detect`], skipping the nodes `kept` knows to be clean; `kept`: `None`,
+/// or what an earlier call said of the same observed nodes (`idleSince`
+/// aside; `Some(None)`: nothing yet), replaced by what this call found when
+/// the pools differ or nothing was kept.
+pub(crate) fn detect_kept(
+    fleet: &Fleet,
+    observed: &ObservedState,
+    actions: &[Action],
+    mut kept: Option<&mut Option<CleanNodes>>,
+) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
         pools.entry(p.name()).or_insert(&p.spec);
     }
+    let known: Option<&[bool]> = kept
+        .as_deref()
+        .and_then(Option::as_ref)
+        .filter(|k| k.holds_for(&pools, observed.nodes.len()))
+        .map(|k| k.clean.as_slice());
+    let mut found_clean: Vec<bool> = match (&kept, known) {
+        (Some(_), None) => Vec::with_capacity(observed.nodes.len()),
+        _ => Vec::new(),
+    };
     // Each node's declared pool, found once (the last one found first:
     // nodes of a pool mostly come together), its count, and its drift;
     // the nodes that have any are listed after the pools' drift.
@@ -40,7 +87,7 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
     let mut counts = vec![0u32; declared.len()];
     let mut last: Option<(&str, usize)> = None;
     let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
-    for node in &observed.nodes {
+    for (k, node) in observed.nodes.iter().enumerate() {
         let pool = match (node.pool.as_deref(), last) {
             (None, _) => None,
             (Some(p), Some((name, i))) if name == p => Some(i),
@@ -53,11 +100,24 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
         if let Some(i) = pool {
             counts[i] += 1;
         }
+        if known.is_some_and(|clean| clean[k]) {
+            continue;
+        }
         let mut found = Vec::new();
         node_drift(node, pool.map(|i| declared[i]), &pools, actions, &mut found);
+        if kept.is_some() && known.is_none() {
+            found_clean.push(found.is_empty());
+        }
         if !found.is_empty() {
             by_node.push((node, found));
         }
+    }
+    let fresh = known.is_none();
+    if let Some(slot) = kept.as_deref_mut().filter(|_| fresh) {
+        *slot = Some(CleanNodes {
+            pools: pools.iter().map(|(n, s)| (n.to_string(), (*s).clone())).collect(),
+            clean: found_clean,
+        });
     }
     let mut out = Vec::new();
     for (&(name, spec), &count) in declared.iter().zip(&counts) {
