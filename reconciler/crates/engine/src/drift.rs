@@ -115,7 +115,10 @@ pub(crate) fn detect_kept(
     let fresh = known.is_none();
     if let Some(slot) = kept.as_deref_mut().filter(|_| fresh) {
         *slot = Some(CleanNodes {
-            pools: pools.iter().map(|(n, s)| (n.to_string(), (*s).clone())).collect(),
+            pools: pools
+                .iter()
+                .map(|(n, s)| (n.to_string(), (*s).clone()))
+                .collect(),
             clean: found_clean,
         });
     }

@@ -99,7 +99,11 @@ impl Source {
     ) -> bool {
         let nodes = || {
             self.observed.len() == observed.len()
-                && self.observed.iter().zip(observed).all(|(a, b)| same_node(a, b))
+                && self
+                    .observed
+                    .iter()
+                    .zip(observed)
+                    .all(|(a, b)| same_node(a, b))
         };
         debug_assert!(!same_nodes || nodes(), "plan_same_nodes: the nodes changed");
         self.layouts.len() == layouts.len()

@@ -470,7 +470,12 @@ impl Replay<'_> {
         };
         #[cfg(test)]
         if self.checked {
-            assert_eq!(plan, engine::plan(&input), "plan {} at {now}", self.out.plans);
+            assert_eq!(
+                plan,
+                engine::plan(&input),
+                "plan {} at {now}",
+                self.out.plans
+            );
         }
         self.queued = std::mem::take(&mut self.observed.queued);
         plan
