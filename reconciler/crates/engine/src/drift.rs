@@ -65,7 +65,7 @@ pub(crate) fn detect_kept(
     fleet: &Fleet,
     observed: &ObservedState,
     actions: &[Action],
-    mut kept: Option<&mut Option<CleanNodes>>,
+    kept: Option<&mut Option<CleanNodes>>,
 ) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
@@ -113,7 +113,7 @@ pub(crate) fn detect_kept(
         }
     }
     let fresh = known.is_none();
-    if let Some(slot) = kept.as_deref_mut().filter(|_| fresh) {
+    if let Some(slot) = kept.filter(|_| fresh) {
         *slot = Some(CleanNodes {
             pools: pools
                 .iter()
