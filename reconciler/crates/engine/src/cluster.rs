@@ -414,6 +414,29 @@ impl Cluster {
         self.indexed = true;
     }
 
+    /// Makes this cluster, a copy of `base` that a plan has changed since,
+    /// `base` again, keeping its allocations: GPU owners, free counts,
+    /// drains and `idle_since` as in `base`, nodes added since removed,
+    /// no index. Nothing else of a node changes after it is built.
+    pub fn reset_to(&mut self, base: &Cluster) {
+        self.nodes.truncate(base.nodes.len());
+        for (node, was) in self.nodes.iter_mut().zip(&base.nodes) {
+            node.gpus.clone_from(&was.gpus);
+            node.free = was.free;
+            node.schedulable = was.schedulable;
+            node.planned = was.planned;
+            node.idle_since = was.idle_since;
+        }
+        debug_assert!(self.by_hash == base.by_hash);
+        self.by_name.clear();
+        self.indexed = base.indexed;
+        self.index.clone_from(&base.index);
+        self.virtual_index.clone_from(&base.virtual_index);
+        self.free_total.clone_from(&base.free_total);
+        self.healthy_total.clone_from(&base.healthy_total);
+        self.epoch = base.epoch;
+    }
+
     /// Adds a node (real or virtual) and indexes it.
     pub fn push_node(&mut self, node: NodeState, model_count: usize) -> NodeId {
         self.grow(model_count);
@@ -641,8 +664,11 @@ fn node_state<'o>(
             }
         })
         .collect();
-    let max_domain = max_domain_size(&slots);
     let masks = domain_masks(&slots);
+    let max_domain = match masks.iter().map(|(_, m)| m.count_ones()).max() {
+        Some(largest) => largest,
+        None => max_domain_size(&slots),
+    };
     let free = slots.iter().filter(|g| g.owner == Owner::Free).count() as u32;
     NodeState {
         name: node.name.clone(),

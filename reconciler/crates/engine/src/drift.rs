@@ -29,19 +29,101 @@ use model::spec::{Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATI
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
+    detect_kept(fleet, observed, actions, None)
+}
+
+/// Which observed nodes had no drift of their own (wrong pool, model,
+/// count, NVLink, unhealthy GPUs) under which pools: whether a node has any
+/// depends on the node and the pools only (the plan's actions say only what
+/// follows from it), so an unchanged node of unchanged pools need not be
+/// looked at again.
+#[derive(Debug, Default)]
+pub(crate) struct CleanNodes {
+    /// The pools (by name, the first of a name) they were looked at under.
+    pools: Vec<(String, NodePoolSpec)>,
+    /// Per observed node, in the observed order: no drift of its own.
+    clean: Vec<bool>,
+}
+
+impl CleanNodes {
+    fn holds_for(&self, pools: &BTreeMap<&str, &NodePoolSpec>, nodes: usize) -> bool {
+        self.clean.len() == nodes
+            && self.pools.len() == pools.len()
+            && self
+                .pools
+                .iter()
+                .zip(pools)
+                .all(|((n, s), (m, t))| n == m && s == *t)
+    }
+}
+
+/// [`detect`], skipping the nodes `kept` knows to be clean; `kept`: `None`,
+/// or what an earlier call said of the same observed nodes (`idleSince`
+/// aside; `Some(None)`: nothing yet), replaced by what this call found when
+/// the pools differ or nothing was kept.
+pub(crate) fn detect_kept(
+    fleet: &Fleet,
+    observed: &ObservedState,
+    actions: &[Action],
+    kept: Option<&mut Option<CleanNodes>>,
+) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
         pools.entry(p.name()).or_insert(&p.spec);
     }
-    let mut out = Vec::new();
-    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
-    for n in &observed.nodes {
-        if let Some(pool) = n.pool.as_deref() {
-            *counts.entry(pool).or_default() += 1;
+    let known: Option<&[bool]> = kept
+        .as_deref()
+        .and_then(Option::as_ref)
+        .filter(|k| k.holds_for(&pools, observed.nodes.len()))
+        .map(|k| k.clean.as_slice());
+    let mut found_clean: Vec<bool> = match (&kept, known) {
+        (Some(_), None) => Vec::with_capacity(observed.nodes.len()),
+        _ => Vec::new(),
+    };
+    // Each node's declared pool, found once (the last one found first:
+    // nodes of a pool mostly come together), its count, and its drift;
+    // the nodes that have any are listed after the pools' drift.
+    let declared: Vec<(&str, &NodePoolSpec)> = pools.iter().map(|(n, s)| (*n, *s)).collect();
+    let mut counts = vec![0u32; declared.len()];
+    let mut last: Option<(&str, usize)> = None;
+    let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
+    for (k, node) in observed.nodes.iter().enumerate() {
+        let pool = match (node.pool.as_deref(), last) {
+            (None, _) => None,
+            (Some(p), Some((name, i))) if name == p => Some(i),
+            (Some(p), _) => {
+                let i = declared.binary_search_by(|(n, _)| (*n).cmp(p)).ok();
+                last = i.map(|i| (p, i));
+                i
+            }
+        };
+        if let Some(i) = pool {
+            counts[i] += 1;
+        }
+        if known.is_some_and(|clean| clean[k]) {
+            continue;
+        }
+        let mut found = Vec::new();
+        node_drift(node, pool.map(|i| declared[i]), &pools, actions, &mut found);
+        if kept.is_some() && known.is_none() {
+            found_clean.push(found.is_empty());
+        }
+        if !found.is_empty() {
+            by_node.push((node, found));
         }
     }
-    for (&name, spec) in &pools {
-        let count = counts.get(name).copied().unwrap_or(0);
+    let fresh = known.is_none();
+    if let Some(slot) = kept.filter(|_| fresh) {
+        *slot = Some(CleanNodes {
+            pools: pools
+                .iter()
+                .map(|(n, s)| (n.to_string(), (*s).clone()))
+                .collect(),
+            clean: found_clean,
+        });
+    }
+    let mut out = Vec::new();
+    for (&(name, spec), &count) in declared.iter().zip(&counts) {
         let scaled = |grow: bool| {
             actions.iter().any(|a| {
                 matches!(a, Action::Scale { pool, from, to, .. }
@@ -84,17 +166,9 @@ pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Ve
             });
         }
     }
-    // Each node's drift, then the nodes that have any in natural order
-    // (`n2` before `n10`: drift is listed for people); sorting only those
-    // keeps a fleet without drift linear.
-    let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
-    for node in &observed.nodes {
-        let mut found = Vec::new();
-        node_drift(node, &pools, actions, &mut found);
-        if !found.is_empty() {
-            by_node.push((node, found));
-        }
-    }
+    // The nodes with drift in natural order (`n2` before `n10`: drift is
+    // listed for people); sorting only those keeps a fleet without drift
+    // linear.
     by_node.sort_by(|a, b| model::text::natural_cmp(&a.0.name, &b.0.name));
     out.extend(by_node.into_iter().flat_map(|(_, found)| found));
     job_spec_drift(fleet, observed, &mut out);
@@ -139,8 +213,10 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
     }
 }
 
+/// `declared`: the node's pool and its spec, when its pool is declared.
 fn node_drift(
     node: &ObservedNode,
+    declared: Option<(&str, &NodePoolSpec)>,
     pools: &BTreeMap<&str, &NodePoolSpec>,
     actions: &[Action],
     out: &mut Vec<Drift>,
@@ -170,10 +246,6 @@ fn node_drift(
             format!("; its GPUs match pool {}", matching.join(", "))
         }
     };
-    let declared = node
-        .pool
-        .as_deref()
-        .and_then(|p| pools.get(p).map(|s| (p, *s)));
     match (&node.pool, declared) {
         (None, _) => push(
             out,

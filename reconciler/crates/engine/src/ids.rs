@@ -45,6 +45,11 @@ impl Models {
         &self.names[id as usize]
     }
 
+    /// The names, by id.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// How many models are known.
     pub fn len(&self) -> usize {
         self.names.len()

@@ -14,6 +14,7 @@ mod ids;
 mod jobs;
 mod order;
 mod placement;
+mod planner;
 mod preemption;
 mod quota;
 mod reasons;
@@ -49,6 +50,7 @@ pub struct PlanInput<'a> {
 }
 
 pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
+pub use planner::Planner;
 
 /// Computes the plan.
 pub fn plan(input: &PlanInput) -> Plan {
@@ -276,6 +278,12 @@ struct Actions {
 
 impl<'a> Engine<'a> {
     fn new(input: &PlanInput<'a>) -> Self {
+        Self::build(input, None)
+    }
+
+    /// The engine on `input`, its cluster from `kept` when given (the
+    /// same cluster [`Cluster::unindexed`] builds: [`planner::KeptNodes`]).
+    fn build(input: &PlanInput<'a>, kept: Option<&mut planner::KeptNodes>) -> Self {
         let fleet = input.fleet;
         let observed = input.observed;
         let mut models = Models::default();
@@ -304,9 +312,15 @@ impl<'a> Engine<'a> {
         let (jobs, job_by_name) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
         // Indexed once the running jobs hold their GPUs and unhealthy
         // nodes are cordoned (one bulk build, not an update per change).
-        let cluster = Cluster::unindexed(&observed.nodes, &mut models, |name| {
-            pool_ids.get(name).copied()
-        });
+        let pool_of = |name: &str| pool_ids.get(name).copied();
+        let cluster = match kept {
+            Some(kept) => {
+                let layouts: Vec<(&str, NvLink)> =
+                    pools.iter().map(|p| (p.name, p.spec.nvlink)).collect();
+                kept.cluster(&observed.nodes, &layouts, &mut models, pool_of)
+            }
+            None => Cluster::unindexed(&observed.nodes, &mut models, pool_of),
+        };
         for node in &cluster.nodes {
             if let Some(p) = node.pool {
                 pools[p as usize].observed_nodes += 1;
@@ -381,13 +395,18 @@ impl<'a> Engine<'a> {
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
         let mut stops: Vec<(RunId, Action)> = Vec::new();
+        // The last node found: jobs that started one after the other often
+        // sit on one node, and a name compared is cheaper than one looked up.
+        let mut last_node: Option<NodeId> = None;
         for (r, &run_id) in running.iter().zip(&run_of) {
             let mut placement: Placement = Vec::with_capacity(r.placement.len());
             let mut model = None;
             for part in &r.placement {
-                let Some(node) = self.cluster.node_id(&part.node) else {
+                let same = last_node.filter(|id| self.cluster.node(*id).name == part.node);
+                let Some(node) = same.or_else(|| self.cluster.node_id(&part.node)) else {
                     continue;
                 };
+                last_node = Some(node);
                 let state = self.cluster.node(node);
                 model = model.or(state.model);
                 let positions: Vec<usize> = part
@@ -666,7 +685,14 @@ impl<'a> Engine<'a> {
         self.run_explained().0
     }
 
-    fn run_explained(mut self) -> (Plan, Option<explain::Capture>) {
+    fn run_explained(self) -> (Plan, Option<explain::Capture>) {
+        let (plan, capture, _) = self.run_keeping();
+        (plan, capture)
+    }
+
+    /// The plan, what `explain` captured, and the cluster as the plan
+    /// left it (for [`planner::KeptNodes`] to reset and use again).
+    fn run_keeping(mut self) -> (Plan, Option<explain::Capture>, Cluster) {
         explain::describe_running(&mut self);
         let pending: Vec<JobId> = {
             let mut done = vec![false; self.jobs.len()];
@@ -1456,13 +1482,14 @@ impl<'a> Engine<'a> {
         });
     }
 
-    fn into_plan(mut self, scale: Vec<Action>) -> (Plan, Option<explain::Capture>) {
+    fn into_plan(mut self, scale: Vec<Action>) -> (Plan, Option<explain::Capture>, Cluster) {
         let capture = self.explain.take();
         let gpus: u64 = self
             .cluster
             .real_nodes()
             .map(|id| self.cluster.node(id).gpus.len() as u64)
             .sum();
+        let cluster = std::mem::take(&mut self.cluster);
         let held: u64 = self.runs.iter().map(|r| r.gpus).sum();
         let unhealthy = self.unhealthy;
         let summary = Summary {
@@ -1495,7 +1522,7 @@ impl<'a> Engine<'a> {
             summary,
             drift: Vec::new(),
         };
-        (plan, capture)
+        (plan, capture, cluster)
     }
 }
 

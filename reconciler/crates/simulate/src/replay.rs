@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use engine::{PlanInput, plan};
+use engine::{PlanInput, Planner};
 use model::observed::{ObservedState, QueuedJob, RunningJob};
 use model::plan::{Action, Plan};
 use model::spec::{Duration, Fleet};
@@ -92,6 +92,11 @@ struct Replay<'a> {
     /// Strict FIFO: each leaf queue's pending jobs (by arrival) and every
     /// job's leaf; `None` under the other policies.
     strict: Option<Strict>,
+    /// The engine, keeping its view of the nodes between plans.
+    planner: Planner,
+    /// Tests: each plan checked against `engine::plan` on the same input.
+    #[cfg(test)]
+    checked: bool,
 }
 
 /// What strict FIFO keeps: the engine is shown only the first pending job
@@ -132,6 +137,18 @@ pub(crate) fn run(
     record: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome, SimulateError> {
+    run_with(fleet, prepared, options, record, progress, false)
+}
+
+/// [`run`]; `checked` (tests): every plan compared with `engine::plan`'s.
+fn run_with(
+    fleet: &Fleet,
+    prepared: &Prepared,
+    options: &Options,
+    record: bool,
+    progress: &mut dyn FnMut(Progress),
+    #[cfg_attr(not(test), allow(unused_variables))] checked: bool,
+) -> Result<Outcome, SimulateError> {
     let jobs = &prepared.jobs;
     let origin = crate::origin();
     let rules = Rules {
@@ -164,6 +181,9 @@ pub(crate) fn run(
         observed: ObservedState::default(),
         nodes_stale: true,
         strict: options.policy.strict().then(|| Strict::new(jobs)),
+        planner: Planner::new(),
+        #[cfg(test)]
+        checked,
     };
     r.recount_capacity();
     let until = options.until.map(|u| after(origin, u));
@@ -421,19 +441,42 @@ impl Replay<'_> {
         // stands still, unless a pool is elastic (then `idleSince`, which
         // scale-down reads, must be fresh). Fixed pools never scale down,
         // and nothing else in a plan reads `idleSince`.
+        let same_nodes = !self.nodes_stale;
         if self.elastic || self.nodes_stale {
             self.observed.nodes = self.world.ready_nodes();
+            // By name (the world's names are unique): the engine orders
+            // nodes by name and need not sort them again at every plan.
+            // Nothing in a plan depends on the observed order otherwise.
+            self.observed
+                .nodes
+                .sort_unstable_by(|a, b| a.name.cmp(&b.name));
             self.nodes_stale = false;
         }
         self.observed.time = Some(now);
         debug_assert!(self.observed.running == self.world.running_jobs());
         self.observed.queued = std::mem::take(&mut self.queued);
-        let plan = plan(&PlanInput {
+        let input = PlanInput {
             fleet: &self.fleet,
             observed: &self.observed,
             now,
             revision: None,
-        });
+        };
+        // The node set stands still (`idleSince` aside) unless marked
+        // stale: the engine need not compare it with the one it keeps.
+        let plan = if same_nodes {
+            self.planner.plan_same_nodes(&input)
+        } else {
+            self.planner.plan(&input)
+        };
+        #[cfg(test)]
+        if self.checked {
+            assert_eq!(
+                plan,
+                engine::plan(&input),
+                "plan {} at {now}",
+                self.out.plans
+            );
+        }
         self.queued = std::mem::take(&mut self.observed.queued);
         plan
     }
@@ -554,3 +597,7 @@ fn running_at(running: &[RunningJob], name: &str, since: Timestamp) -> Option<us
         .position(|r| r.job == name)
         .map(|p| from + p)
 }
+
+#[cfg(test)]
+#[path = "replay_tests.rs"]
+mod tests;
