@@ -862,20 +862,43 @@ fn search_inner(
     // replica's node keeps its key and every other node's can only worsen
     // (checked against the search in debug builds).
     let mut known: Option<Placement> = None;
+    // Taking fewer victims never breaks the borrowing rule (each queue's
+    // last victim finds it running as much or more): when the victims are
+    // allowed, every set without some of them is. The victims' usage is
+    // released once; the one dropped is charged back for its check.
+    let all_allowed = Headroom::of(e, cands, m, &[&chosen]).allowed();
+    for &i in &chosen {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+    }
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
         }
         let mut without = chosen.clone();
         let dropped = without.remove(k);
-        let same = known.as_ref().filter(|p| {
-            req.required.or(req.preferred).is_none() && !runs_on(e, cands[dropped].run, p)
-        });
-        if let Some(p) = feasible_with(e, q, area, req, cands, &without, stopping, same) {
-            chosen = without;
-            known = Some(p.clone());
-            placement = p;
+        let back = &cands[dropped];
+        e.tree.charge(back.queue, m, back.gpus, true);
+        let allowed = (all_allowed || Headroom::of(e, cands, m, &[&without]).allowed())
+            && e.tree.fits(q, m, req.total()).is_ok();
+        let same = known
+            .as_ref()
+            .filter(|p| req.required.or(req.preferred).is_none() && !runs_on(e, back.run, p));
+        let found = if allowed {
+            placement_with(e, area, req, cands, &without, stopping, same)
+        } else {
+            None
+        };
+        match found {
+            Some(p) => {
+                chosen = without;
+                known = Some(p.clone());
+                placement = p;
+            }
+            None => e.tree.charge(back.queue, m, back.gpus, false),
         }
+    }
+    for &i in &chosen {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
     }
     // With the victims decided, the job sits where it would on free GPUs,
     // its victims' and those of stopping jobs it may wait for (best fit,
@@ -1025,13 +1048,11 @@ fn quota_fits_without(
     fits
 }
 
-/// The placement with exactly the victims `set` (every one of them allowed
-/// by the borrowing rule, the quota fitting without them), if any; `known`:
-/// the placement the search would find with them, when the caller knows it.
-#[allow(clippy::too_many_arguments)]
-fn feasible_with(
-    e: &mut Engine,
-    q: QueueId,
+/// The placement the search finds with exactly the victims `set`, if any;
+/// `known`: that placement, when the caller knows it (debug builds search
+/// anyway and compare).
+fn placement_with(
+    e: &Engine,
     area: Area,
     req: &Request,
     cands: &[Candidate],
@@ -1039,13 +1060,7 @@ fn feasible_with(
     stopping: &Waitable,
     known: Option<&Placement>,
 ) -> Option<Placement> {
-    // The cheap checks first: most sets a search tries here fail the quota.
-    if !Headroom::of(e, cands, req.model, &[set]).allowed()
-        || !quota_fits_without(e, q, req.model, req.total(), cands, set)
-    {
-        return None;
-    }
-    let search = |e: &Engine| {
+    let search = || {
         let by_node = victims_by_node(e, cands, set);
         let unused = std::cell::Cell::new(false);
         let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
@@ -1054,10 +1069,10 @@ fn feasible_with(
     };
     match known {
         Some(p) => {
-            debug_assert_eq!(search(e).as_ref(), Some(p), "victims {set:?}");
+            debug_assert_eq!(search().as_ref(), Some(p), "victims {set:?}");
             Some(p.clone())
         }
-        None => search(e),
+        None => search(),
     }
 }
 
@@ -1734,6 +1749,15 @@ mod tests {
                     set.push(k);
                 }
                 headroom.add(&room, k);
+                // Fewer victims never break the rule (the victim search's
+                // drop loop relies on it).
+                if headroom.allowed() {
+                    for drop in 0..set.len() {
+                        let mut fewer = set.clone();
+                        fewer.remove(drop);
+                        prop_assert!(Headroom::of(&room, &cands, 0, &[&fewer]).allowed());
+                    }
+                }
             }
         }
     }
