@@ -102,10 +102,21 @@ fn waitable(e: &mut Engine, j: JobId, m: u16) -> Waitable {
         runs: known.open.runs.clone(),
         on_node: known.open.on_node.clone(),
     };
-    let mut decided: HashMap<RunId, bool> = HashMap::default();
+    // `kept` is sorted by run: each run is decided once, at its first entry.
+    let mut decided: Option<(RunId, bool)> = None;
     for &(r, id, n) in &known.kept {
-        if *decided.entry(r).or_insert_with(|| e.claimable(r, j)) {
-            out.runs.insert(r);
+        let claimable = match decided {
+            Some((last, yes)) if last == r => yes,
+            _ => {
+                let yes = e.claimable(r, j);
+                decided = Some((r, yes));
+                if yes {
+                    out.runs.insert(r);
+                }
+                yes
+            }
+        };
+        if claimable {
             *out.on_node.entry(id).or_default() += n;
         }
     }
