@@ -17,23 +17,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may stop at the first surprise
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use gitfleet_reconcile::FleetSource;
 use load::cache::DocumentCache;
 use load::load_fleet;
 use proptest::prelude::*;
-
-fn env_u32(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-const HEADER: &str = "apiVersion: gitfleet/v1\n";
+use support::{HEADER, env_u32, git};
 
 fn job(name: &str, queue: &str, gpus: u32) -> String {
     format!(
@@ -216,20 +209,6 @@ fn apply(change: &Change, files: &mut Files, history: &[Files], step: usize) {
         }
         Change::NoYaml => {}
     }
-}
-
-fn git(args: &[&str], cwd: &Path) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 /// Writes `files` as the work tree's YAML (others removed) and commits.

@@ -15,9 +15,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may stop at the first surprise
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use exec::sim::SimExecutor;
@@ -26,15 +27,7 @@ use gitfleet_reconcile::state::{Batch, Phase, Store};
 use gitfleet_reconcile::{FleetSource, Iteration, Reconciler};
 use model::observed::Timestamp;
 use proptest::prelude::*;
-
-fn env_u32(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-const HEADER: &str = "apiVersion: gitfleet/v1\n";
+use support::{HEADER, env_u32, git};
 
 /// A job: `class` low or high, running `minutes` in the sim (0: until its
 /// time limit of 3h).
@@ -144,20 +137,6 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<usize>().prop_map(Step::Outside),
         1 => Just(Step::Restart),
     ]
-}
-
-fn git(args: &[&str], cwd: &Path) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 fn commit(repo: &Path, files: &Files) {

@@ -7,8 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may stop at the first surprise
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use exec::sim::SimExecutor;
@@ -18,8 +19,7 @@ use gitfleet_reconcile::{FleetSource, Reconciler, Refusal};
 use load::load_fleet;
 use model::observed::Timestamp;
 use model::plan::Action;
-
-const HEADER: &str = "apiVersion: gitfleet/v1\n";
+use support::{HEADER, git};
 
 fn job(name: &str, keep: bool) -> String {
     let annotation = if keep {
@@ -30,20 +30,6 @@ fn job(name: &str, keep: bool) -> String {
     format!(
         "{HEADER}kind: Job\nmetadata:\n  name: {name}\n{annotation}spec:\n  queue: q\n  gpusPerReplica: 2\n  command: [python, train.py]\n"
     )
-}
-
-fn git(args: &[&str], cwd: &Path) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 /// Commits the fixed documents and one file per job in `jobs` (name,
