@@ -132,8 +132,18 @@ reconcile() {
     "$bin" reconcile "$fleet" --no-git --executor local --observed "$work/host.yaml" \
         --state "$state" --listen off --interval 1s --iterations "$1" >>"$out/reconcile.txt" 2>&1
 }
-reconcile 8 || fail "reconcile (hold) failed"
-grep -q "holding" "$state/local/hold/0.out" || fail "hold did not start: $(cat "$state/local/hold/0.err")"
+# Runs the loop a few iterations at a time until CONDITION holds (a
+# replica's first CUDA call can take seconds: PyTorch loads its libraries),
+# at most about 120 s.
+reconcile_until() {
+    for _ in $(seq 40); do
+        if eval "$1"; then return 0; fi
+        reconcile 3 || return 1
+    done
+    eval "$1"
+}
+out_has() { grep -qs "$2" "$state/local/$1/0.out"; }
+reconcile_until 'out_has hold holding' || fail "hold did not start: $(cat "$state/local/hold/0.err" 2>/dev/null)"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader >"$out/compute-apps-hold.txt"
 [ -s "$out/compute-apps-hold.txt" ] || fail "no process on the GPU while hold runs"
 ok "local executor: hold runs on the GPU ($(head -1 "$state/local/hold/0.out"))"
@@ -150,9 +160,10 @@ spec:
   $env_line
   command: [$python, $work/matmul.py]
 EOF
-reconcile 25 || fail "reconcile (urgent) failed"
+reconcile_until "out_has urgent 'devices $gpus'" || fail "urgent did not run: $(cat "$state/local/urgent/0.err" 2>/dev/null)"
 grep -q "SIGTERM: checkpointed and freed" "$state/local/hold/0.out" || fail "hold was not signalled"
-grep -q "devices $gpus" "$state/local/urgent/0.out" || fail "urgent did not run: $(cat "$state/local/urgent/0.err")"
+# Once urgent is done, the loop places hold again.
+reconcile_until '[ "$(grep -c holding "$state/local/hold/0.out")" -ge 2 ]' || fail "hold was not placed again"
 cp "$state/local/hold/0.out" "$out/hold.out"
 cp "$state/local/urgent/0.out" "$out/urgent.out"
 ok "preemption: hold got SIGTERM and freed its memory; urgent ran ($(cat "$state/local/urgent/0.out"))"
@@ -165,9 +176,11 @@ path = sys.argv[1]
 docs = open(path).read().split("---\n")
 open(path, "w").write("---\n".join(d for d in docs if "name: hold}" not in d))
 PY
-reconcile 6 || fail "reconcile (cancel) failed"
-"$bin" status --state "$state" >"$out/status.txt" 2>&1 || true
-grep -q "removed from Git" "$out/status.txt" || fail "hold was not cancelled: $(cat "$out/status.txt")"
+cancelled() {
+    "$bin" status --state "$state" >"$out/status.txt" 2>&1 || true
+    grep -q "removed from Git" "$out/status.txt" && ! grep -q "hold .*running" "$out/status.txt"
+}
+reconcile_until cancelled || fail "hold was not cancelled: $(cat "$out/status.txt")"
 sleep 2
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader >"$out/compute-apps-after.txt"
 [ ! -s "$out/compute-apps-after.txt" ] || fail "processes left on the GPU: $(cat "$out/compute-apps-after.txt")"
