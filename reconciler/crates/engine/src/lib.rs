@@ -110,6 +110,11 @@ struct OutcomeKey {
     /// With a backfill reservation in place: whether the job's time limit
     /// ends before it starts (the only way time limits matter to admission).
     ends_before_reservation: Option<bool>,
+    /// How many preemptible running jobs of lower priority started before
+    /// the job was first seen (all, never seen): the lower-priority
+    /// borrowers it may preempt are those (rule 5c), the only way its age
+    /// matters to admission.
+    started_before: usize,
 }
 
 /// A pending outcome remembered for jobs with the same [`OutcomeKey`].
@@ -249,6 +254,9 @@ struct Engine<'a> {
     reservation_memo: HashMap<ShapeKey, (u64, bool)>,
     /// Pending outcomes by job key, with the cluster and quota epochs.
     outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
+    /// Per priority of a job: the starts of the preemptible running jobs of
+    /// lower priority, sorted ([`OutcomeKey::started_before`]).
+    run_starts: HashMap<i32, Vec<Timestamp>>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
     /// Preemptions chosen so far (victim candidates change only then).
@@ -364,6 +372,7 @@ impl<'a> Engine<'a> {
             reason_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
+            run_starts: HashMap::default(),
             preemptions: 0,
             candidate_memo: HashMap::default(),
             stopping_memo: HashMap::default(),
@@ -530,6 +539,31 @@ impl<'a> Engine<'a> {
                 _ => self.actions.terminate.push(action),
             }
         }
+        // Per priority of a job: the starts of the preemptible running jobs
+        // of lower priority, sorted.
+        let mut runs_by_start: Vec<(i32, Timestamp)> = self
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let job = &self.jobs[r.job? as usize];
+                job.preemptible.then_some((job.priority, r.started))
+            })
+            .collect();
+        runs_by_start.sort_unstable_by_key(|(_, started)| *started);
+        let mut priorities: Vec<i32> = self.jobs.iter().map(|j| j.priority).collect();
+        priorities.sort_unstable();
+        priorities.dedup();
+        self.run_starts = priorities
+            .into_iter()
+            .map(|p| {
+                let below = runs_by_start
+                    .iter()
+                    .filter(|(priority, _)| *priority < p)
+                    .map(|(_, started)| *started)
+                    .collect();
+                (p, below)
+            })
+            .collect();
         self.runs_by_queue = vec![Vec::new(); self.tree.queues.len()];
         for (run_id, run) in self.runs.iter().enumerate() {
             if let Some(q) = run.job.and_then(|j| self.jobs[j as usize].queue) {
@@ -1209,6 +1243,11 @@ impl<'a> Engine<'a> {
                 .reservation
                 .as_ref()
                 .map(|res| backfill::ends_before(self.now, job, res.start)),
+            started_before: self.run_starts.get(&job.priority).map_or(0, |starts| {
+                job.first_seen.map_or(starts.len(), |seen| {
+                    starts.partition_point(|started| *started < seen)
+                })
+            }),
         })
     }
 
