@@ -76,6 +76,14 @@ pub struct NodeState {
 }
 
 impl NodeState {
+    /// How many of its GPUs are not unhealthy.
+    pub fn healthy_gpus(&self) -> u64 {
+        self.gpus
+            .iter()
+            .filter(|g| g.owner != Owner::Unhealthy)
+            .count() as u64
+    }
+
     /// Whether no job runs on, is placed on or waits for the node (for scale-down).
     pub fn is_idle(&self) -> bool {
         self.gpus
@@ -363,12 +371,7 @@ impl Cluster {
             let state = node_state(node, models, &mut last_model, &pool_of);
             cluster.grow(models.len());
             if let Some(m) = state.model {
-                let healthy = state
-                    .gpus
-                    .iter()
-                    .filter(|g| g.owner != Owner::Unhealthy)
-                    .count();
-                cluster.healthy_total[m as usize] += healthy as u64;
+                cluster.healthy_total[m as usize] += state.healthy_gpus();
             }
             cluster.nodes.push(state);
         }
@@ -445,12 +448,7 @@ impl Cluster {
         if let Some(m) = node.model
             && !node.is_virtual
         {
-            let healthy = node
-                .gpus
-                .iter()
-                .filter(|g| g.owner != Owner::Unhealthy)
-                .count();
-            self.healthy_total[m as usize] += healthy as u64;
+            self.healthy_total[m as usize] += node.healthy_gpus();
         }
         self.nodes.push(node);
         self.reindex(id, None);
