@@ -317,6 +317,33 @@ pub struct Cluster {
     /// Bumped on every change of a GPU's owner or a node's schedulability:
     /// answers computed at the same epoch still hold.
     pub epoch: u64,
+    /// GPUs of stopping runs any job may wait for, from
+    /// [`Cluster::index_waiting`] on.
+    waiting: Option<Box<Waiting>>,
+}
+
+/// GPUs of stopping runs that any job may wait for ("open" runs: not kept
+/// for one job), counted per node and indexed with the free GPUs, so a
+/// preemptor finds the nodes where free and such GPUs add up to a replica
+/// without looking at every node that holds a stopping job.
+#[derive(Debug, Clone, Default)]
+struct Waiting {
+    /// By run: whether its GPUs are open to every job.
+    open: std::rc::Rc<[bool]>,
+    /// By node: GPUs of open runs on it.
+    on_node: Vec<u32>,
+    /// Per model: (free + open GPUs, node) of schedulable real nodes where
+    /// that is above zero.
+    by_room: Vec<BTreeSet<(u32, NodeId)>>,
+    /// Per model: GPUs of open runs on schedulable real nodes.
+    total: Vec<u64>,
+}
+
+impl Waiting {
+    /// Whether a GPU of this owner is one of an open stopping run's.
+    fn is_open(&self, owner: Owner) -> bool {
+        matches!(owner, Owner::Freeing(r) if self.open.get(r as usize).copied().unwrap_or(false))
+    }
 }
 
 /// How the NVLink domain of each GPU is derived from the pool's layout.
@@ -438,6 +465,7 @@ impl Cluster {
         self.free_total.clone_from(&base.free_total);
         self.healthy_total.clone_from(&base.healthy_total);
         self.epoch = base.epoch;
+        self.waiting.clone_from(&base.waiting);
     }
 
     /// Adds a node (real or virtual) and indexes it.
@@ -451,7 +479,11 @@ impl Cluster {
             self.healthy_total[m as usize] += node.healthy_gpus();
         }
         self.nodes.push(node);
+        if let Some(w) = self.waiting.as_mut() {
+            w.on_node.push(0);
+        }
         self.reindex(id, None);
+        self.rewait(id, None);
         id
     }
 
@@ -461,6 +493,10 @@ impl Cluster {
             self.virtual_index.resize_with(model_count, BTreeSet::new);
             self.free_total.resize(model_count, 0);
             self.healthy_total.resize(model_count, 0);
+            if let Some(w) = self.waiting.as_mut() {
+                w.by_room.resize_with(model_count, BTreeSet::new);
+                w.total.resize(model_count, 0);
+            }
         }
     }
 
@@ -486,47 +522,140 @@ impl Cluster {
 
     /// Changes the owner of one GPU, keeping free counts and indexes right.
     pub fn set_owner(&mut self, node: NodeId, position: usize, owner: Owner) {
-        self.epoch += 1;
-        let old_free = self.nodes[node as usize].free;
-        let gpu = &mut self.nodes[node as usize].gpus[position];
-        let was_free = gpu.owner == Owner::Free;
-        gpu.owner = owner;
-        let is_free = owner == Owner::Free;
-        let n = &mut self.nodes[node as usize];
-        match (was_free, is_free) {
-            (true, false) => n.free -= 1,
-            (false, true) => n.free += 1,
-            _ => return,
-        }
-        self.reindex(node, Some(old_free));
+        self.set_owners(node, &[position], owner);
     }
 
     /// Changes the owner of several GPUs of one node (one index update).
     pub fn set_owners(&mut self, node: NodeId, positions: &[usize], owner: Owner) {
         self.epoch += 1;
+        let before = self.room_of(node);
         let n = &mut self.nodes[node as usize];
         let old_free = n.free;
+        let mut open_change: i64 = 0;
         for &pos in positions {
             let gpu = &mut n.gpus[pos];
-            let was_free = gpu.owner == Owner::Free;
+            let was = gpu.owner;
             gpu.owner = owner;
-            match (was_free, owner == Owner::Free) {
+            match (was == Owner::Free, owner == Owner::Free) {
                 (true, false) => n.free -= 1,
                 (false, true) => n.free += 1,
                 _ => {}
             }
+            if let Some(w) = &self.waiting {
+                open_change += i64::from(w.is_open(owner)) - i64::from(w.is_open(was));
+            }
+        }
+        if let Some(w) = self.waiting.as_mut()
+            && open_change != 0
+        {
+            let count = &mut w.on_node[node as usize];
+            *count = (i64::from(*count) + open_change) as u32;
         }
         if n.free != old_free {
             self.reindex(node, Some(old_free));
         }
+        self.rewait(node, before);
     }
 
     /// Marks a node unschedulable (drain) and drops it from the index.
     pub fn cordon(&mut self, node: NodeId) {
         self.epoch += 1;
+        let before = self.room_of(node);
         let old = self.nodes[node as usize].free;
         self.nodes[node as usize].schedulable = false;
         self.reindex(node, Some(old));
+        self.rewait(node, before);
+    }
+
+    /// Starts counting the GPUs of stopping runs any job may wait for:
+    /// `open[run]` says whether a run's GPUs are open to every job (fixed
+    /// from here on; GPUs only leave such runs afterwards).
+    pub fn index_waiting(&mut self, open: Vec<bool>) {
+        let models = self.index.len();
+        let mut w = Waiting {
+            open: open.into(),
+            on_node: vec![0; self.nodes.len()],
+            by_room: vec![BTreeSet::new(); models],
+            total: vec![0; models],
+        };
+        for (id, node) in self.nodes.iter().enumerate() {
+            let count = node.gpus.iter().filter(|g| w.is_open(g.owner)).count() as u32;
+            w.on_node[id] = count;
+        }
+        self.waiting = Some(Box::new(w));
+        for id in 0..self.nodes.len() as NodeId {
+            self.rewait(id, None);
+        }
+    }
+
+    /// The open-run flags of [`Cluster::index_waiting`] (none before it).
+    pub fn open_runs(&self) -> std::rc::Rc<[bool]> {
+        self.waiting
+            .as_ref()
+            .map_or_else(|| std::rc::Rc::from(Vec::new()), |w| w.open.clone())
+    }
+
+    /// GPUs of open stopping runs on node `id` when it is schedulable.
+    pub fn waiting_on(&self, id: NodeId) -> u32 {
+        match &self.waiting {
+            Some(w) if self.nodes[id as usize].schedulable => w.on_node[id as usize],
+            _ => 0,
+        }
+    }
+
+    /// GPUs of open stopping runs of `model` on schedulable real nodes.
+    pub fn waiting_total(&self, model: ModelId) -> u64 {
+        self.waiting
+            .as_ref()
+            .and_then(|w| w.total.get(model as usize).copied())
+            .unwrap_or(0)
+    }
+
+    /// Schedulable real nodes of `model` whose free GPUs and those of open
+    /// stopping runs add up to `min_room` or more (any order).
+    pub fn nodes_with_room(
+        &self,
+        model: ModelId,
+        min_room: u32,
+    ) -> impl Iterator<Item = NodeId> + '_ {
+        self.waiting
+            .as_ref()
+            .and_then(|w| w.by_room.get(model as usize))
+            .into_iter()
+            .flat_map(move |set| set.range((min_room.max(1), 0)..).map(|(_, id)| *id))
+    }
+
+    /// What [`Cluster::rewait`] needs of a node before a change: its room
+    /// and open GPUs while it was indexed.
+    fn room_of(&self, id: NodeId) -> Option<(u32, u32)> {
+        let w = self.waiting.as_ref()?;
+        let node = &self.nodes[id as usize];
+        let open = w.on_node[id as usize];
+        (node.schedulable && node.model.is_some() && !node.is_virtual)
+            .then_some((node.free + open, open))
+    }
+
+    /// Brings node `id`'s entry in the waiting index up to date (`before`:
+    /// [`Cluster::room_of`] before the change).
+    fn rewait(&mut self, id: NodeId, before: Option<(u32, u32)>) {
+        let now = self.room_of(id);
+        if now == before {
+            return;
+        }
+        let (Some(w), Some(m)) = (self.waiting.as_mut(), self.nodes[id as usize].model) else {
+            return;
+        };
+        let m = m as usize;
+        if let Some((room, open)) = before {
+            w.by_room[m].remove(&(room, id));
+            w.total[m] -= u64::from(open);
+        }
+        if let Some((room, open)) = now {
+            if room > 0 {
+                w.by_room[m].insert((room, id));
+            }
+            w.total[m] += u64::from(open);
+        }
     }
 
     fn reindex(&mut self, id: NodeId, old_free: Option<u32>) {
@@ -976,6 +1105,66 @@ mod tests {
                         "{nvlink:?} free {free_bits:08b} count {count} preferring"
                     );
                 }
+            }
+        }
+    }
+
+    /// The waiting index recounted from the owners as they stand.
+    fn recount(c: &Cluster) -> Waiting {
+        let mut fresh = c.clone();
+        fresh.index_waiting(c.open_runs().to_vec());
+        *fresh.waiting.expect("indexed")
+    }
+
+    proptest::proptest! {
+        /// Kept change by change, the waiting index (open stopping GPUs per
+        /// node, nodes by free + open GPUs, totals) is the one recounted
+        /// from scratch, whatever owners change and nodes are drained.
+        #[test]
+        fn the_waiting_index_is_kept_as_a_recount_would_find_it(
+            owners in proptest::collection::vec(0u8..6, 32),
+            open in proptest::collection::vec(proptest::bool::ANY, 4),
+            changes in proptest::collection::vec((0u32..4, 0usize..8, 0u8..6, 0u8..10), 1..40),
+        ) {
+            let observed: Vec<ObservedNode> = (0..4)
+                .map(|n| observed_node(&format!("n{n}"), &[0, 1, 2, 3, 4, 5, 6, 7], &[]))
+                .collect();
+            let mut models = Models::default();
+            let mut c = Cluster::new(&observed, &mut models, |_| Some((0, NvLink::Full)));
+            let owner = |k: u8| match k {
+                0 | 1 => Owner::Free,
+                2 => Owner::Running(0),
+                3 => Owner::Placed(1),
+                k => Owner::Freeing(u32::from(k) - 3 + u32::from(k % 2)),
+            };
+            for (i, &k) in owners.iter().enumerate() {
+                c.set_owner((i / 8) as NodeId, i % 8, owner(k));
+            }
+            c.index_waiting(open.clone());
+            for (node, pos, k, action) in changes {
+                if action == 0 {
+                    c.cordon(node);
+                } else if action < 4 {
+                    c.set_owners(node, &[pos, (pos + 3) % 8], owner(k));
+                } else {
+                    c.set_owner(node, pos, owner(k));
+                }
+                let kept = c.waiting.as_deref().expect("indexed");
+                let fresh = recount(&c);
+                proptest::prop_assert_eq!(&kept.on_node, &fresh.on_node);
+                proptest::prop_assert_eq!(&kept.by_room, &fresh.by_room);
+                proptest::prop_assert_eq!(&kept.total, &fresh.total);
+            }
+            // What the search reads agrees with the owners.
+            for id in 0..4 {
+                let node = c.node(id);
+                let open_gpus = node
+                    .gpus
+                    .iter()
+                    .filter(|g| matches!(g.owner, Owner::Freeing(r) if open[r as usize]))
+                    .count() as u32;
+                let expected = if node.schedulable { open_gpus } else { 0 };
+                proptest::prop_assert_eq!(c.waiting_on(id), expected);
             }
         }
     }

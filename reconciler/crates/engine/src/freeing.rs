@@ -99,16 +99,6 @@ impl Freeing {
         placement::place_preferring(cluster, &nodes, req, &usable, &prefer)
     }
 
-    /// Nodes that held GPUs of stopping jobs of `model` (some may have none
-    /// left: check the owners).
-    pub fn nodes_of(&self, model: ModelId) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes
-            .get(model as usize)
-            .into_iter()
-            .flatten()
-            .copied()
-    }
-
     /// Whether some stopping job's GPUs are kept for job `j`.
     pub fn has_dedicated(&self, j: JobId) -> bool {
         self.dedicated.get(&j).is_some_and(|n| *n > 0)

@@ -94,6 +94,8 @@ struct VictimList {
     model: ModelId,
     victims: Vec<Victim>,
     head: usize,
+    /// The fewest and the most GPUs a run of the list holds.
+    gpus_range: (u64, u64),
 }
 
 /// Everything about a job that its admission depends on, besides the
@@ -267,12 +269,16 @@ struct Engine<'a> {
     /// Per (model, topology level, GPUs per replica): the replicas the
     /// largest domain holds at the pools' size.max (fixed for the plan).
     domain_memo: std::cell::RefCell<HashMap<(ModelId, u8, u32), u64>>,
+    /// The queues a victim of queue `vq` is taken from for a preemptor of
+    /// leaf `q`, by `(q, vq)` (the tree's shape only).
+    chain_memo: std::cell::RefCell<HashMap<(QueueId, QueueId), std::rc::Rc<[QueueId]>>>,
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
-    /// Per model: the GPUs of stopping jobs on schedulable nodes, as of a
-    /// cluster epoch (the victim search's starting point).
-    stopping_memo: HashMap<ModelId, std::rc::Rc<preemption::StoppingGpus>>,
+    /// Per model: stopping runs whose GPUs are kept for one job (its
+    /// preemptor, or itself when restarting), from `index_freeing` on; the
+    /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
+    kept_runs: Vec<Vec<RunId>>,
 }
 
 #[derive(Debug, Default)]
@@ -375,9 +381,10 @@ impl<'a> Engine<'a> {
             run_starts: HashMap::default(),
             preemptions: 0,
             candidate_memo: HashMap::default(),
-            stopping_memo: HashMap::default(),
+            kept_runs: Vec::new(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),
+            chain_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);
         engine.index_victims();
@@ -595,6 +602,7 @@ impl<'a> Engine<'a> {
                     model: m,
                     victims: vec![victim],
                     head: 0,
+                    gpus_range: (0, 0),
                 }),
             }
         }
@@ -602,6 +610,8 @@ impl<'a> Engine<'a> {
             for list in per_model.iter_mut() {
                 list.victims
                     .sort_by_key(|v| (v.priority, std::cmp::Reverse(v.started), v.run));
+                let gpus = list.victims.iter().map(|v| self.runs[v.run as usize].gpus);
+                list.gpus_range = (gpus.clone().min().unwrap_or(0), gpus.max().unwrap_or(0));
             }
         }
         // The lists are sorted by priority: cumulative GPUs give the bound.
@@ -1505,6 +1515,22 @@ impl<'a> Engine<'a> {
             self.freeing.add(m, &run.placement, kept_for);
             self.runs[r].kept_for = kept_for;
         }
+        // Which stopping runs' GPUs every job may wait for, and which are
+        // kept for one job, as the victim search tells them apart.
+        let mut open = vec![false; self.runs.len()];
+        self.kept_runs = vec![Vec::new(); self.models.len()];
+        for (r, run) in self.runs.iter().enumerate() {
+            if run.stopping == Stopping::No {
+                continue;
+            }
+            let kept = run.restarting() || (run.kept_for.is_some() && run.model.is_some());
+            match (kept, run.model) {
+                (true, Some(m)) => self.kept_runs[m as usize].push(r as RunId),
+                (true, None) => {}
+                (false, _) => open[r] = true,
+            }
+        }
+        self.cluster.index_waiting(open);
     }
 
     fn push_pending(&mut self, j: JobId, reason: impl Into<Arc<str>>, waiting_for: &'static str) {

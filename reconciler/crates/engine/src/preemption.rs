@@ -22,102 +22,99 @@ use model::observed::Timestamp;
 use model::plan::Action;
 use model::time::after;
 
-use super::cluster::{Gpu, NodeState, Owner, UsableGpus};
+use super::cluster::{Cluster, Gpu, NodeState, Owner, UsableGpus};
 use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
 
 /// Stopping runs whose GPUs the preemptor may wait for beside its
-/// victims', and how many of their GPUs each schedulable node holds.
+/// victims': every open run (the cluster counts their GPUs per node,
+/// [`Cluster::index_waiting`]) and the kept runs it may claim, with their
+/// GPUs per schedulable node.
 #[derive(Debug, Default)]
 struct Waitable {
-    runs: rustc_hash::FxHashSet<RunId>,
-    on_node: HashMap<NodeId, u32>,
+    open: std::rc::Rc<[bool]>,
+    kept: rustc_hash::FxHashSet<RunId>,
+    kept_on_node: HashMap<NodeId, u32>,
+    /// GPUs of the kept runs it may claim, on schedulable nodes.
+    kept_gpus: u64,
 }
 
 impl Waitable {
     fn contains(&self, r: &RunId) -> bool {
-        self.runs.contains(r)
+        self.open.get(*r as usize).copied().unwrap_or(false) || self.kept.contains(r)
     }
 
-    fn iter(&self) -> impl Iterator<Item = &RunId> {
-        self.runs.iter()
+    /// GPUs of these runs on node `id` (still stopping there), when it is
+    /// schedulable.
+    fn gpus_on(&self, c: &Cluster, id: NodeId) -> u32 {
+        let kept = match self.kept_on_node.get(&id) {
+            Some(n) if c.node(id).schedulable => *n,
+            _ => 0,
+        };
+        c.waiting_on(id) + kept
     }
 
-    /// GPUs of these runs on node `id` (still stopping there).
-    fn gpus_on(&self, id: NodeId) -> u32 {
-        self.on_node.get(&id).copied().unwrap_or(0)
+    /// Every GPU of these runs on schedulable nodes of model `m`.
+    fn total(&self, c: &Cluster, m: u16) -> u64 {
+        c.waiting_total(m) + self.kept_gpus
     }
-}
 
-/// The GPUs of stopping runs of one model on schedulable nodes, as of one
-/// cluster epoch (they only change with the owners of GPUs): those of runs
-/// every job may wait for, counted per node, and the runs only some jobs
-/// may wait for (kept for a preemptor, restarting), with their GPUs per node.
-#[derive(Debug)]
-pub struct StoppingGpus {
-    epoch: u64,
-    open: Waitable,
-    kept: Vec<(RunId, NodeId, u32)>,
-}
-
-/// [`StoppingGpus`] of model `m`, remembered until a GPU changes owner.
-fn stopping_gpus(e: &mut Engine, m: u16) -> std::rc::Rc<StoppingGpus> {
-    if let Some(known) = e.stopping_memo.get(&m)
-        && known.epoch == e.cluster.epoch
-    {
-        return known.clone();
+    /// Schedulable nodes of model `m` where free GPUs and these runs' add up
+    /// to `min_room` or more, each once (unsorted).
+    fn nodes_with_room<'c>(
+        &'c self,
+        c: &'c Cluster,
+        m: u16,
+        min_room: u32,
+    ) -> impl Iterator<Item = NodeId> + 'c {
+        let min_room = min_room.max(1);
+        // Nodes where kept runs' GPUs make the difference (the others the
+        // cluster lists).
+        let kept = self.kept_on_node.keys().copied().filter(move |&id| {
+            let node = c.node(id);
+            node.schedulable
+                && node.model == Some(m)
+                && node.free + c.waiting_on(id) < min_room
+                && node.free + self.gpus_on(c, id) >= min_room
+        });
+        c.nodes_with_room(m, min_room).chain(kept)
     }
-    let mut open = Waitable::default();
-    let mut kept: BTreeMap<(RunId, NodeId), u32> = BTreeMap::new();
-    for id in e.freeing.nodes_of(m) {
-        let node = e.cluster.node(id);
-        if !node.schedulable {
-            continue;
-        }
-        for g in &node.gpus {
-            let Owner::Freeing(r) = g.owner else { continue };
-            let run = &e.runs[r as usize];
-            if run.restarting() || (run.kept_for.is_some() && run.model.is_some()) {
-                *kept.entry((r, id)).or_default() += 1;
-            } else {
-                open.runs.insert(r);
-                *open.on_node.entry(id).or_default() += 1;
-            }
-        }
-    }
-    let known = std::rc::Rc::new(StoppingGpus {
-        epoch: e.cluster.epoch,
-        open,
-        kept: kept.into_iter().map(|((r, id), n)| (r, id, n)).collect(),
-    });
-    e.stopping_memo.insert(m, known.clone());
-    known
 }
 
 /// The stopping runs of model `m` whose GPUs job `j` may wait for.
-fn waitable(e: &mut Engine, j: JobId, m: u16) -> Waitable {
-    let known = stopping_gpus(e, m);
+fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
     let mut out = Waitable {
-        runs: known.open.runs.clone(),
-        on_node: known.open.on_node.clone(),
+        open: e.cluster.open_runs(),
+        ..Waitable::default()
     };
-    // `kept` is sorted by run: each run is decided once, at its first entry.
-    let mut decided: Option<(RunId, bool)> = None;
-    for &(r, id, n) in &known.kept {
-        let claimable = match decided {
-            Some((last, yes)) if last == r => yes,
-            _ => {
-                let yes = e.claimable(r, j);
-                decided = Some((r, yes));
-                if yes {
-                    out.runs.insert(r);
-                }
-                yes
+    for &r in e
+        .kept_runs
+        .get(m as usize)
+        .map_or(&[][..], |v| v.as_slice())
+    {
+        let run = &e.runs[r as usize];
+        let mut held: Vec<(NodeId, u32)> = Vec::new();
+        for (id, positions) in &run.placement {
+            let node = e.cluster.node(*id);
+            if !node.schedulable || node.model != Some(m) {
+                continue;
             }
-        };
-        if claimable {
-            *out.on_node.entry(id).or_default() += n;
+            let n = positions
+                .iter()
+                .filter(|&&pos| node.gpus[pos].owner == Owner::Freeing(r))
+                .count() as u32;
+            if n > 0 {
+                held.push((*id, n));
+            }
+        }
+        if held.is_empty() || !e.claimable(r, j) {
+            continue;
+        }
+        out.kept.insert(r);
+        for (id, n) in held {
+            *out.kept_on_node.entry(id).or_default() += n;
+            out.kept_gpus += u64::from(n);
         }
     }
     out
@@ -221,7 +218,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let reclaim = within_guarantees(e, q, m, job.gpus);
     let own_path = on_path(e, q);
     let stopping = waitable(e, j, m);
-    let stopping_gpus: u64 = stopping.iter().map(|r| e.runs[*r as usize].gpus).sum();
+    let stopping_gpus: u64 = stopping.total(&e.cluster, m);
     let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
     if ub < job.gpus {
         if memo {
@@ -272,7 +269,10 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
             list = candidates_cached(e, j, q, req, reclaim, &own_path, last);
             // What cannot fit with all of them fits with no prefix either.
             let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
-            if possible < job.gpus || !replicas_could_fit(e, req, &list.cands, &stopping) {
+            if possible < job.gpus
+                || !replicas_could_fit(e, req, &list.cands, &stopping)
+                || !quota_fits_without(e, q, m, job.gpus, &list.cands, &all_of(&list.cands))
+            {
                 break;
             }
         }
@@ -322,6 +322,11 @@ fn candidates_cached(
     list
 }
 
+/// Every index of `cands`.
+fn all_of(cands: &[Candidate]) -> Vec<usize> {
+    (0..cands.len()).collect()
+}
+
 /// How many candidates a search may look at, at most.
 fn max_candidates(gpus: u64) -> usize {
     (1024usize).max(16 * gpus as usize)
@@ -336,18 +341,36 @@ fn on_path(e: &Engine, q: QueueId) -> Vec<bool> {
     marks
 }
 
-/// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
-/// below the common ancestor with the preemptor), when all of them borrow.
-fn borrowing_chain(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> Option<Vec<QueueId>> {
-    let chain: Vec<QueueId> = e
-        .tree
+/// Whether every queue a cross-queue victim of `vq` would be taken from
+/// (its leaf up to below the common ancestor with the preemptor) borrows.
+fn chain_borrows(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> bool {
+    e.tree
         .path(vq)
         .take_while(|a| !own_path[*a as usize])
-        .collect();
-    chain
-        .iter()
-        .all(|a| e.tree.running(*a, m) > e.tree.guaranteed(*a, m))
-        .then_some(chain)
+        .all(|a| e.tree.running(a, m) > e.tree.guaranteed(a, m))
+}
+
+/// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
+/// below the common ancestor with the preemptor in leaf `q`), when all of
+/// them borrow. The queues of a pair are found once per plan.
+fn borrowing_chain(
+    e: &Engine,
+    q: QueueId,
+    vq: QueueId,
+    m: u16,
+    own_path: &[bool],
+) -> Option<std::rc::Rc<[QueueId]>> {
+    if !chain_borrows(e, vq, m, own_path) {
+        return None;
+    }
+    let mut memo = e.chain_memo.borrow_mut();
+    let chain = memo.entry((q, vq)).or_insert_with(|| {
+        e.tree
+            .path(vq)
+            .take_while(|a| !own_path[*a as usize])
+            .collect()
+    });
+    Some(chain.clone())
 }
 
 /// Per queue on the preemptor's path (bit 0: its leaf, then up): whether it
@@ -405,7 +428,7 @@ fn upper_bound(
         if vq == q {
             bound += below(job.priority);
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
-            && borrowing_chain(e, vq, m, own_path).is_some()
+            && chain_borrows(e, vq, m, own_path)
         {
             bound += if reclaims(e, q, vq, reclaim, own_path) {
                 by_priority.last().map_or(0, |(_, total)| *total)
@@ -452,6 +475,7 @@ fn candidates(
         list: &'l [super::Victim],
     }
     let mut sources: Vec<Source> = Vec::new();
+    let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
     for (vq, lists) in e.victim_lists.iter().enumerate() {
         let Some(victims) = lists.iter().find(|list| list.model == m) else {
             continue;
@@ -462,11 +486,11 @@ fn candidates(
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
         let (chain, rule, below, started_before) = if vq == q {
-            (Vec::new(), Rule::Priority, Some(job.priority), None)
+            (no_chain.clone(), Rule::Priority, Some(job.priority), None)
         } else if !borrowing {
             continue;
         } else {
-            let Some(chain) = borrowing_chain(e, vq, m, own_path) else {
+            let Some(chain) = borrowing_chain(e, q, vq, m, own_path) else {
                 continue;
             };
             if reclaims(e, q, vq, reclaim, own_path) {
@@ -480,7 +504,6 @@ fn candidates(
                 )
             }
         };
-        let chain: std::rc::Rc<[QueueId]> = chain.into();
         if !borrowing {
             sources.push(Source {
                 queue: vq,
@@ -509,7 +532,13 @@ fn candidates(
                 .min()
                 .unwrap_or(0)
         };
+        // Tier 0 takes runs of at most `headroom` GPUs, tier 1 the others: a
+        // tier no run of the list falls in is left out.
+        let (fewest, most) = victims.gpus_range;
         for tier in [0, 1] {
+            if (tier == 0 && fewest > headroom) || (tier == 1 && most <= headroom) {
+                continue;
+            }
             sources.push(Source {
                 queue: vq,
                 chain: chain.clone(),
@@ -795,30 +824,42 @@ fn search_inner(
         return None;
     }
     let all: Vec<usize> = (0..cands.len()).collect();
+    // The quota loop below takes victims from these candidates only, and
+    // limits only loosen as usage is released: when the job does not fit
+    // them with every candidate gone, no placement can help.
+    let job_gpus = e.jobs[j as usize].gpus;
+    if !quota_fits_without(e, q, m, job_gpus, cands, &all) {
+        return None;
+    }
     let by_node = victims_by_node(e, cands, &all);
-    let stopping_nodes = stopping
-        .iter()
-        .flat_map(|r| e.runs[*r as usize].placement.iter().map(|(n, _)| *n));
-    // Without topology a node counts only for its own GPUs: one with fewer
-    // free GPUs than a replica and no candidate or stopping job on it never
-    // takes a replica, so only the others are looked at. With topology its
-    // free GPUs count towards its domain's leftover.
-    let min_free = if req.required.or(req.preferred).is_none() {
+    // Without topology a node counts only for its own GPUs: one where free
+    // GPUs and waited-for stopping ones do not make a replica and no
+    // candidate is holds no replica, so only the others are looked at. With
+    // topology its free GPUs count towards its domain's leftover.
+    let min_room = if req.required.or(req.preferred).is_none() {
         req.per_replica
     } else {
         1
     };
-    let mut nodes =
-        e.cluster
-            .nodes_with_free_and(m, min_free, by_node.keys().copied().chain(stopping_nodes));
+    let mut nodes: Vec<NodeId> = stopping
+        .nodes_with_room(&e.cluster, m, min_room)
+        .chain(by_node.keys().copied())
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
     nodes.retain(|id| {
         let n = e.cluster.node(*id);
         n.schedulable && n.model == Some(m)
     });
     let base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
+    let domains = match req.required.or(req.preferred) {
+        Some(level) => domains_of(e, &nodes, &base, level),
+        None => Vec::new(),
+    };
     let area = Area {
         nodes: &nodes,
         base: &base,
+        domains: &domains,
     };
     let rejected = std::cell::Cell::new(false);
     let found = place_with(e, area, req, cands, &by_node, &rejected, stopping).or_else(|| {
@@ -834,7 +875,6 @@ fn search_inner(
 
     // The placement stands; what is left is the quota. Add victims, in
     // order, until the quota fits.
-    let job_gpus = e.jobs[j as usize].gpus;
     if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
         let mut headroom = Headroom::of(e, cands, m, &[&chosen]);
         let mut member = vec![false; cands.len()];
@@ -971,26 +1011,18 @@ fn place_with(
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
-    let Some(level) = req.required.or(req.preferred) else {
+    if req.required.or(req.preferred).is_none() {
         let (_, chosen, p) = node_by_node(e, area, req, cands, by_node, rejected, stopping)?;
         return Some((chosen, p));
-    };
-    // Each domain's nodes, and those of them in the area's base.
-    let mut domains: BTreeMap<&str, (Vec<NodeId>, Vec<NodeId>)> = BTreeMap::new();
-    for (list, which) in [(area.nodes, 0), (area.base, 1)] {
-        for &id in list {
-            if let Some(key) = e.cluster.node(id).domain_key(level) {
-                let (members, base) = domains.entry(key).or_default();
-                if which == 0 { members } else { base }.push(id);
-            }
-        }
     }
-    let best = domains
-        .values()
+    let best = area
+        .domains
+        .iter()
         .filter_map(|(members, base)| {
             let area = Area {
                 nodes: members,
                 base,
+                domains: &[],
             };
             node_by_node(e, area, req, cands, by_node, rejected, stopping)
         })
@@ -1008,6 +1040,28 @@ fn place_with(
         (None, any) => any?,
     };
     Some((chosen, p))
+}
+
+/// The nodes of `nodes` grouped by their domain at `level`, in the
+/// domains' key order: each domain's nodes and those of them in `base`
+/// (both sorted, as `nodes` and `base` are). Nodes outside every domain of
+/// the level are left out.
+fn domains_of(
+    e: &Engine,
+    nodes: &[NodeId],
+    base: &[NodeId],
+    level: model::spec::TopologyLevel,
+) -> Vec<(Vec<NodeId>, Vec<NodeId>)> {
+    let mut domains: BTreeMap<&str, (Vec<NodeId>, Vec<NodeId>)> = BTreeMap::new();
+    for (list, which) in [(nodes, 0), (base, 1)] {
+        for &id in list {
+            if let Some(key) = e.cluster.node(id).domain_key(level) {
+                let (members, base) = domains.entry(key).or_default();
+                if which == 0 { members } else { base }.push(id);
+            }
+        }
+    }
+    domains.into_values().collect()
 }
 
 /// After the borrowing rule turned down a victim: for each candidate in
@@ -1049,6 +1103,11 @@ fn quota_fits_without(
     cands: &[Candidate],
     chosen: &[usize],
 ) -> bool {
+    // Limits only loosen as usage is released.
+    if e.tree.fits(q, m, gpus).is_ok() {
+        return true;
+    }
+    let epoch = e.tree.epoch;
     for &i in chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
@@ -1056,6 +1115,7 @@ fn quota_fits_without(
     for &i in chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
     }
+    e.tree.epoch = epoch;
     fits
 }
 
@@ -1110,28 +1170,22 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
             *victim_gpus.entry(*node).or_default() += positions.len() as u32;
         }
     }
-    // A node with fewer free GPUs than a replica and no candidate or
-    // stopping job on it holds no replica: only the others are counted,
+    // A node where free GPUs and waited-for stopping ones make no replica
+    // and no candidate is holds no replica: only the others are counted,
     // each once.
-    let stopping_only = stopping
-        .on_node
-        .keys()
-        .filter(|id| !victim_gpus.contains_key(id));
-    let free_only = e
-        .cluster
-        .candidates(req.model, req.per_replica)
-        .filter(|id| !victim_gpus.contains_key(id) && stopping.gpus_on(*id) == 0);
-    let nodes = victim_gpus
-        .keys()
-        .copied()
-        .chain(stopping_only.copied())
-        .chain(free_only);
+    let nodes = victim_gpus.keys().copied().chain(
+        stopping
+            .nodes_with_room(&e.cluster, req.model, req.per_replica)
+            .filter(|id| !victim_gpus.contains_key(id)),
+    );
     let replicas_on = |id: NodeId| {
         let node = e.cluster.node(id);
         if !node.schedulable || node.model != Some(req.model) {
             return 0;
         }
-        let usable = node.free + victim_gpus.get(&id).copied().unwrap_or(0) + stopping.gpus_on(id);
+        let usable = node.free
+            + victim_gpus.get(&id).copied().unwrap_or(0)
+            + stopping.gpus_on(&e.cluster, id);
         u64::from(usable / req.per_replica)
     };
     let needed = u64::from(req.replicas);
@@ -1263,6 +1317,27 @@ fn node_by_node(
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
+    if too_few_replicas(e, area.nodes, req, cands, by_node, rejected, stopping) {
+        // Debug builds check the shortcut against the plain search.
+        #[cfg(debug_assertions)]
+        {
+            let nodes = holders(e, area, req, cands, by_node, stopping);
+            let plain_rejected = std::cell::Cell::new(false);
+            let (plain, _) = choose_node_by_node(
+                e,
+                &nodes,
+                req,
+                cands,
+                by_node,
+                &plain_rejected,
+                stopping,
+                false,
+            );
+            debug_assert!(plain.is_none(), "too few replicas fit, yet one was found");
+            debug_assert!(!plain_rejected.get() || rejected.get());
+        }
+        return None;
+    }
     let nodes = holders(e, area, req, cands, by_node, stopping);
     let found = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
     // Debug builds (every test) check the pruned search against the plain
@@ -1288,6 +1363,37 @@ fn node_by_node(
         );
     }
     found
+}
+
+/// Whether [`node_by_node`] on `nodes` surely finds nothing and learns
+/// nothing: counting GPUs (free, waited-for stopping ones, every
+/// candidate's), too few replicas fit, and the borrowing rule has no
+/// victim there to turn down (no candidate taken from another queue's
+/// borrowing, or a turn-down is known already). Linear in `nodes`: what
+/// lets a search over many topology domains skip the hopeless ones.
+fn too_few_replicas(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+) -> bool {
+    if req.per_replica == 0 {
+        return false;
+    }
+    let none: Vec<usize> = Vec::new();
+    let (mut fit, mut may_reject) = (0u64, false);
+    for &id in nodes {
+        let local = by_node.get(&id).unwrap_or(&none);
+        fit += u64::from(most_gpus_on(e, id, local, cands, stopping) / req.per_replica);
+        if fit >= u64::from(req.replicas) {
+            return false;
+        }
+        may_reject = may_reject || local.iter().any(|&i| !cands[i].borrowed_from.is_empty());
+    }
+    !may_reject || rejected.get()
 }
 
 /// [`node_by_node`] on the nodes that could hold a replica, pruned.
@@ -1375,7 +1481,7 @@ fn choose_node_by_node(
             let gpus = |i: usize| gpus_of_run_on(e, cands[i].run, id);
             let mine = taken.get(&id).map_or(0, |t| t.len() as u32);
             let mut have = (node.free
-                + stopping.gpus_on(id)
+                + stopping.gpus_on(&e.cluster, id)
                 + local
                     .iter()
                     .filter(|i| chosen.contains(i))
@@ -1469,6 +1575,9 @@ fn choose_node_by_node(
 struct Area<'a> {
     nodes: &'a [NodeId],
     base: &'a [NodeId],
+    /// With a topology level: the nodes and the base of each domain, in
+    /// the domains' key order ([`domains_of`]), found once per search.
+    domains: &'a [(Vec<NodeId>, Vec<NodeId>)],
 }
 
 /// [`could_hold_a_replica`] for the area's nodes with the victims
@@ -1483,12 +1592,26 @@ fn holders(
 ) -> Vec<NodeId> {
     debug_assert!(area.nodes.is_sorted() && area.base.is_sorted());
     let mut out: Vec<NodeId> = area.base.to_vec();
-    for (&id, local) in by_node {
-        if area.nodes.binary_search(&id).is_err() || area.base.binary_search(&id).is_ok() {
-            continue;
-        }
-        if most_gpus_on(e, id, local, cands, stopping) >= req.per_replica {
+    let mut hold = |id: NodeId, local: &[usize]| {
+        if area.base.binary_search(&id).is_err()
+            && most_gpus_on(e, id, local, cands, stopping) >= req.per_replica
+        {
             out.push(id);
+        }
+    };
+    // Whichever is shorter is walked: the area (one domain of many, say)
+    // or the nodes of the victims.
+    if area.nodes.len() < by_node.len() {
+        for &id in area.nodes {
+            if let Some(local) = by_node.get(&id) {
+                hold(id, local);
+            }
+        }
+    } else {
+        for (&id, local) in by_node {
+            if area.nodes.binary_search(&id).is_ok() {
+                hold(id, local);
+            }
         }
     }
     out.sort_unstable();
@@ -1505,7 +1628,7 @@ fn most_gpus_on(
     stopping: &Waitable,
 ) -> u32 {
     e.cluster.node(id).free
-        + stopping.gpus_on(id)
+        + stopping.gpus_on(&e.cluster, id)
         + local
             .iter()
             .map(|&i| gpus_of_run_on(e, cands[i].run, id))
@@ -1550,7 +1673,7 @@ fn could_hold_a_replica(
                     .sum::<u32>();
             }
             if most < req.per_replica {
-                most += stopping.gpus_on(id);
+                most += stopping.gpus_on(&e.cluster, id);
             }
             most >= req.per_replica
         })
