@@ -193,6 +193,9 @@ enum Blocked {
     Reserved(Request),
 }
 
+/// Borrowing chains by (preemptor's leaf, victim's queue).
+type ChainMemo = HashMap<(QueueId, QueueId), std::rc::Rc<[QueueId]>>;
+
 struct Engine<'a> {
     now: Timestamp,
     revision: Option<&'a str>,
@@ -271,7 +274,7 @@ struct Engine<'a> {
     domain_memo: std::cell::RefCell<HashMap<(ModelId, u8, u32), u64>>,
     /// The queues a victim of queue `vq` is taken from for a preemptor of
     /// leaf `q`, by `(q, vq)` (the tree's shape only).
-    chain_memo: std::cell::RefCell<HashMap<(QueueId, QueueId), std::rc::Rc<[QueueId]>>>,
+    chain_memo: std::cell::RefCell<ChainMemo>,
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
