@@ -5,7 +5,9 @@
 //! limits), `gitfleet-none` (no limits), `gitfleet-sf`,
 //! `gitfleet-sf-noisy` and `gitfleet-sf-exact` (every queue `ordering:
 //! shortest-first`, ladder, noisy or exact limits: the last knows the
-//! future, as the oracle), `fifo`, `fifo-skip`, `sjf-oracle`. Prints, per case, the
+//! future, as the oracle), `gitfleet-sm` and `gitfleet-sm-noisy` (every
+//! queue `ordering: smallest-first`, ladder or noisy limits), `fifo`,
+//! `fifo-skip`, `sjf-oracle`. Prints, per case, the
 //! median wall time of N runs (default 1), plans, waits, and the ratios of
 //! each gitfleet case's average wait to fifo's and sjf-oracle's; then the
 //! process's peak memory. CPU seconds are shown
@@ -25,13 +27,15 @@ use reconciler::trace::{Source, TraceFormat, parse};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const CASES: [&str; 9] = [
+const CASES: [&str; 11] = [
     "gitfleet",
     "gitfleet-noisy",
     "gitfleet-none",
     "gitfleet-sf",
     "gitfleet-sf-noisy",
     "gitfleet-sf-exact",
+    "gitfleet-sm",
+    "gitfleet-sm-noisy",
     "fifo",
     "fifo-skip",
     "sjf-oracle",
@@ -39,6 +43,7 @@ const CASES: [&str; 9] = [
 
 fn case(name: &str) -> Option<(Policy, Limits, Option<QueueOrdering>)> {
     let sf = Some(QueueOrdering::ShortestFirst);
+    let sm = Some(QueueOrdering::SmallestFirst);
     Some(match name {
         "gitfleet" => (Policy::Gitfleet, Limits::Ladder, None),
         "gitfleet-noisy" => (Policy::Gitfleet, Limits::Noisy, None),
@@ -46,6 +51,8 @@ fn case(name: &str) -> Option<(Policy, Limits, Option<QueueOrdering>)> {
         "gitfleet-sf" => (Policy::Gitfleet, Limits::Ladder, sf),
         "gitfleet-sf-noisy" => (Policy::Gitfleet, Limits::Noisy, sf),
         "gitfleet-sf-exact" => (Policy::Gitfleet, Limits::Exact, sf),
+        "gitfleet-sm" => (Policy::Gitfleet, Limits::Ladder, sm),
+        "gitfleet-sm-noisy" => (Policy::Gitfleet, Limits::Noisy, sm),
         "fifo" => (Policy::Fifo, Limits::None, None),
         "fifo-skip" => (Policy::FifoSkip, Limits::None, None),
         "sjf-oracle" => (Policy::SjfOracle, Limits::None, None),

@@ -54,7 +54,8 @@ pub struct Args {
     pub seed: u64,
     /// Under --policy gitfleet: replay with every queue's `ordering` set to
     /// this (default: the fleet's own); e.g. shortest-first with --limits
-    /// ladder orders each leaf by declared limits with aging.
+    /// ladder orders each leaf by declared limits with aging, smallest-first
+    /// by declared GPU-time (limit × GPUs) with aging.
     #[arg(long, value_enum)]
     pub ordering: Option<OrderingArg>,
     /// Stop the replay at this time from the trace's origin (after
@@ -109,6 +110,8 @@ pub enum OrderingArg {
     Fifo,
     /// Priority, then declared timeLimit minus age (docs/semantics.md).
     ShortestFirst,
+    /// Priority, then declared timeLimit × GPUs minus age (docs/semantics.md).
+    SmallestFirst,
 }
 
 /// `--policy`.
@@ -160,6 +163,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         ordering: args.ordering.map(|o| match o {
             OrderingArg::Fifo => QueueOrdering::Fifo,
             OrderingArg::ShortestFirst => QueueOrdering::ShortestFirst,
+            OrderingArg::SmallestFirst => QueueOrdering::SmallestFirst,
         }),
         until: args.until,
     };

@@ -1,7 +1,8 @@
 //! Fair-share order: at each level of the queue tree the child with the
 //! lowest dominant share ÷ weight goes next; inside a leaf, higher priority
-//! first, then (a `shortest-first` leaf) the lower aged time limit
-//! ([`LeafOrder`]), then older (first seen), then never-seen jobs by name.
+//! first, then (a `shortest-first` or `smallest-first` leaf) the lower aged
+//! time limit or GPU-time ([`LeafOrder`]), then older (first seen), then
+//! never-seen jobs by name.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -138,16 +139,38 @@ pub const SHORTEST_FIRST_MAX_AGE: model::spec::Duration =
     model::spec::Duration::from_secs(7 * 24 * 3600);
 
 /// `shortest-first`'s aging: waiting this many seconds counts as one second
-/// less of declared limit (rank `L − age / k`, ordered as `k·L + since`).
+/// less of declared limit (rank `L − age / k`, ordered as `k·L + since`);
+/// `smallest-first`'s as well, one GPU-second less of declared GPU-time.
 pub const SHORTEST_FIRST_AGING: i64 = 24;
+
+/// `smallest-first`'s bound, 30 days: the wait after which a job goes
+/// before every later arrival of its priority (a declared limit still
+/// counts at most [`SHORTEST_FIRST_MAX_AGE`]).
+pub const SMALLEST_FIRST_MAX_AGE: model::spec::Duration =
+    model::spec::Duration::from_secs(30 * 24 * 3600);
 
 /// A job's rank under its leaf's ordering, lower first: under fifo always
 /// `(false, 0)`; under `shortest-first` `(false, since)` once it has waited
-/// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, k·L + since)` (k: [`SHORTEST_FIRST_AGING`]).
+/// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, k·L + since)` (k:
+/// [`SHORTEST_FIRST_AGING`]); under `smallest-first` the same with
+/// [`SMALLEST_FIRST_MAX_AGE`] and `k·L·G + since` (G: the job's GPUs).
 type Rank = (bool, i64);
+
+/// What a ranked leaf weighs a job's declared limit by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Size {
+    /// `shortest-first`: the limit alone.
+    Limit,
+    /// `smallest-first`: the limit × the job's GPUs (its declared GPU-time).
+    GpuTime,
+}
 
 /// How one leaf orders its pending jobs of equal priority, at the plan's
 /// time.
+///
+/// `smallest-first` is `shortest-first` with `L` × the job's GPUs (all
+/// replicas; at least 1) in place of `L` and a bound of
+/// [`SMALLEST_FIRST_MAX_AGE`].
 ///
 /// `shortest-first` ranks a job by `L − age / k`, lower first, then older,
 /// then by name, where `L` is its declared `timeLimit` capped at
@@ -161,25 +184,34 @@ type Rank = (bool, i64);
 /// priority, age, name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeafOrder {
-    /// `Some(now in ms)` under `shortest-first`; `None` under fifo.
-    shortest_first: Option<i64>,
+    /// `Some((now in ms, size))` under `shortest-first` or
+    /// `smallest-first`; `None` under fifo.
+    ranked: Option<(i64, Size)>,
 }
 
 impl LeafOrder {
     /// The order of leaf `q` at `now`.
     pub fn of(tree: &QueueTree, q: QueueId, now: Timestamp) -> Self {
+        let size = match tree.get(q).ordering {
+            QueueOrdering::Fifo => None,
+            QueueOrdering::ShortestFirst => Some(Size::Limit),
+            QueueOrdering::SmallestFirst => Some(Size::GpuTime),
+        };
         LeafOrder {
-            shortest_first: (tree.get(q).ordering == QueueOrdering::ShortestFirst)
-                .then(|| now.timestamp_millis()),
+            ranked: size.map(|s| (now.timestamp_millis(), s)),
         }
     }
 
     /// The job's rank (lower first; see [`Rank`]), in milliseconds.
     pub fn rank(self, job: &JobInfo) -> Rank {
-        let Some(now) = self.shortest_first else {
+        let Some((now, size)) = self.ranked else {
             return (false, 0);
         };
-        let max_age = SHORTEST_FIRST_MAX_AGE.as_millis() as i64;
+        let bound = match size {
+            Size::Limit => SHORTEST_FIRST_MAX_AGE,
+            Size::GpuTime => SMALLEST_FIRST_MAX_AGE,
+        };
+        let max_age = bound.as_millis() as i64;
         let since = job.first_seen.map_or(now, |t| t.timestamp_millis());
         if now.saturating_sub(since) >= max_age {
             // Waited long enough: ahead of every job that has not, by age.
@@ -188,7 +220,11 @@ impl LeafOrder {
         let limit = job
             .time_limit
             .map_or(SHORTEST_FIRST_MAX_AGE, |l| l.min(SHORTEST_FIRST_MAX_AGE));
-        let weighted = (limit.as_millis() as i64).saturating_mul(SHORTEST_FIRST_AGING);
+        let mut weighted = (limit.as_millis() as i64).saturating_mul(SHORTEST_FIRST_AGING);
+        if size == Size::GpuTime {
+            let gpus = i64::try_from(job.gpus.max(1)).unwrap_or(i64::MAX);
+            weighted = weighted.saturating_mul(gpus);
+        }
         (true, since.saturating_add(weighted))
     }
 }

@@ -10,6 +10,10 @@
 //!   of its priority for longer than that; priority classes still come
 //!   first; the order is the documented rank `min(timeLimit, 7d) − age /
 //!   24` (docs/semantics.md);
+//! - `smallest-first`: the same with the job's GPUs as a factor of its
+//!   limit (rank `min(timeLimit, 7d) × GPUs − age / 24`) and a 30-day
+//!   bound; the order of two waiting jobs does not change as time passes
+//!   (below the bound);
 //! - `fifo` (explicit on the leaf or its parent, or omitted): the plan is
 //!   byte-identical to the plan of the fleet without `ordering`, and the
 //!   order is today's (priority, then first seen, never seen last, name).
@@ -36,6 +40,9 @@ const CAP_MIN: i64 = 7 * 24 * 60;
 /// `shortest-first`'s aging: 24 minutes waited count as a minute of limit.
 const AGING: i64 = 24;
 
+/// `smallest-first`'s maximum age (docs/semantics.md), in minutes.
+const SMALL_CAP_MIN: i64 = 30 * 24 * 60;
+
 /// Priority classes jobs choose from (`None`: the default, `normal`).
 const CLASSES: [Option<&str>; 3] = [None, Some("low"), Some("high")];
 
@@ -45,6 +52,8 @@ struct JobRaw {
     limit: usize,
     /// Minutes waited, `None`: never seen.
     age: Option<u32>,
+    /// Replicas of one GPU each (1: the field is not written).
+    replicas: u32,
 }
 
 fn job_raw() -> impl Strategy<Value = JobRaw> {
@@ -53,7 +62,28 @@ fn job_raw() -> impl Strategy<Value = JobRaw> {
         0..LIMITS.len(),
         prop::option::weighted(0.9, 0u32..=10 * 24 * 60),
     )
-        .prop_map(|(class, limit, age)| JobRaw { class, limit, age })
+        .prop_map(|(class, limit, age)| JobRaw {
+            class,
+            limit,
+            age,
+            replicas: 1,
+        })
+}
+
+/// Jobs of 1 to 8 GPUs that may have waited past `smallest-first`'s bound.
+fn sized_job_raw() -> impl Strategy<Value = JobRaw> {
+    (
+        0..CLASSES.len(),
+        0..LIMITS.len(),
+        prop::option::weighted(0.9, 0u32..=40 * 24 * 60),
+        1u32..=8,
+    )
+        .prop_map(|(class, limit, age, replicas)| JobRaw {
+            class,
+            limit,
+            age,
+            replicas,
+        })
 }
 
 fn now() -> DateTime<Utc> {
@@ -100,6 +130,9 @@ fn fleet_yaml(jobs: &[JobRaw], placement: Placement) -> String {
     ));
     for (i, j) in jobs.iter().enumerate() {
         let mut spec = "queue: q, gpusPerReplica: 1".to_string();
+        if j.replicas > 1 {
+            spec.push_str(&format!(", replicas: {}", j.replicas));
+        }
         if let Some(c) = CLASSES[j.class] {
             spec.push_str(&format!(", priorityClass: {c}"));
         }
@@ -135,6 +168,11 @@ fn observed_yaml(jobs: &[JobRaw]) -> String {
 
 /// The plan, as JSON, and the names of its pending jobs in order.
 fn run(jobs: &[JobRaw], placement: Placement) -> (String, Vec<usize>) {
+    run_at(jobs, placement, now())
+}
+
+/// [`run`] with the plan at `at` (the ages are counted to [`now`]).
+fn run_at(jobs: &[JobRaw], placement: Placement, at: DateTime<Utc>) -> (String, Vec<usize>) {
     let loaded = load::load_fleet(&[load::SourceFile::new(
         "fleet.yaml",
         fleet_yaml(jobs, placement).into_bytes(),
@@ -145,7 +183,7 @@ fn run(jobs: &[JobRaw], placement: Placement) -> (String, Vec<usize>) {
     let p = plan(&PlanInput {
         fleet: &loaded.fleet,
         observed: &observed,
-        now: now(),
+        now: at,
         revision: None,
     });
     assert!(p.actions.is_empty(), "every job waits: {:?}", p.actions);
@@ -262,6 +300,68 @@ proptest! {
                 prop_assert!(key(w[0]) < key(w[1]), "j{} before j{}", w[0], w[1]);
             }
         }
+    }
+
+    #[test]
+    fn smallest_first_never_starves(
+        jobs in prop::collection::vec(sized_job_raw(), 1..12),
+        on_parent in any::<bool>(),
+        later_min in 0i64..=2 * 24 * 60,
+    ) {
+        let placement = if on_parent {
+            Placement::Parent("smallest-first")
+        } else {
+            Placement::Leaf("smallest-first")
+        };
+        let (_, order) = run(&jobs, placement);
+        prop_assert_eq!(order.len(), jobs.len());
+        let pos = |i: usize| order.iter().position(|&o| o == i).unwrap();
+        // The rank × 24 in minutes: 24 × limit × GPUs − age.
+        let rank = |j: &JobRaw| AGING * limit_min(j) * i64::from(j.replicas) - arrived_ago(j);
+        for (a, ja) in jobs.iter().enumerate() {
+            for (b, jb) in jobs.iter().enumerate() {
+                if a == b || priority(ja) != priority(jb) {
+                    prop_assert!(a == b || (pos(a) < pos(b)) == (priority(ja) > priority(jb)));
+                    continue;
+                }
+                let later_by = arrived_ago(ja) - arrived_ago(jb);
+                if later_by <= 0 || pos(b) > pos(a) {
+                    continue;
+                }
+                // b arrived after a and goes first: a has waited less than
+                // 30 days and b's declared GPU-time is smaller by more than
+                // the gap ÷ 24.
+                prop_assert!(
+                    arrived_ago(ja) < SMALL_CAP_MIN,
+                    "j{a} waited {} min (≥ 30 days) yet j{b}, which arrived after it, goes first",
+                    arrived_ago(ja)
+                );
+                prop_assert!(rank(jb) < rank(ja), "j{b} passes j{a} with a higher rank");
+            }
+        }
+        let key = |i: usize| {
+            let j = &jobs[i];
+            let r = if arrived_ago(j) >= SMALL_CAP_MIN {
+                (false, -arrived_ago(j))
+            } else {
+                (true, rank(j))
+            };
+            (r, j.age.is_none(), -arrived_ago(j), i)
+        };
+        for w in order.windows(2) {
+            if priority(&jobs[w[0]]) == priority(&jobs[w[1]]) {
+                prop_assert!(key(w[0]) < key(w[1]), "j{} before j{}", w[0], w[1]);
+            }
+        }
+        // As time passes, seen jobs that stay below the bound keep their
+        // order (never-seen jobs rank as arriving at the plan's time).
+        let (_, later) = run_at(&jobs, placement, now() + Duration::minutes(later_min));
+        let young = |i: &usize| {
+            jobs[*i].age.is_some_and(|a| i64::from(a) + later_min < SMALL_CAP_MIN)
+        };
+        let before: Vec<usize> = order.iter().copied().filter(young).collect();
+        let after: Vec<usize> = later.iter().copied().filter(young).collect();
+        prop_assert_eq!(before, after);
     }
 
     #[test]

@@ -99,6 +99,37 @@ fn gitfleet_shortest_first_on_declared_limits() {
     assert_eq!(got, [vec![0], vec![100], vec![150]]);
 }
 
+/// `ordering: smallest-first` (declared GPU-time first) against
+/// `shortest-first` on exact declared limits, one 8-GPU node held by A
+/// (0–100 s). B (8 GPUs, 20 s, at 1 s), C (1 GPU, 50 s, at 2 s), D (2 GPUs,
+/// 30 s, at 3 s) wait. Shortest-first ranks (× 24 + arrival) B 481, D 723,
+/// C 1202: B at 100, then C and D together at 120. Smallest-first ranks by
+/// limit × GPUs: B 160 → 3841, C 50 → 1202, D 60 → 1443: C and D at 100
+/// (3 GPUs), B when C ends at 150.
+#[test]
+fn gitfleet_smallest_first_on_declared_gpu_time() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
+    let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,100\n1,q,8,20\n2,q,1,50\n3,q,2,30\n";
+    let with = |ordering| Options {
+        limits: Limits::Exact,
+        ordering: Some(ordering),
+        ..Options::default()
+    };
+    let got = starts(&run(&f, csv, &with(QueueOrdering::ShortestFirst)).1);
+    assert_eq!(got, [vec![0], vec![100], vec![120], vec![120]]);
+    let got = starts(&run(&f, csv, &with(QueueOrdering::SmallestFirst)).1);
+    assert_eq!(got, [vec![0], vec![150], vec![100], vec![100]]);
+    // The fleet's own `ordering: smallest-first` does the same.
+    let own = QUEUE.replace("spec: {}", "spec: {ordering: smallest-first}");
+    let f = fleet(&format!("{}{own}{NORMAL}", pool("p", 1, 1)));
+    let options = Options {
+        limits: Limits::Exact,
+        ..Options::default()
+    };
+    let got = starts(&run(&f, csv, &options).1);
+    assert_eq!(got, [vec![0], vec![150], vec![100], vec![100]]);
+}
+
 /// Contention shares (docs/simulate.md): b's job holds the node 0–100 s;
 /// a's job (weight 3 of 4) waits 10–100 s, during which b held all the
 /// GPU-time: share(a) = 0 against a weight share of 0.75. b never waited:

@@ -36,6 +36,11 @@ pub enum QueueOrdering {
     /// has waited; after 7 days of waiting it goes before every later
     /// arrival.
     ShortestFirst,
+    /// Smaller declared GPU-time (`timeLimit` × GPUs) first, with aging: a
+    /// job's rank is its time limit (none or above 7 days: 7 days) × its
+    /// GPUs minus 1/24 of the time it has waited; after 30 days of waiting
+    /// it goes before every later arrival.
+    SmallestFirst,
 }
 
 fn default_weight() -> u32 {
