@@ -474,7 +474,7 @@ fn candidates(
         started_before: Option<Timestamp>,
         list: &'l [super::Victim],
     }
-    let mut sources: Vec<Source> = Vec::new();
+    let mut sources: Vec<Source> = Vec::with_capacity(2 * e.victim_lists.len());
     let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
     for (vq, lists) in e.victim_lists.iter().enumerate() {
         let Some(victims) = lists.iter().find(|list| list.model == m) else {
@@ -582,13 +582,12 @@ fn candidates(
                 Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),
             })
     };
-    let mut heap: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
-    for src in 0..sources.len() {
-        if let Some(pos) = next(src, 0) {
-            heap.push(Reverse(key(src, pos)));
-        }
-    }
-    let mut out = Vec::new();
+    // Built in one go (keys are unique: the order of pops is the same).
+    let mut heap: BinaryHeap<Reverse<Key>> = (0..sources.len())
+        .filter_map(|src| next(src, 0).map(|pos| Reverse(key(src, pos))))
+        .collect::<Vec<_>>()
+        .into();
+    let mut out = Vec::with_capacity(limit.min(1024));
     while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
         if let Some(pos) = next(src, pos + 1) {
             heap.push(Reverse(key(src, pos)));
@@ -1107,15 +1106,31 @@ fn quota_fits_without(
     if e.tree.fits(q, m, gpus).is_ok() {
         return true;
     }
-    let epoch = e.tree.epoch;
+    // Each victim's usage leaves the path where its queue meets it.
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let mut released = vec![0u64; path.len()];
     for &i in chosen {
-        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+        if let Some(k) = e
+            .tree
+            .path(cands[i].queue)
+            .find_map(|a| path.iter().position(|p| *p == a))
+        {
+            released[k] += cands[i].gpus;
+        }
     }
-    let fits = e.tree.fits(q, m, gpus).is_ok();
-    for &i in chosen {
-        e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
-    }
-    e.tree.epoch = epoch;
+    let fits = e.tree.fits_releasing(q, m, gpus, &released);
+    debug_assert_eq!(fits, {
+        let epoch = e.tree.epoch;
+        for &i in chosen {
+            e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+        }
+        let fits = e.tree.fits(q, m, gpus).is_ok();
+        for &i in chosen {
+            e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
+        }
+        e.tree.epoch = epoch;
+        fits
+    });
     fits
 }
 

@@ -196,6 +196,33 @@ impl QueueTree {
         worst.map_or(Ok(()), Err)
     }
 
+    /// Whether `gpus` more of `model` fit every limit on the path of `leaf`
+    /// with `released[i]` GPUs of usage taken off the path's `i`-th queue
+    /// (the leaf is 0) and every queue above it: the usage of running jobs
+    /// whose queues meet the path there. The tree is left as it is.
+    pub fn fits_releasing(
+        &self,
+        leaf: QueueId,
+        model: ModelId,
+        gpus: u64,
+        released: &[u64],
+    ) -> bool {
+        let m = model as usize;
+        let mut off = 0;
+        for (i, q) in self.path(leaf).enumerate() {
+            off += released.get(i).copied().unwrap_or(0);
+            let node = &self.queues[q as usize];
+            let Some(limit) = node.limit.get(m).copied().flatten() else {
+                continue;
+            };
+            let usage = node.usage.get(m).copied().unwrap_or(0).saturating_sub(off);
+            if usage + node.held.get(m).copied().unwrap_or(0) + gpus > limit {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Charges (`add`) or releases usage along the path of `leaf`.
     pub fn charge(&mut self, leaf: QueueId, model: ModelId, gpus: u64, add: bool) {
         self.along_path(leaf, model, gpus, add, |node| &mut node.usage);
