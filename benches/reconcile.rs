@@ -266,10 +266,16 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
 type Row = [Duration; 14];
 
 fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> Row {
+    timed_iteration_reused(reconciler, now).0
+}
+
+/// [`timed_iteration`], and whether it re-used the last plan.
+fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> (Row, bool) {
     let t = Instant::now();
     let prepared = block_on(reconciler.prepare(now)).expect("prepare");
     let prepare = t.elapsed();
     let iteration = &prepared.iteration;
+    let reused = iteration.reused;
     let engine = Duration::from_secs_f64(iteration.plan_seconds.unwrap_or_default());
     assert!(iteration.refused.is_none(), "a valid revision");
     let phases = iteration.phases.clone();
@@ -279,7 +285,7 @@ fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> 
     let stats = phases.loaded.unwrap_or_default();
     assert!(!stats.full, "no full load");
     let parts = stats.read + stats.parse + stats.assemble + stats.validate;
-    [
+    let row = [
         prepare + apply,
         prepare,
         phases.fetch,
@@ -294,7 +300,8 @@ fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> 
         stats.assemble,
         stats.validate,
         Duration::from_secs(stats.parsed as u64),
-    ]
+    ];
+    (row, reused)
 }
 
 /// What loading the newest revision costs from scratch, phase by phase:
@@ -372,9 +379,20 @@ fn large() {
     let queues = repo.join("queues.yaml");
     let last_jobs = repo.join(format!("jobs/jobs-{:04}.yaml", files - 4));
     let (mut unchanged, mut job, mut queue) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut later, mut reused) = ([Vec::new(), Vec::new()], [0, 0]);
     let mut loads = Vec::new();
     for run in 0..LARGE_RUNS {
-        unchanged.push(timed_iteration(&mut reconciler, tick()));
+        let at = tick();
+        unchanged.push(timed_iteration(&mut reconciler, at));
+        // Still unchanged, 15 s and 30 s (the loop's default interval)
+        // later: the plan may be re-used (docs/semantics.md, "Unchanged
+        // iterations").
+        for (k, seconds) in [15, 30].into_iter().enumerate() {
+            let (row, was) =
+                timed_iteration_reused(&mut reconciler, at + chrono::Duration::seconds(seconds));
+            later[k].push(row);
+            reused[k] += usize::from(was);
+        }
 
         // One job's command changed (toggled, so the fleet stays the same size).
         let (from, to) = if run % 2 == 0 {
@@ -407,6 +425,8 @@ fn large() {
     );
     let cases = [
         ("unchanged", &unchanged),
+        ("unchanged, +15 s", &later[0]),
+        ("unchanged, +30 s", &later[1]),
         ("one job changed", &job),
         ("one queue changed", &queue),
     ];
@@ -427,7 +447,11 @@ fn large() {
     println!(
         "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed"
     );
-    for (name, rows) in &cases[1..] {
+    println!(
+        "  plans re-used: {} of {LARGE_RUNS} at +15 s, {} of {LARGE_RUNS} at +30 s",
+        reused[0], reused[1]
+    );
+    for (name, rows) in &cases[3..] {
         let m = medians(rows);
         println!(
             "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {}",

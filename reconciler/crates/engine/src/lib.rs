@@ -10,6 +10,7 @@ mod backfill;
 mod cluster;
 mod explain;
 mod freeing;
+mod horizon;
 mod ids;
 mod jobs;
 mod order;
@@ -50,6 +51,7 @@ pub struct PlanInput<'a> {
 }
 
 pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
+pub use horizon::{Horizon, plan_with_horizon};
 pub use planner::Planner;
 
 /// Computes the plan.
@@ -451,6 +453,10 @@ impl<'a> Engine<'a> {
                         ));
                         (Stopping::Preempted, Some(after(self.now, info.grace)))
                     } else {
+                        // Terminated once its limit is reached.
+                        if let Some(end) = limit_end {
+                            horizon::note(end);
+                        }
                         (Stopping::No, limit_end)
                     }
                 }
