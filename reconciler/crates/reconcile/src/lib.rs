@@ -220,7 +220,8 @@ pub struct Iteration {
     pub plan_seconds: Option<f64>,
     /// The observed state the plan was made from, less its nodes (they are
     /// `nodes`); empty before the plan is carried out ([`Reconciler::apply`]
-    /// moves it here) and without a plan.
+    /// moves it here) and without a plan. A re-used plan's is the one it
+    /// was made from (its `time` that plan's).
     pub planned_from: Arc<ObservedState>,
     /// Where the time went before the plan.
     pub phases: Phases,
@@ -520,7 +521,7 @@ impl<E: Executor> Reconciler<E> {
             return Ok(Prepared {
                 records,
                 writes: self.store.job_writes(),
-                observed: ObservedState::default(),
+                observed: Arc::default(),
                 iteration: Iteration {
                     time: now,
                     revision: None,
