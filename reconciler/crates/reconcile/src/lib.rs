@@ -263,8 +263,10 @@ pub struct Prepared {
 struct LastPlan {
     /// The revision planned.
     revision: Option<String>,
-    /// The fleet planned (the same one: [`Arc::ptr_eq`]).
-    fleet: Arc<Fleet>,
+    /// Where the fleet planned is (the same one: [`Arc::as_ptr`]). Not the
+    /// `Arc` itself: the fleet in force must be the only one to hold it, to
+    /// be lent to the next load ([`Reconciler::load_lending`]).
+    fleet: usize,
     /// The store's [`Store::job_writes`] when the observed state was built
     /// from the records: equal now, no record changed since.
     writes: u64,
@@ -611,7 +613,7 @@ impl<E: Executor> Reconciler<E> {
         if self.reuse_plans {
             self.last = Some(LastPlan {
                 revision: revision.as_ref().map(|r| r.id.clone()),
-                fleet: fleet.clone(),
+                fleet: Arc::as_ptr(&fleet) as usize,
                 writes: observed_writes,
                 time: now,
                 horizon,
@@ -659,7 +661,7 @@ impl<E: Executor> Reconciler<E> {
         self.reuse_plans
             && !self.loading
             && last.revision.as_deref() == revision.map(|r| r.id.as_str())
-            && Arc::ptr_eq(&last.fleet, fleet)
+            && last.fleet == Arc::as_ptr(fleet) as usize
             && last.writes == self.store.job_writes()
             && now >= last.time
             && last.horizon.is_none_or(|h| now < h)
