@@ -116,7 +116,11 @@ fn next_midnight(t: Timestamp) -> Option<Timestamp> {
 
 /// The first whole minute after `t`.
 fn next_minute(t: Timestamp) -> Option<Timestamp> {
-    let secs = t.timestamp().div_euclid(60).checked_add(1)?.checked_mul(60)?;
+    let secs = t
+        .timestamp()
+        .div_euclid(60)
+        .checked_add(1)?
+        .checked_mul(60)?;
     chrono::DateTime::from_timestamp(secs, 0)
 }
 

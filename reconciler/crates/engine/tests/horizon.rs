@@ -246,9 +246,15 @@ fn horizons_are_not_trivial() {
             }
         }
     }
-    assert!(far * 4 >= total, "{far} of {total} horizons a minute or more ahead");
+    assert!(
+        far * 4 >= total,
+        "{far} of {total} horizons a minute or more ahead"
+    );
     assert!(never > 0, "no case without a horizon");
-    assert!(changed * 4 >= total, "{changed} of {total} plans change at their horizon");
+    assert!(
+        changed * 4 >= total,
+        "{changed} of {total} plans change at their horizon"
+    );
 }
 
 /// One node, one running job whose limit ends in ten minutes, nothing

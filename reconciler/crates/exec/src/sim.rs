@@ -675,7 +675,10 @@ mod tests {
             !sim.observation_stands(t("2026-11-21T10:10:00Z")),
             "the job exits at 10:10"
         );
-        assert!(!sim.observation_stands(t("2026-11-21T09:59:00Z")), "the past");
+        assert!(
+            !sim.observation_stands(t("2026-11-21T09:59:00Z")),
+            "the past"
+        );
         // Observed again before then: it still stands; the same pools too.
         let again = block_on(sim.observe(t("2026-11-21T10:05:00Z"), &running)).unwrap();
         assert_eq!(again, seen);
@@ -700,14 +703,20 @@ mod tests {
             reason: String::new(),
         };
         block_on(sim.execute(&place, &ctx, t("2026-11-21T10:12:00Z"))).unwrap();
-        assert!(!sim.observation_stands(t("2026-11-21T10:12:00Z")), "an action");
+        assert!(
+            !sim.observation_stands(t("2026-11-21T10:12:00Z")),
+            "an action"
+        );
         block_on(sim.observe(t("2026-11-21T10:12:00Z"), &running)).unwrap();
         assert!(sim.observation_stands(t("2026-11-21T10:13:00Z")));
         // Other pools: it may not stand.
         let mut other = fleet();
         other.pools[0].spec.size.max = 5;
         sim.adopt_fleet(&other).unwrap();
-        assert!(!sim.observation_stands(t("2026-11-21T10:13:00Z")), "other pools");
+        assert!(
+            !sim.observation_stands(t("2026-11-21T10:13:00Z")),
+            "other pools"
+        );
     }
 
     #[test]

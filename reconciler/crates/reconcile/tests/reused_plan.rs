@@ -95,7 +95,11 @@ impl Pair {
             time: None,
             ..model::observed::ObservedState::clone(&i.planned_from)
         };
-        assert_eq!(untimed_state(&a), untimed_state(&b), "{now}: the observed state");
+        assert_eq!(
+            untimed_state(&a),
+            untimed_state(&b),
+            "{now}: the observed state"
+        );
         assert_eq!(
             self.stores[0].jobs().unwrap(),
             self.stores[1].jobs().unwrap(),
@@ -166,7 +170,10 @@ fn unchanged_iterations_reuse_the_plan_until_something_changes() {
             .unwrap();
     }
     now += minutes(1);
-    assert!(!pair.iterate(now).reused, "a record written by someone else");
+    assert!(
+        !pair.iterate(now).reused,
+        "a record written by someone else"
+    );
     now = pair.until_reused(now, 4);
 
     // Just before the time limit the plan still stands; at it, `long` is
@@ -195,7 +202,10 @@ fn a_job_that_ends_in_the_sim_is_observed() {
     std::fs::create_dir(&repo).unwrap();
     git(&["init", "-q", "-b", "main"], &repo);
     // `short` runs 20 minutes of its 2-hour limit, then exits by itself.
-    commit(&repo, &[job("short", 8, "2h", 20), job("wait", 8, "2h", 600)]);
+    commit(
+        &repo,
+        &[job("short", 8, "2h", 20), job("wait", 8, "2h", 600)],
+    );
     let mut pair = Pair::new(&repo, &dir.path().join("state"));
     let start = t("2026-11-21T10:00:00Z");
     pair.iterate(start);
