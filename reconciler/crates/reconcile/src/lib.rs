@@ -216,7 +216,8 @@ pub struct Iteration {
     /// Configuration changes the executor made (Slurm accounts and QOS),
     /// one line each.
     pub config: Vec<String>,
-    /// Wall time the engine took to plan, in seconds (none without a plan).
+    /// Wall time the engine took to plan, in seconds (none without a plan,
+    /// and for a re-used one: the engine did not run).
     pub plan_seconds: Option<f64>,
     /// The observed state the plan was made from, less its nodes (they are
     /// `nodes`); empty before the plan is carried out ([`Reconciler::apply`]
@@ -555,7 +556,7 @@ impl<E: Executor> Reconciler<E> {
                 recovered,
                 nodes: last.nodes.clone(),
                 config: Vec::new(),
-                plan_seconds: Some(0.0),
+                plan_seconds: None,
                 planned_from: Arc::default(),
                 phases: std::mem::take(&mut self.phases),
             };
@@ -719,18 +720,31 @@ impl<E: Executor> Reconciler<E> {
                     transient,
                 });
             }
-            let mut revisions = self.store.revisions()?;
+            let stored = self.store.revisions()?;
+            let mut revisions = stored.clone();
             revisions.last_applied = Some(revision.id.clone());
             if iteration.refused.is_none() {
                 revisions.last_attempted = Some(revision.id.clone());
                 revisions.last_error = None;
             }
-            // Durable: it puts the plan's last outcomes, deferred, on disk.
-            self.store.commit(&Batch {
+            let batch = Batch {
                 revisions: Some(revisions),
                 clock: Some(now),
                 ..Batch::default()
-            })?;
+            };
+            // A re-used plan without actions that leaves the revisions as
+            // they are changes nothing but the clock: deferred, a crash
+            // loses only that (docs/semantics.md, "Unchanged iterations").
+            // Otherwise durable: it puts the plan's last outcomes, deferred,
+            // on disk.
+            if iteration.reused
+                && plan.actions.is_empty()
+                && batch.revisions.as_ref() == Some(&stored)
+            {
+                self.store.commit_deferred(&batch)?;
+            } else {
+                self.store.commit(&batch)?;
+            }
         } else {
             self.store.commit(&Batch {
                 clock: Some(now),

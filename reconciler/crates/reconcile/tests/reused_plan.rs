@@ -149,6 +149,12 @@ fn unchanged_iterations_reuse_the_plan_until_something_changes() {
     assert!(reused.reused);
     assert_eq!(reused.phases.observe, std::time::Duration::ZERO);
     assert!(reused.events.is_empty() && reused.executed.is_empty());
+    // Its clock is recorded (deferred: a crash would lose only that).
+    assert_eq!(
+        pair.stores[0].clock().unwrap(),
+        Some(now + minutes(1)),
+        "the clock of a re-used iteration"
+    );
     now += minutes(1);
 
     // A commit (the waiting job's limit changed): planned again.
