@@ -280,8 +280,11 @@ fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timesta
     assert!(iteration.refused.is_none(), "a valid revision");
     let phases = iteration.phases.clone();
     let t = Instant::now();
-    block_on(reconciler.apply(prepared)).expect("apply");
+    let done = block_on(reconciler.apply(prepared)).expect("apply");
     let apply = t.elapsed();
+    if reused && !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        same_as_planned_again(reconciler, &done);
+    }
     let stats = phases.loaded.unwrap_or_default();
     assert!(!stats.full, "no full load");
     let parts = stats.read + stats.parse + stats.assemble + stats.validate;
@@ -302,6 +305,40 @@ fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timesta
         Duration::from_secs(stats.parsed as u64),
     ];
     (row, reused)
+}
+
+/// Whether a re-used plan was checked against planning again.
+static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The first re-used plan against the engine run again on the same input
+/// at the iteration's time (untimed: the re-used plan keeps its own time).
+fn same_as_planned_again(
+    reconciler: &Reconciler<SimExecutor>,
+    done: &reconciler::reconcile::Iteration,
+) {
+    let observed = reconciler::observed::ObservedState {
+        nodes: done.nodes.to_vec(),
+        ..reconciler::observed::ObservedState::clone(&done.planned_from)
+    };
+    let again = plan(&PlanInput {
+        fleet: reconciler.fleet().expect("a fleet"),
+        observed: &observed,
+        now: done.time,
+        revision: done.revision.as_ref().map(|r| r.id.as_str()),
+    });
+    let reused = done.plan.as_deref().expect("a plan");
+    assert_eq!(
+        reconciler::plan::Plan {
+            time: String::new(),
+            ..again
+        },
+        reconciler::plan::Plan {
+            time: String::new(),
+            ..reused.clone()
+        },
+        "a re-used plan is the plan made again"
+    );
+    eprintln!("large: a re-used plan checked: the engine run again plans the same");
 }
 
 /// What loading the newest revision costs from scratch, phase by phase:

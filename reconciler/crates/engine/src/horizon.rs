@@ -12,8 +12,8 @@
 //!   [`crate::order::SHORTEST_FIRST_MAX_AGE`]: every queued job's
 //!   `since + max age` (from the input, whatever its queue's ordering);
 //!   and a job never seen pending ranks as seen `now`, so its rank moves
-//!   with `now` past those of jobs seen before (every such crossing, when
-//!   any queue orders shortest-first);
+//!   with `now` past those of jobs seen before in its leaf (every such
+//!   crossing: `note_unseen_ranks`, from `Engine::run_keeping`);
 //! - backfill (`backfill::reserve`): the events end at `max(end, now)` or,
 //!   for jobs placed in this plan, at `now + limit`; a reservation made from
 //!   fixed ends only holds until the first of them is reached, one made
@@ -143,7 +143,6 @@ pub(crate) fn collect(input: &PlanInput, planning: impl FnOnce() -> Plan) -> (Pl
     });
     let guard = Guard;
     note_ages(input.observed);
-    note_unseen_ranks(input);
     let plan = planning();
     let earliest = COLLECTING.with(|c| c.get().and_then(|s| s.earliest));
     drop(guard);
@@ -169,61 +168,55 @@ fn note_ages(observed: &ObservedState) {
 }
 
 /// Shortest-first ranks of jobs never seen pending move with `now`
-/// (`now + k·L`) while those of jobs seen move not (`since + k·L`): their
-/// order changes when `now` reaches `since_a + k·(L_a − L_b)` for a seen `a`
-/// and an unseen `b`. Noted for every such pair (by the unseen jobs'
-/// distinct limits) when any queue orders shortest-first.
-fn note_unseen_ranks(input: &PlanInput) {
+/// (`now + k·L`) while those of jobs seen do not (`since + k·L`): in a
+/// shortest-first leaf, their order changes when `now` reaches
+/// `since_a + k·(L_a − L_b)` for a seen `a` and an unseen `b` (noted per
+/// leaf, by the unseen jobs' distinct limits). `pending`: the plan's
+/// pending jobs.
+pub(crate) fn note_unseen_ranks(
+    tree: &crate::quota::QueueTree,
+    jobs: &[crate::jobs::JobInfo],
+    pending: &[crate::ids::JobId],
+    now: Timestamp,
+) {
     use model::spec::QueueOrdering;
-    use rustc_hash::{FxHashMap, FxHashSet};
-    let fleet = input.fleet;
-    if !fleet
-        .queues
-        .iter()
-        .any(|q| q.spec.ordering == Some(QueueOrdering::ShortestFirst))
-    {
+    if !collecting() {
         return;
     }
     let cap = crate::order::SHORTEST_FIRST_MAX_AGE;
     let k = crate::order::SHORTEST_FIRST_AGING;
-    let weighted = |limit: Option<model::spec::Duration>| {
-        (limit.map_or(cap, |l| l.min(cap)).as_millis() as i64).saturating_mul(k)
-    };
-    let seen: FxHashMap<&str, i64> = input
-        .observed
-        .queued
-        .iter()
-        .map(|q| (q.job.as_str(), q.since.timestamp_millis()))
-        .collect();
-    let running: FxHashSet<&str> = input
-        .observed
-        .running
-        .iter()
-        .map(|r| r.job.as_str())
-        .collect();
-    let mut unseen: Vec<i64> = Vec::new();
-    let mut ranked: Vec<i64> = Vec::new();
-    for job in &fleet.jobs {
-        let w = weighted(job.spec.time_limit);
-        match seen.get(job.name()) {
-            Some(since) => ranked.push(since.saturating_add(w)),
-            None if !running.contains(job.name()) => unseen.push(w),
-            None => {}
+    // Per leaf: the seen jobs' ranks and the unseen jobs' weights.
+    let mut leaves: rustc_hash::FxHashMap<crate::ids::QueueId, (Vec<i64>, Vec<i64>)> =
+        Default::default();
+    for &j in pending {
+        let job = &jobs[j as usize];
+        let Some(q) = job.queue else { continue };
+        if tree.get(q).ordering != QueueOrdering::ShortestFirst {
+            continue;
+        }
+        let limit = job.time_limit.map_or(cap, |l| l.min(cap));
+        let weighted = (limit.as_millis() as i64).saturating_mul(k);
+        let (ranked, unseen) = leaves.entry(q).or_default();
+        match job.first_seen {
+            Some(since) => ranked.push(since.timestamp_millis().saturating_add(weighted)),
+            None => unseen.push(weighted),
         }
     }
-    if unseen.is_empty() || ranked.is_empty() {
-        return;
-    }
-    unseen.sort_unstable();
-    unseen.dedup();
-    let now = input.now.timestamp_millis();
+    let now = now.timestamp_millis();
     // `now + w_b` reaches `rank_a` at `rank_a − w_b`: the first still ahead.
     let mut earliest: Option<i64> = None;
-    for rank in &ranked {
-        for w in &unseen {
-            let at = rank.saturating_sub(*w);
-            if at > now && earliest.is_none_or(|e| at < e) {
-                earliest = Some(at);
+    for (ranked, unseen) in leaves.values_mut() {
+        if ranked.is_empty() || unseen.is_empty() {
+            continue;
+        }
+        unseen.sort_unstable();
+        unseen.dedup();
+        for rank in ranked.iter() {
+            for w in unseen.iter() {
+                let at = rank.saturating_sub(*w);
+                if at > now && earliest.is_none_or(|e| at < e) {
+                    earliest = Some(at);
+                }
             }
         }
     }

@@ -751,6 +751,7 @@ impl<'a> Engine<'a> {
         for &j in &pending {
             self.pending_now[j as usize] = true;
         }
+        horizon::note_unseen_ranks(&self.tree, &self.jobs, &pending, self.now);
         self.undecided_demand = vec![vec![0; self.models.len()]; self.tree.queues.len()];
         self.model_capacity = vec![(0, 0); self.models.len()];
         for pool in &self.pools {
