@@ -25,7 +25,10 @@
 //! load, observe, plan, pending jobs recorded) and apply; and, beside the
 //! loop, what a full load of the revision costs phase by phase (fetch the
 //! revision, read the blobs, parse, validate). Target: a one-job or
-//! one-queue commit under 100 ms end to end, unchanged under 5 ms.
+//! one-queue commit under 100 ms end to end, unchanged under 5 ms. Each
+//! unchanged iteration is followed by two more, 15 s and 30 s later, which
+//! may re-use the plan (docs/semantics.md, "Unchanged iterations"; the
+//! first re-used plan is checked against the engine run again).
 //!
 //! Medians of many iterations; the state (redb) is on the temporary disk.
 
@@ -266,20 +269,29 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
 type Row = [Duration; 14];
 
 fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> Row {
+    timed_iteration_reused(reconciler, now).0
+}
+
+/// [`timed_iteration`], and whether it re-used the last plan.
+fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> (Row, bool) {
     let t = Instant::now();
     let prepared = block_on(reconciler.prepare(now)).expect("prepare");
     let prepare = t.elapsed();
     let iteration = &prepared.iteration;
+    let reused = iteration.reused;
     let engine = Duration::from_secs_f64(iteration.plan_seconds.unwrap_or_default());
     assert!(iteration.refused.is_none(), "a valid revision");
     let phases = iteration.phases.clone();
     let t = Instant::now();
-    block_on(reconciler.apply(prepared)).expect("apply");
+    let done = block_on(reconciler.apply(prepared)).expect("apply");
     let apply = t.elapsed();
+    if reused && !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        same_as_planned_again(reconciler, &done);
+    }
     let stats = phases.loaded.unwrap_or_default();
     assert!(!stats.full, "no full load");
     let parts = stats.read + stats.parse + stats.assemble + stats.validate;
-    [
+    let row = [
         prepare + apply,
         prepare,
         phases.fetch,
@@ -294,7 +306,42 @@ fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> 
         stats.assemble,
         stats.validate,
         Duration::from_secs(stats.parsed as u64),
-    ]
+    ];
+    (row, reused)
+}
+
+/// Whether a re-used plan was checked against planning again.
+static CHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The first re-used plan against the engine run again on the same input
+/// at the iteration's time (untimed: the re-used plan keeps its own time).
+fn same_as_planned_again(
+    reconciler: &Reconciler<SimExecutor>,
+    done: &reconciler::reconcile::Iteration,
+) {
+    let observed = reconciler::observed::ObservedState {
+        nodes: done.nodes.to_vec(),
+        ..reconciler::observed::ObservedState::clone(&done.planned_from)
+    };
+    let again = plan(&PlanInput {
+        fleet: reconciler.fleet().expect("a fleet"),
+        observed: &observed,
+        now: done.time,
+        revision: done.revision.as_ref().map(|r| r.id.as_str()),
+    });
+    let reused = done.plan.as_deref().expect("a plan");
+    assert_eq!(
+        reconciler::plan::Plan {
+            time: String::new(),
+            ..again
+        },
+        reconciler::plan::Plan {
+            time: String::new(),
+            ..reused.clone()
+        },
+        "a re-used plan is the plan made again"
+    );
+    eprintln!("large: a re-used plan checked: the engine run again plans the same");
 }
 
 /// What loading the newest revision costs from scratch, phase by phase:
@@ -372,9 +419,20 @@ fn large() {
     let queues = repo.join("queues.yaml");
     let last_jobs = repo.join(format!("jobs/jobs-{:04}.yaml", files - 4));
     let (mut unchanged, mut job, mut queue) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut later, mut reused) = ([Vec::new(), Vec::new()], [0, 0]);
     let mut loads = Vec::new();
     for run in 0..LARGE_RUNS {
-        unchanged.push(timed_iteration(&mut reconciler, tick()));
+        let at = tick();
+        unchanged.push(timed_iteration(&mut reconciler, at));
+        // Still unchanged, 15 s and 30 s (the loop's default interval)
+        // later: the plan may be re-used (docs/semantics.md, "Unchanged
+        // iterations").
+        for (k, seconds) in [15, 30].into_iter().enumerate() {
+            let (row, was) =
+                timed_iteration_reused(&mut reconciler, at + chrono::Duration::seconds(seconds));
+            later[k].push(row);
+            reused[k] += usize::from(was);
+        }
 
         // One job's command changed (toggled, so the fleet stays the same size).
         let (from, to) = if run % 2 == 0 {
@@ -407,6 +465,8 @@ fn large() {
     );
     let cases = [
         ("unchanged", &unchanged),
+        ("unchanged, +15 s", &later[0]),
+        ("unchanged, +30 s", &later[1]),
         ("one job changed", &job),
         ("one queue changed", &queue),
     ];
@@ -427,7 +487,11 @@ fn large() {
     println!(
         "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed"
     );
-    for (name, rows) in &cases[1..] {
+    println!(
+        "  plans re-used: {} of {LARGE_RUNS} at +15 s, {} of {LARGE_RUNS} at +30 s",
+        reused[0], reused[1]
+    );
+    for (name, rows) in &cases[3..] {
         let m = medians(rows);
         println!(
             "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {}",

@@ -131,7 +131,7 @@ pub fn run(args: &Args, (file, saved): (PathBuf, SavedPlan)) -> Result<ExitCode>
         },
         args.output.output,
     )?;
-    prepared.iteration.plan = Some(plan);
+    prepared.iteration.plan = Some(std::sync::Arc::new(plan));
     carry_out(
         &mut reconciler,
         &runtime,

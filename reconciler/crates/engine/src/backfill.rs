@@ -60,6 +60,9 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
     if events.is_empty() {
         return None;
     }
+    if super::horizon::collecting() {
+        note_event_horizon(e, &events);
+    }
     events.sort();
     // Rank of each holder in end order: a GPU is usable for a prefix of the
     // events when its holder's rank is below the prefix.
@@ -156,8 +159,40 @@ pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Pla
 
 /// Whether `job`, started at `now`, reaches its time limit by `start`.
 pub fn ends_before(now: Timestamp, job: &JobInfo, start: Timestamp) -> bool {
-    job.time_limit
-        .is_some_and(|limit| after(now, limit) <= start)
+    job.time_limit.is_some_and(|limit| {
+        let before = after(now, limit) <= start;
+        if before {
+            // Until `now + limit` passes the start (a start that moves with
+            // `now` has noted `now` already: [`note_event_horizon`]).
+            super::horizon::note_ends_before(start, limit);
+        }
+        before
+    })
+}
+
+/// Notes when the reservation made from `events` could change as time
+/// passes (the plan's horizon): when the first end still ahead is reached
+/// (it then counts as `now`), and at once when any end moves with `now`
+/// (a job placed in this plan, a stop whose end has passed or that starts
+/// in this plan), since the order of the events may then change.
+fn note_event_horizon(e: &Engine, events: &[(Timestamp, &str, Holder)]) {
+    for &(at, _, holder) in events {
+        let moves = match holder {
+            Holder::Placed(_) => true,
+            Holder::Run(r) => {
+                let run = &e.runs[r as usize];
+                let grace = run.job.map(|j| e.jobs[j as usize].grace);
+                at <= e.now
+                    || (run.stopping != super::Stopping::No
+                        && grace.is_some_and(|g| at == after(e.now, g)))
+            }
+        };
+        if moves {
+            super::horizon::note_now();
+            return;
+        }
+        super::horizon::note(at);
+    }
 }
 
 /// A placement on free GPUs and the reservation's GPUs.

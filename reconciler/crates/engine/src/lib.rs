@@ -10,6 +10,7 @@ mod backfill;
 mod cluster;
 mod explain;
 mod freeing;
+mod horizon;
 mod ids;
 mod jobs;
 mod order;
@@ -50,6 +51,7 @@ pub struct PlanInput<'a> {
 }
 
 pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
+pub use horizon::{Horizon, plan_with_horizon};
 pub use planner::Planner;
 
 /// Computes the plan.
@@ -461,6 +463,10 @@ impl<'a> Engine<'a> {
                         ));
                         (Stopping::Preempted, Some(after(self.now, info.grace)))
                     } else {
+                        // Terminated once its limit is reached.
+                        if let Some(end) = limit_end {
+                            horizon::note(end);
+                        }
                         (Stopping::No, limit_end)
                     }
                 }
@@ -758,6 +764,7 @@ impl<'a> Engine<'a> {
         for &j in &pending {
             self.pending_now[j as usize] = true;
         }
+        horizon::note_unseen_ranks(&self.tree, &self.jobs, &pending, self.now);
         self.undecided_demand = vec![vec![0; self.models.len()]; self.tree.queues.len()];
         self.model_capacity = vec![(0, 0); self.models.len()];
         for pool in &self.pools {

@@ -20,7 +20,10 @@ pub fn clock(t: Timestamp) -> String {
     t.format("%Y-%m-%d %H:%M").to_string()
 }
 
-fn clock_near(t: Timestamp, now: Timestamp) -> String {
+/// `t` as `HH:MM` when it is on `now`'s date, else with its date; `moves`:
+/// `t` moves with `now` (`now + limit`), for the plan's horizon.
+fn clock_near(t: Timestamp, now: Timestamp, moves: bool) -> String {
+    super::horizon::note_clock(t, now, moves);
     if t.date_naive() == now.date_naive() {
         t.format("%H:%M").to_string()
     } else {
@@ -77,7 +80,7 @@ pub fn placed(e: &Engine, j: JobId, m: ModelId, how: Option<&str>) -> String {
         text.push_str(&format!(
             "; backfill: its time limit ends before the reservation for {} at {}",
             e.jobs[res.job as usize].name,
-            clock_near(res.start, e.now)
+            clock_near(res.start, e.now, false)
         ));
     }
     text
@@ -188,7 +191,7 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
             let limit = match job.time_limit {
                 Some(l) => format!(
                     "its time limit {l} would end at {}, after that",
-                    clock_near(after(e.now, l), e.now)
+                    clock_near(after(e.now, l), e.now, true)
                 ),
                 None => "a job without a time limit cannot use them".to_string(),
             };
@@ -197,7 +200,7 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
                     "{text}; {reserved} free GPUs on {} are reserved for {} from {} (backfill) and {limit}",
                     list(&names, 4),
                     e.jobs[res.job as usize].name,
-                    clock_near(res.start, e.now)
+                    clock_near(res.start, e.now, false)
                 ),
                 "reservation",
             )
@@ -344,7 +347,7 @@ pub fn waiting_for_runs(e: &Engine, runs: &[RunId]) -> String {
         parts.push(format!(
             "waiting for preemption of {} (grace {grace}, ends {})",
             list(&names, 5),
-            clock_near(ends, e.now)
+            clock_near(ends, e.now, true)
         ));
     }
     if !others.is_empty() {
@@ -362,7 +365,7 @@ pub fn reservation(e: &Engine, res: &Reservation) -> String {
     let (reserved, names) = reserved_gpus(e, res);
     format!(
         "; backfill reservation: expected to start by {} on {} ({reserved} free GPUs held; jobs whose time limit ends sooner may use them)",
-        clock_near(res.start, e.now),
+        clock_near(res.start, e.now, false),
         list(&names, 4)
     )
 }

@@ -158,7 +158,12 @@ fn scale_down(e: &Engine, p: usize) -> Option<Action> {
         .filter(|n| n.pool == Some(p as u32) && n.is_idle())
         .filter_map(|n| {
             n.idle_since
-                .filter(|since| model::time::after(*since, wait) <= e.now)
+                .filter(|since| {
+                    let due = model::time::after(*since, wait);
+                    // Removable from `due` on: the plan's horizon.
+                    super::horizon::note(due);
+                    due <= e.now
+                })
                 .map(|s| (n, s))
         })
         .collect();

@@ -273,6 +273,17 @@ pub trait Executor: Send {
         running: &[JobView<'_>],
     ) -> impl Future<Output = Result<Observation, ExecError>> + Send;
 
+    /// Whether the last observation still stands at `now`: an observation
+    /// at `now`, given the same running jobs as the last one, would report
+    /// no events and the same nodes. Only asked while nothing was carried
+    /// out and the fleet given to `set_fleet` is the same since that
+    /// observation (the reconciler then skips observing). When in doubt,
+    /// `false` (the default: observe every time).
+    fn observation_stands(&self, now: Timestamp) -> bool {
+        let _ = now;
+        false
+    }
+
     /// Whether the same effect is already under way or done (a scale to the
     /// size being provisioned, a drain of a drained node): then the action is
     /// not carried out again.

@@ -40,6 +40,10 @@ pub struct SimExecutor {
     /// scales and, on a new state, its first nodes.
     fleet: Option<Fleet>,
     seed: Option<Vec<ObservedNode>>,
+    /// Until when the last observation stands: `Some(None)` for ever (the
+    /// world has nothing due), `Some(Some(t))` until its next event at `t`;
+    /// `None` once anything could have changed it (an action, other pools).
+    stands: Option<Option<Timestamp>>,
 }
 
 impl SimExecutor {
@@ -67,6 +71,7 @@ impl SimExecutor {
             stored,
             fleet: None,
             seed,
+            stands: None,
         })
     }
 
@@ -74,6 +79,13 @@ impl SimExecutor {
     /// new state without an observed file) the derived inventory as its
     /// first nodes.
     pub fn adopt_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
+        if self
+            .fleet
+            .as_ref()
+            .is_none_or(|kept| kept.pools != fleet.pools)
+        {
+            self.stands = None;
+        }
         if let Some(world) = &mut self.world {
             world.set_pools(fleet);
         }
@@ -193,6 +205,7 @@ impl SimExecutor {
         ctx: &ActionContext<'_>,
         now: Timestamp,
     ) -> Result<Outcome, ExecError> {
+        self.stands = None;
         let rules = self.rules;
         let store = self.store.clone();
         let world = self.world(now)?;
@@ -351,6 +364,7 @@ impl Executor for SimExecutor {
         now: Timestamp,
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
+        self.stands = None;
         let mut events = self.sync_jobs(now, running)?;
         let store = self.store.clone();
         let world = self.world(now)?;
@@ -361,10 +375,22 @@ impl Executor for SimExecutor {
         // say when each happened).
         events.sort_by(|a, b| a.job().cmp(b.job()));
         save_changed(store.as_ref(), world, &before, None)?;
-        Ok(Observation {
-            events,
-            nodes: world.ready_nodes(),
-        })
+        let nodes = world.ready_nodes();
+        // Seated as the reconciler says, the same jobs seat the same way
+        // again: nothing changes until the world's next event.
+        let next = world.next_event();
+        self.stands = Some(next);
+        Ok(Observation { events, nodes })
+    }
+
+    fn observation_stands(&self, now: Timestamp) -> bool {
+        match self.stands {
+            Some(next) => self
+                .world
+                .as_ref()
+                .is_some_and(|w| now >= w.now() && next.is_none_or(|at| now < at)),
+            None => false,
+        }
     }
 
     fn already_done(&self, action: &Action) -> bool {
@@ -626,6 +652,71 @@ mod tests {
         );
         let idle = seen.nodes.iter().find(|n| n.name == "p-0").unwrap();
         assert_eq!(idle.idle_since, Some(t("2026-11-21T10:10:00Z")));
+    }
+
+    #[test]
+    fn an_observation_stands_until_the_world_has_an_event_due() {
+        let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
+        let mut sim = SimExecutor::open(store, None, Duration::ZERO).unwrap();
+        sim.adopt_fleet(&fleet()).unwrap();
+        let t0 = t("2026-11-21T10:00:00Z");
+        assert!(!sim.observation_stands(t0), "nothing observed yet");
+        let short = job("short", &[("gitfleet/sim-duration", "10m")]);
+        let here = vec![model::observed::NodeGpus {
+            node: "p-0".into(),
+            gpus: vec![0, 1],
+        }];
+        let running = [view(&short, &here, t0, None, Duration::ZERO)];
+        let seen = block_on(sim.observe(t0, &running)).unwrap();
+        assert!(seen.events.is_empty());
+        assert!(sim.observation_stands(t0));
+        assert!(sim.observation_stands(t("2026-11-21T10:09:59Z")));
+        assert!(
+            !sim.observation_stands(t("2026-11-21T10:10:00Z")),
+            "the job exits at 10:10"
+        );
+        assert!(
+            !sim.observation_stands(t("2026-11-21T09:59:00Z")),
+            "the past"
+        );
+        // Observed again before then: it still stands; the same pools too.
+        let again = block_on(sim.observe(t("2026-11-21T10:05:00Z"), &running)).unwrap();
+        assert_eq!(again, seen);
+        sim.adopt_fleet(&fleet()).unwrap();
+        assert!(sim.observation_stands(t("2026-11-21T10:06:00Z")));
+        // At 10:10 the observation reports the exit.
+        let ended = block_on(sim.observe(t("2026-11-21T10:10:00Z"), &running)).unwrap();
+        assert_eq!(ended.events.len(), 1);
+        // Nothing due any more: it stands for ever, until an action.
+        let none = block_on(sim.observe(t("2026-11-21T10:11:00Z"), &[])).unwrap();
+        assert!(none.events.is_empty());
+        assert!(sim.observation_stands(t("2027-11-21T10:11:00Z")));
+        let ctx = ActionContext {
+            spec: Some(&short),
+            attempt: None,
+            grace: Duration::ZERO,
+            revision: "r",
+        };
+        let place = Action::Place {
+            job: "short".into(),
+            placement: here.clone(),
+            reason: String::new(),
+        };
+        block_on(sim.execute(&place, &ctx, t("2026-11-21T10:12:00Z"))).unwrap();
+        assert!(
+            !sim.observation_stands(t("2026-11-21T10:12:00Z")),
+            "an action"
+        );
+        block_on(sim.observe(t("2026-11-21T10:12:00Z"), &running)).unwrap();
+        assert!(sim.observation_stands(t("2026-11-21T10:13:00Z")));
+        // Other pools: it may not stand.
+        let mut other = fleet();
+        other.pools[0].spec.size.max = 5;
+        sim.adopt_fleet(&other).unwrap();
+        assert!(
+            !sim.observation_stands(t("2026-11-21T10:13:00Z")),
+            "other pools"
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
-use engine::{PlanInput, plan};
+use engine::{Horizon, PlanInput, plan_with_horizon};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::Loaded;
 use load::cache::{DocumentCache, LoadStats};
@@ -197,8 +197,14 @@ pub struct Iteration {
     pub revision: Option<Revision>,
     /// The newest revision, when it was refused.
     pub refused: Option<(Revision, Vec<Diagnostic>)>,
-    /// The plan (none without any valid revision yet).
-    pub plan: Option<Plan>,
+    /// The plan (none without any valid revision yet). A re-used plan
+    /// ([`Iteration::reused`]) keeps the `time` it was made at.
+    pub plan: Option<Arc<Plan>>,
+    /// The plan is the last iteration's, re-used: the same revision, an
+    /// observation that still stands, the same job records, and a time
+    /// before the plan's horizon (docs/semantics.md, "Unchanged
+    /// iterations").
+    pub reused: bool,
     /// Events the fleet reported.
     pub events: Vec<Event>,
     /// Actions carried out.
@@ -206,16 +212,18 @@ pub struct Iteration {
     /// Intents left by an earlier crash that were carried out again.
     pub recovered: usize,
     /// The nodes observed (ready ones).
-    pub nodes: Vec<ObservedNode>,
+    pub nodes: Arc<Vec<ObservedNode>>,
     /// Configuration changes the executor made (Slurm accounts and QOS),
     /// one line each.
     pub config: Vec<String>,
-    /// Wall time the engine took to plan, in seconds (none without a plan).
+    /// Wall time the engine took to plan, in seconds (none without a plan,
+    /// and for a re-used one: the engine did not run).
     pub plan_seconds: Option<f64>,
     /// The observed state the plan was made from, less its nodes (they are
     /// `nodes`); empty before the plan is carried out ([`Reconciler::apply`]
-    /// moves it here) and without a plan.
-    pub planned_from: ObservedState,
+    /// moves it here) and without a plan. A re-used plan's is the one it
+    /// was made from (its `time` that plan's).
+    pub planned_from: Arc<ObservedState>,
     /// Where the time went before the plan.
     pub phases: Phases,
 }
@@ -247,7 +255,30 @@ pub struct Prepared {
     writes: u64,
     /// The observed state planned from, less its nodes (they are the
     /// iteration's): what a saved plan is checked against.
-    observed: ObservedState,
+    observed: Arc<ObservedState>,
+}
+
+/// The last plan made in full and what it was made from, re-used while
+/// nothing it depends on changed ([`Reconciler::reusable`]).
+#[derive(Debug)]
+struct LastPlan {
+    /// The revision planned.
+    revision: Option<String>,
+    /// Where the fleet planned is (the same one: [`Arc::as_ptr`]). Not the
+    /// `Arc` itself: the fleet in force must be the only one to hold it, to
+    /// be lent to the next load ([`Reconciler::load_lending`]).
+    fleet: usize,
+    /// The store's [`Store::job_writes`] when the observed state was built
+    /// from the records: equal now, no record changed since.
+    writes: u64,
+    /// When it was planned.
+    time: Timestamp,
+    /// When time alone could change it ([`engine::plan_with_horizon`]).
+    horizon: Horizon,
+    plan: Arc<Plan>,
+    /// The observed state planned from, less its nodes.
+    observed: Arc<ObservedState>,
+    nodes: Arc<Vec<ObservedNode>>,
 }
 
 /// Job records by name.
@@ -326,6 +357,10 @@ pub struct Reconciler<E> {
     lent: Option<Revision>,
     /// Whether the records are kept from one iteration to the next.
     keep_records: bool,
+    /// The last plan made in full, while it may be re-used.
+    last: Option<LastPlan>,
+    /// Whether a plan may be re-used at all (default; off to compare).
+    reuse_plans: bool,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -361,7 +396,17 @@ impl<E: Executor> Reconciler<E> {
             mirror: None,
             keep_records: true,
             lent: None,
+            last: None,
+            reuse_plans: true,
         }
+    }
+
+    /// Whether an unchanged iteration re-uses the last plan (default) or
+    /// plans again every time (to compare; docs/semantics.md, "Unchanged
+    /// iterations").
+    pub fn with_plans_reused(mut self, reuse: bool) -> Self {
+        self.reuse_plans = reuse;
+        self
     }
 
     /// Whether the job records are kept in memory from one iteration to the
@@ -479,28 +524,57 @@ impl<E: Executor> Reconciler<E> {
             return Ok(Prepared {
                 records,
                 writes: self.store.job_writes(),
-                observed: ObservedState::default(),
+                observed: Arc::default(),
                 iteration: Iteration {
                     time: now,
                     revision: None,
                     refused,
                     plan: None,
+                    reused: false,
                     events: Vec::new(),
                     executed: Vec::new(),
                     recovered,
-                    nodes: Vec::new(),
+                    nodes: Arc::default(),
                     config: Vec::new(),
                     plan_seconds: None,
-                    planned_from: ObservedState::default(),
+                    planned_from: Arc::default(),
                     phases: std::mem::take(&mut self.phases),
                 },
             });
         };
         self.executor.set_fleet(&fleet).await?;
+        let last = self.last.take();
+        if let Some(last) = last.filter(|l| self.reusable(l, &fleet, revision.as_ref(), now)) {
+            let iteration = Iteration {
+                time: now,
+                revision,
+                refused,
+                plan: Some(last.plan.clone()),
+                reused: true,
+                events: Vec::new(),
+                executed: Vec::new(),
+                recovered,
+                nodes: last.nodes.clone(),
+                config: Vec::new(),
+                plan_seconds: None,
+                planned_from: Arc::default(),
+                phases: std::mem::take(&mut self.phases),
+            };
+            let observed = last.observed.clone();
+            self.last = Some(last);
+            return Ok(Prepared {
+                records,
+                writes: self.store.job_writes(),
+                observed,
+                iteration,
+            });
+        }
         let observing = Instant::now();
         // One look-up table by name for observing and for the observed state.
         let specs = specs_of(&fleet);
         let Observation { events, nodes } = self.observe(&fleet, &specs, now, &mut records).await?;
+        // The records the observed state is built from.
+        let observed_writes = self.store.job_writes();
         self.phases.observe = observing.elapsed();
         let mut observed = self.observed(&specs, now, &records, nodes);
         drop(specs);
@@ -517,7 +591,7 @@ impl<E: Executor> Reconciler<E> {
             };
             &jobless
         };
-        let plan = plan(&PlanInput {
+        let (plan, horizon) = plan_with_horizon(&PlanInput {
             fleet: planned,
             observed: &observed,
             now,
@@ -535,7 +609,20 @@ impl<E: Executor> Reconciler<E> {
         };
         self.note_pending(&plan, now, &mut records, loaded)?;
         self.loading = false;
-        let nodes = std::mem::take(&mut observed.nodes);
+        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        let (plan, observed) = (Arc::new(plan), Arc::new(observed));
+        if self.reuse_plans {
+            self.last = Some(LastPlan {
+                revision: revision.as_ref().map(|r| r.id.clone()),
+                fleet: Arc::as_ptr(&fleet) as usize,
+                writes: observed_writes,
+                time: now,
+                horizon,
+                plan: plan.clone(),
+                observed: observed.clone(),
+                nodes: nodes.clone(),
+            });
+        }
         Ok(Prepared {
             records,
             writes: self.store.job_writes(),
@@ -545,16 +632,41 @@ impl<E: Executor> Reconciler<E> {
                 revision,
                 refused,
                 plan: Some(plan),
+                reused: false,
                 events,
                 executed: Vec::new(),
                 recovered,
                 nodes,
                 config: Vec::new(),
                 plan_seconds: Some(plan_seconds),
-                planned_from: ObservedState::default(),
+                planned_from: Arc::default(),
                 phases: std::mem::take(&mut self.phases),
             },
         })
+    }
+
+    /// Whether `last` is the plan a full iteration at `now` would make
+    /// (its `time` aside): the same revision and fleet, no job record
+    /// written since its observed state was built (no event, no outcome, no
+    /// pending job noted, nobody else's write), the executor's observation
+    /// still stands, and `now` is before the plan's horizon, past which time
+    /// alone could change it. The engine is a pure function of the fleet,
+    /// the observed state and `now`, so the plan is the same.
+    fn reusable(
+        &self,
+        last: &LastPlan,
+        fleet: &Arc<Fleet>,
+        revision: Option<&Revision>,
+        now: Timestamp,
+    ) -> bool {
+        self.reuse_plans
+            && !self.loading
+            && last.revision.as_deref() == revision.map(|r| r.id.as_str())
+            && last.fleet == Arc::as_ptr(fleet) as usize
+            && last.writes == self.store.job_writes()
+            && now >= last.time
+            && last.horizon.is_none_or(|h| now < h)
+            && self.executor.observation_stands(now)
     }
 
     /// Carries out a prepared plan and records the revision as applied.
@@ -583,10 +695,14 @@ impl<E: Executor> Reconciler<E> {
             for change in &iteration.config {
                 tracing::info!(executor = self.executor.name(), %change, "configuration changed");
             }
-            let specs = specs_of(&fleet);
-            let nominations = nominations_of(&records);
-            let results = self
-                .carry_out_plan(
+            // Nothing to look up for a plan without actions (an unchanged
+            // fleet's): no table of 100,000s of names.
+            let results = if plan.actions.is_empty() {
+                Vec::new()
+            } else {
+                let specs = specs_of(&fleet);
+                let nominations = nominations_of(&records);
+                self.carry_out_plan(
                     &fleet,
                     &specs,
                     &mut records,
@@ -595,7 +711,8 @@ impl<E: Executor> Reconciler<E> {
                     &revision.id,
                     now,
                 )
-                .await?;
+                .await?
+            };
             for (action, (result, transient)) in plan.actions.iter().zip(results) {
                 iteration.executed.push(Executed {
                     action: action.clone(),
@@ -603,18 +720,31 @@ impl<E: Executor> Reconciler<E> {
                     transient,
                 });
             }
-            let mut revisions = self.store.revisions()?;
+            let stored = self.store.revisions()?;
+            let mut revisions = stored.clone();
             revisions.last_applied = Some(revision.id.clone());
             if iteration.refused.is_none() {
                 revisions.last_attempted = Some(revision.id.clone());
                 revisions.last_error = None;
             }
-            // Durable: it puts the plan's last outcomes, deferred, on disk.
-            self.store.commit(&Batch {
+            let batch = Batch {
                 revisions: Some(revisions),
                 clock: Some(now),
                 ..Batch::default()
-            })?;
+            };
+            // A re-used plan without actions that leaves the revisions as
+            // they are changes nothing but the clock: deferred, a crash
+            // loses only that (docs/semantics.md, "Unchanged iterations").
+            // Otherwise durable: it puts the plan's last outcomes, deferred,
+            // on disk.
+            if iteration.reused
+                && plan.actions.is_empty()
+                && batch.revisions.as_ref() == Some(&stored)
+            {
+                self.store.commit_deferred(&batch)?;
+            } else {
+                self.store.commit(&batch)?;
+            }
         } else {
             self.store.commit(&Batch {
                 clock: Some(now),

@@ -34,7 +34,7 @@ use super::status::Status;
 use super::view::{AUDIT_TAIL, ViewInput, fleet_view};
 use super::{Iteration, ReconcileError, Reconciler};
 use exec::Executor;
-use model::observed::Timestamp;
+use model::observed::{ObservedState, Timestamp};
 use model::spec::Duration;
 use model::time::after;
 
@@ -368,8 +368,8 @@ pub fn record<E: Executor>(
     let starts = match (reconciler.fleet(), &iteration.plan) {
         (Some(fleet), Some(plan)) if !plan.pending.is_empty() => {
             let observed = model::observed::ObservedState {
-                nodes: iteration.nodes.clone(),
-                ..iteration.planned_from.clone()
+                nodes: iteration.nodes.to_vec(),
+                ..ObservedState::clone(&iteration.planned_from)
             };
             shared.starts.starts(
                 fleet,
@@ -386,7 +386,7 @@ pub fn record<E: Executor>(
         time: iteration.time,
         executor: reconciler.executor_name(),
         fleet: reconciler.fleet(),
-        plan: iteration.plan.as_ref(),
+        plan: iteration.plan.as_deref(),
         nodes: &iteration.nodes,
         records: &records,
         revisions: &revisions,
@@ -406,7 +406,7 @@ pub fn record<E: Executor>(
     if let Err(e) = status.write(state_dir) {
         tracing::warn!(error = %e, "cannot write status.json");
     }
-    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.clone())
+    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.to_vec())
         && let Err(e) = crate::live::write(state_dir, &live)
     {
         tracing::warn!(error = %e, "cannot write observed.json");

@@ -9,6 +9,10 @@
 //! written by someone else, a new reconciler on the same state. After every
 //! step both reconcilers must have planned and done the same, their stores
 //! must hold the same records, and the records kept must be those stored.
+//! The one that reads its records also never re-uses a plan
+//! ([`Reconciler::with_plans_reused`]); the other re-uses its last plan
+//! when nothing changed (pauses of seconds make that common): they plan
+//! the same but for a re-used plan's time.
 //!
 //! The cases come from a fixed seed, as the repository's other property
 //! tests do (`GITFLEET_KEPT_CASES`, `GITFLEET_KEPT_SEED` to explore).
@@ -115,6 +119,8 @@ enum Step {
     Typo,
     /// Time passes, no commit.
     Wait(u32),
+    /// Seconds pass, no commit.
+    Pause(u32),
     /// A plan prepared and dropped, not carried out.
     PrepareOnly,
     /// Someone else rewrites a job record (here: forgets a job's reason).
@@ -133,6 +139,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (4..=24_u32).prop_map(Step::Limit),
         1 => Just(Step::Typo),
         4 => (0..120_u32).prop_map(Step::Wait),
+        3 => (0..90_u32).prop_map(Step::Pause),
         1 => Just(Step::PrepareOnly),
         1 => any::<usize>().prop_map(Step::Outside),
         1 => Just(Step::Restart),
@@ -176,21 +183,32 @@ impl Side {
 
     fn reconciler(repo: &Path, store: &Arc<Store>, keep: bool) -> Reconciler<SimExecutor> {
         let sim = SimExecutor::open(store.clone(), None, model::spec::Duration::ZERO).unwrap();
-        Reconciler::new(FleetSource::detect(repo, None), store.clone(), sim).with_records_kept(keep)
+        Reconciler::new(FleetSource::detect(repo, None), store.clone(), sim)
+            .with_records_kept(keep)
+            .with_plans_reused(keep)
     }
 }
 
-/// What an iteration planned and did, less its timings.
+/// What an iteration planned and did, less its timings (and the time of
+/// its plan and observed state: a re-used plan keeps its own).
 fn seen(iteration: &Iteration) -> String {
+    let plan = iteration.plan.as_deref().map(|p| model::plan::Plan {
+        time: String::new(),
+        ..p.clone()
+    });
+    let planned_from = model::observed::ObservedState {
+        time: None,
+        ..model::observed::ObservedState::clone(&iteration.planned_from)
+    };
     format!(
         "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
         iteration.revision,
         iteration.refused,
-        iteration.plan,
+        plan,
         iteration.events,
         iteration.executed,
         iteration.nodes,
-        iteration.planned_from
+        planned_from
     )
 }
 
@@ -217,7 +235,7 @@ fn check(steps: &[Step]) -> Result<(), TestCaseError> {
     for (n, step) in steps.iter().enumerate() {
         let names: Vec<String> = files.jobs.keys().cloned().collect();
         let pick = |i: &Index| names.get(pick_of(*i, names.len())).cloned();
-        let mut minutes = 1;
+        let mut seconds = 60;
         match step {
             Step::Add(queue, gpus, high, sim) => {
                 let class = if *high { "high" } else { "low" };
@@ -248,7 +266,8 @@ fn check(steps: &[Step]) -> Result<(), TestCaseError> {
             }
             Step::Limit(limit) => files.limit = *limit,
             Step::Typo => files.typo = !files.typo,
-            Step::Wait(m) => minutes = *m,
+            Step::Wait(m) => seconds = 60 * *m,
+            Step::Pause(s) => seconds = *s,
             Step::PrepareOnly => {
                 for side in [&mut kept, &mut read] {
                     drop(block_on(side.reconciler.prepare(now)).unwrap());
@@ -291,9 +310,11 @@ fn check(steps: &[Step]) -> Result<(), TestCaseError> {
         ) {
             commit(&repo, &files);
         }
-        now += chrono::Duration::minutes(i64::from(minutes));
+        now += chrono::Duration::seconds(i64::from(seconds));
         let a = block_on(kept.reconciler.iterate(now)).unwrap();
         let b = block_on(read.reconciler.iterate(now)).unwrap();
+        prop_assert!(!b.reused);
+        REUSED.fetch_add(usize::from(a.reused), std::sync::atomic::Ordering::SeqCst);
         prop_assert_eq!(
             seen(&a),
             seen(&b),
@@ -361,6 +382,18 @@ fn every_kind_of_step_once() {
         Step::Wait(200),
         Step::Outside(0),
         Step::Wait(1),
+        Step::Pause(20),
+        Step::Pause(5),
+        Step::Pause(10),
+        Step::Pause(20),
+        Step::Pause(0),
     ];
     check(&steps).unwrap();
+    assert!(
+        REUSED.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "some iteration re-used its plan"
+    );
 }
+
+/// Iterations that re-used their plan, in all checks so far.
+static REUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -114,8 +114,8 @@ impl<E: Executor> Reconciler<E> {
             return Err(Stale::Specs(specs_change(&saved.specs, revision)));
         }
         let observed = ObservedState {
-            nodes: iteration.nodes.clone(),
-            ..prepared.observed.clone()
+            nodes: iteration.nodes.to_vec(),
+            ..ObservedState::clone(&prepared.observed)
         };
         let now = observed_digest(&observed);
         if now != origin.digest {

@@ -1,0 +1,232 @@
+//! Unchanged iterations re-use the last plan (docs/semantics.md, "Unchanged
+//! iterations"): on a small fleet run by the sim executor, once nothing
+//! changes an iteration re-uses the plan (the same plan, its time aside,
+//! the sim not observed again); and a time limit passing, a commit, a job
+//! that ends in the sim, or a job record written by someone else each make
+//! the next iteration plan again. A reconciler that never re-uses plans
+//! plans the same all along.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may stop at the first surprise
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use exec::sim::SimExecutor;
+use futures_executor::block_on;
+use gitfleet_reconcile::state::{Batch, Store};
+use gitfleet_reconcile::{FleetSource, Iteration, Reconciler};
+use model::observed::Timestamp;
+use model::plan::{Action, Plan};
+use support::{HEADER, git};
+
+const FLEET: &str = "kind: NodePool\nmetadata: {name: p}\nspec:\n  gpu: {model: H100, count: 8}\n  size: {min: 1, max: 1}\n---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {name: q}\nspec:\n  quota: [{model: H100, guaranteed: 8}]\n";
+
+/// A job of `gpus` GPUs with a time limit, running `sim` minutes in the sim
+/// (longer than its limit: it is terminated).
+fn job(name: &str, gpus: u32, limit: &str, sim: u32) -> String {
+    format!(
+        "{HEADER}kind: Job\nmetadata:\n  name: {name}\n  annotations: {{gitfleet/sim-duration: {sim}m}}\nspec:\n  queue: q\n  gpusPerReplica: {gpus}\n  timeLimit: {limit}\n  command: [train]\n"
+    )
+}
+
+fn commit(repo: &Path, jobs: &[String]) {
+    let mut docs = vec![format!("{HEADER}{FLEET}")];
+    docs.extend(jobs.iter().cloned());
+    std::fs::write(repo.join("fleet.yaml"), docs.join("---\n")).unwrap();
+    git(&["add", "-A"], repo);
+    git(&["commit", "-q", "-m", "step"], repo);
+}
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn minutes(m: i64) -> chrono::Duration {
+    chrono::Duration::minutes(m)
+}
+
+/// The plan with `time` blanked (a re-used plan keeps its own).
+fn untimed(iteration: &Iteration) -> Plan {
+    let mut plan = Plan::clone(iteration.plan.as_ref().unwrap());
+    plan.time = String::new();
+    plan
+}
+
+struct Pair {
+    reusing: Reconciler<SimExecutor>,
+    planning: Reconciler<SimExecutor>,
+    stores: [Arc<Store>; 2],
+}
+
+impl Pair {
+    fn new(repo: &Path, state: &Path) -> Pair {
+        let open = |dir: &str| {
+            let store = Arc::new(Store::open(&state.join(dir)).unwrap());
+            let sim = SimExecutor::open(store.clone(), None, model::spec::Duration::ZERO).unwrap();
+            (
+                store.clone(),
+                Reconciler::new(FleetSource::detect(repo, None), store, sim),
+            )
+        };
+        let (a, reusing) = open("reusing");
+        let (b, planning) = open("planning");
+        Pair {
+            reusing,
+            planning: planning.with_plans_reused(false),
+            stores: [a, b],
+        }
+    }
+
+    /// One iteration of each at `now`: the same plan (time aside), the same
+    /// actions and events, the same records; returns the re-using one's.
+    fn iterate(&mut self, now: Timestamp) -> Iteration {
+        let a = block_on(self.reusing.iterate(now)).unwrap();
+        let b = block_on(self.planning.iterate(now)).unwrap();
+        assert!(!b.reused, "plans are never re-used when told so");
+        assert_eq!(untimed(&a), untimed(&b), "{now}: the plans");
+        assert_eq!(a.executed, b.executed, "{now}: the actions");
+        assert_eq!(a.events, b.events, "{now}: the events");
+        assert_eq!(a.nodes, b.nodes, "{now}: the nodes");
+        // A re-used plan's observed state is the one it was made from, at
+        // its time.
+        let untimed_state = |i: &Iteration| model::observed::ObservedState {
+            time: None,
+            ..model::observed::ObservedState::clone(&i.planned_from)
+        };
+        assert_eq!(
+            untimed_state(&a),
+            untimed_state(&b),
+            "{now}: the observed state"
+        );
+        assert_eq!(
+            self.stores[0].jobs().unwrap(),
+            self.stores[1].jobs().unwrap(),
+            "{now}: the records"
+        );
+        a
+    }
+
+    /// Iterates 30 s apart (the loop's default interval) from `now` until
+    /// one re-uses its plan (at most `n`); returns the time of that
+    /// iteration.
+    fn until_reused(&mut self, mut now: Timestamp, n: usize) -> Timestamp {
+        for _ in 0..n {
+            now += chrono::Duration::seconds(30);
+            if self.iterate(now).reused {
+                return now;
+            }
+        }
+        panic!("no iteration re-used its plan by {now}");
+    }
+}
+
+#[test]
+fn unchanged_iterations_reuse_the_plan_until_something_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    // `long` holds the node for an hour (then is terminated); `wait` needs
+    // the whole node and waits for it.
+    let mut jobs = vec![job("long", 8, "1h", 600), job("wait", 8, "2h", 600)];
+    commit(&repo, &jobs);
+    let mut pair = Pair::new(&repo, &dir.path().join("state"));
+    let start = t("2026-11-21T10:00:00Z");
+    let first = pair.iterate(start);
+    assert!(!first.reused);
+    assert!(
+        matches!(first.executed.as_slice(), [e] if matches!(&e.action, Action::Place { job, .. } if job == "long")),
+        "{:?}",
+        first.executed
+    );
+
+    // Nothing changes: within a few iterations one re-uses the plan, and
+    // the next ones too (no observation, no engine).
+    let mut now = pair.until_reused(start, 4);
+    let reused = pair.iterate(now + minutes(1));
+    assert!(reused.reused);
+    assert_eq!(reused.phases.observe, std::time::Duration::ZERO);
+    assert!(reused.events.is_empty() && reused.executed.is_empty());
+    // Its clock is recorded (deferred: a crash would lose only that).
+    assert_eq!(
+        pair.stores[0].clock().unwrap(),
+        Some(now + minutes(1)),
+        "the clock of a re-used iteration"
+    );
+    now += minutes(1);
+
+    // A commit (the waiting job's limit changed): planned again.
+    jobs[1] = job("wait", 8, "3h", 600);
+    commit(&repo, &jobs);
+    now += minutes(1);
+    assert!(!pair.iterate(now).reused, "a commit plans again");
+    now = pair.until_reused(now, 4);
+
+    // Someone else writes a job record: planned again.
+    let mut record = pair.stores[0].jobs().unwrap().remove("wait").unwrap();
+    record.reason = None;
+    for store in &pair.stores {
+        store
+            .commit(&Batch {
+                jobs: vec![record.clone()],
+                ..Batch::default()
+            })
+            .unwrap();
+    }
+    now += minutes(1);
+    assert!(
+        !pair.iterate(now).reused,
+        "a record written by someone else"
+    );
+    now = pair.until_reused(now, 4);
+
+    // Just before the time limit the plan still stands; at it, `long` is
+    // terminated.
+    let limit = start + minutes(60);
+    assert!(now < limit - minutes(10));
+    let now = pair.until_reused(limit - minutes(10), 4);
+    assert!(now < limit - minutes(2));
+    let before = pair.iterate(limit - chrono::Duration::seconds(1));
+    assert!(before.reused, "the plan stands until the time limit");
+    let at = pair.iterate(limit);
+    assert!(!at.reused, "the time limit is the plan's horizon");
+    assert!(
+        at.executed
+            .iter()
+            .any(|e| matches!(&e.action, Action::Terminate { job, .. } if job == "long")),
+        "{:?}",
+        at.executed
+    );
+}
+
+#[test]
+fn a_job_that_ends_in_the_sim_is_observed() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    // `short` runs 20 minutes of its 2-hour limit, then exits by itself.
+    commit(
+        &repo,
+        &[job("short", 8, "2h", 20), job("wait", 8, "2h", 600)],
+    );
+    let mut pair = Pair::new(&repo, &dir.path().join("state"));
+    let start = t("2026-11-21T10:00:00Z");
+    pair.iterate(start);
+    let now = pair.until_reused(start, 4);
+    assert!(now < start + minutes(19));
+    assert!(pair.iterate(start + minutes(19)).reused);
+    let ended = pair.iterate(start + minutes(20));
+    assert!(!ended.reused, "the sim's event is due");
+    assert_eq!(ended.events.len(), 1, "{:?}", ended.events);
+    assert!(
+        ended
+            .executed
+            .iter()
+            .any(|e| matches!(&e.action, Action::Place { job, .. } if job == "wait")),
+        "{:?}",
+        ended.executed
+    );
+}
