@@ -318,6 +318,16 @@ fn candidates_cached(
     }
     let (cands, more) = candidates(e, j, q, req, reclaim, own_path, limit);
     let list = std::rc::Rc::new(CandidateList { cands, more });
+    // Lists of an earlier preemption count are never read again: dropped,
+    // or a storm keeps tens of thousands of them (all entries share one
+    // count, as each insert drops the older ones).
+    if e.candidate_memo
+        .values()
+        .next()
+        .is_some_and(|(at, _)| *at != e.preemptions)
+    {
+        e.candidate_memo.clear();
+    }
     e.candidate_memo.insert(key, (e.preemptions, list.clone()));
     list
 }
