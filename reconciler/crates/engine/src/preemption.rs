@@ -623,13 +623,16 @@ fn candidates(
     (out, false)
 }
 
-/// The runs of the candidates in `chosen` and `extra`.
+/// The runs of the candidates in `chosen` and `extra`, sorted (for
+/// [`free_or_victim`]'s binary search).
 fn runs_of(cands: &[Candidate], chosen: &[usize], extra: &[usize]) -> Vec<RunId> {
-    chosen.iter().chain(extra).map(|i| cands[*i].run).collect()
+    let mut runs: Vec<RunId> = chosen.iter().chain(extra).map(|i| cands[*i].run).collect();
+    runs.sort_unstable();
+    runs
 }
 
-/// GPUs a replica may use on a node: free ones and those of `victims`, but
-/// not `mine` (taken by an earlier replica of the same job).
+/// GPUs a replica may use on a node: free ones and those of `victims`
+/// (sorted), but not `mine` (taken by an earlier replica of the same job).
 fn free_or_victim<'a>(
     mine: &'a [usize],
     victims: &'a [RunId],
@@ -639,7 +642,7 @@ fn free_or_victim<'a>(
         !mine.contains(&pos)
             && match g.owner {
                 Owner::Free => true,
-                Owner::Running(r) => victims.contains(&r),
+                Owner::Running(r) => victims.binary_search(&r).is_ok(),
                 Owner::Freeing(r) => stopping.contains(&r),
                 _ => false,
             }
