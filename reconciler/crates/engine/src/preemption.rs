@@ -1350,19 +1350,9 @@ fn node_by_node(
         #[cfg(debug_assertions)]
         {
             let nodes = holders(e, area, req, cands, by_node, stopping);
-            let plain_rejected = std::cell::Cell::new(false);
-            let (plain, _) = choose_node_by_node(
-                e,
-                &nodes,
-                req,
-                cands,
-                by_node,
-                &plain_rejected,
-                stopping,
-                false,
-            );
+            let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
             debug_assert!(plain.is_none(), "too few replicas fit, yet one was found");
-            debug_assert!(!plain_rejected.get() || rejected.get());
+            debug_assert!(!plain_rejected || rejected.get());
         }
         return None;
     }
@@ -1373,24 +1363,30 @@ fn node_by_node(
     // nothing was found.
     #[cfg(debug_assertions)]
     {
-        let plain_rejected = std::cell::Cell::new(false);
-        let (plain, _) = choose_node_by_node(
-            e,
-            &nodes,
-            req,
-            cands,
-            by_node,
-            &plain_rejected,
-            stopping,
-            false,
-        );
+        let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
         debug_assert_eq!(found, plain, "the pruned victim search chose differently");
         debug_assert!(
-            found.is_some() || !plain_rejected.get() || rejected.get(),
+            found.is_some() || !plain_rejected || rejected.get(),
             "the pruned victim search missed a victim the borrowing rule turned down"
         );
     }
     found
+}
+
+/// [`choose_node_by_node`] without pruning, and whether the borrowing rule
+/// turned a victim down: what debug builds check the shortcuts against.
+#[cfg(debug_assertions)]
+fn plain_search(
+    e: &Engine,
+    nodes: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    stopping: &Waitable,
+) -> (Option<(Cost, Vec<usize>, Placement)>, bool) {
+    let rejected = std::cell::Cell::new(false);
+    let (found, _) = choose_node_by_node(e, nodes, req, cands, by_node, &rejected, stopping, false);
+    (found, rejected.get())
 }
 
 /// Whether [`node_by_node`] on `nodes` surely finds nothing and learns

@@ -578,6 +578,25 @@ mod tests {
         }
     }
 
+    /// Placing job `short` (its spec) on `here`: the context and the action.
+    fn place_short<'a>(
+        short: &'a model::spec::Object<model::spec::JobSpec>,
+        here: &[model::observed::NodeGpus],
+    ) -> (ActionContext<'a>, Action) {
+        let ctx = ActionContext {
+            spec: Some(short),
+            attempt: None,
+            grace: Duration::ZERO,
+            revision: "r",
+        };
+        let place = Action::Place {
+            job: "short".into(),
+            placement: here.to_vec(),
+            reason: String::new(),
+        };
+        (ctx, place)
+    }
+
     #[test]
     fn jobs_exit_by_the_world_rules_and_survive_a_restart() {
         let store: Arc<dyn KeyValue> = Arc::new(MemoryKv::default());
@@ -600,17 +619,7 @@ mod tests {
             node: "p-1".into(),
             gpus: vec![0, 1],
         }];
-        let ctx = ActionContext {
-            spec: Some(&short),
-            attempt: None,
-            grace: Duration::ZERO,
-            revision: "r",
-        };
-        let place = Action::Place {
-            job: "short".into(),
-            placement: here.clone(),
-            reason: String::new(),
-        };
+        let (ctx, place) = place_short(&short, &here);
         assert_eq!(
             block_on(sim.execute(&place, &ctx, t0)).unwrap(),
             Outcome::Done
@@ -691,17 +700,7 @@ mod tests {
         let none = block_on(sim.observe(t("2026-11-21T10:11:00Z"), &[])).unwrap();
         assert!(none.events.is_empty());
         assert!(sim.observation_stands(t("2027-11-21T10:11:00Z")));
-        let ctx = ActionContext {
-            spec: Some(&short),
-            attempt: None,
-            grace: Duration::ZERO,
-            revision: "r",
-        };
-        let place = Action::Place {
-            job: "short".into(),
-            placement: here.clone(),
-            reason: String::new(),
-        };
+        let (ctx, place) = place_short(&short, &here);
         block_on(sim.execute(&place, &ctx, t("2026-11-21T10:12:00Z"))).unwrap();
         assert!(
             !sim.observation_stands(t("2026-11-21T10:12:00Z")),
