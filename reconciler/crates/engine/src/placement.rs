@@ -126,6 +126,28 @@ pub fn place_scan(
 /// GPUs idle as it can), then 1 (GPUs nominated for the job), then 2.
 pub type Prefer<'a> = &'a dyn Fn(NodeId, usize, &Gpu) -> u8;
 
+/// What a caller already knows of a node's usable GPUs under its predicate
+/// and preference, without a look at each GPU: `Some((usable, [of
+/// preference 0, of preference 1]))`, or `None` to count them.
+pub type Counted<'a> = &'a dyn Fn(NodeId) -> Option<(u32, [u32; 2])>;
+
+/// [`place_preferring`] where `counted` knows the usable GPUs of some nodes
+/// (it must agree with `usable` and `prefer`): those are not looked at GPU
+/// by GPU until one may win. The same placement.
+pub fn place_preferring_counted(
+    cluster: &Cluster,
+    nodes: &[NodeId],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    prefer: Prefer,
+    counted: Counted,
+) -> Option<Placement> {
+    if req.required.or(req.preferred).is_some() {
+        return place_preferring(cluster, nodes, req, usable, prefer);
+    }
+    greedy_preferring(cluster, nodes, req, usable, &|_| 0, prefer, counted)
+}
+
 /// Like [`place_scan`], preferring GPUs by `prefer`: the node whose pick
 /// holds the most GPUs of preference 0, then of 1, then best fit.
 pub fn place_preferring(
@@ -472,7 +494,7 @@ fn greedy_with(
     prefer: Option<Prefer>,
 ) -> Option<Placement> {
     if let Some(prefer) = prefer {
-        return greedy_preferring(cluster, nodes, req, usable, rank, prefer);
+        return greedy_preferring(cluster, nodes, req, usable, rank, prefer, &|_| None);
     }
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
@@ -530,6 +552,7 @@ fn greedy_preferring(
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
     rank: &dyn Fn(&NodeState) -> u8,
     prefer: Prefer,
+    counted: Counted,
 ) -> Option<Placement> {
     let per_replica = req.per_replica;
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
@@ -543,15 +566,19 @@ fn greedy_preferring(
                 continue;
             }
             let mine = taken.get(&id);
-            let (mut avail, mut levels) = (0u32, [0u32; 2]);
-            for (pos, g) in node.gpus.iter().enumerate() {
-                if usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos)) {
-                    avail += 1;
-                    if let Some(n) = levels.get_mut(usize::from(prefer(id, pos, g))) {
-                        *n += 1;
+            let known = if mine.is_none() { counted(id) } else { None };
+            let (avail, levels) = known.unwrap_or_else(|| {
+                let (mut avail, mut levels) = (0u32, [0u32; 2]);
+                for (pos, g) in node.gpus.iter().enumerate() {
+                    if usable(node, pos, g) && !mine.is_some_and(|t| t.contains(&pos)) {
+                        avail += 1;
+                        if let Some(n) = levels.get_mut(usize::from(prefer(id, pos, g))) {
+                            *n += 1;
+                        }
                     }
                 }
-            }
+                (avail, levels)
+            });
             if avail < per_replica {
                 continue;
             }
@@ -856,7 +883,7 @@ mod tests {
             let req = Request { model, replicas, per_replica, required: None, preferred: None };
             let ids: Vec<NodeId> = (0..nodes as NodeId).collect();
             prop_assert_eq!(
-                greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer),
+                greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer, &|_| None),
                 greedy_preferring_every_node(&cluster, &ids, &req, &usable, &prefer)
             );
         }

@@ -981,13 +981,37 @@ fn search_inner(
     };
     // Without topology a node counts only for its own GPUs: those that
     // cannot hold a replica with every victim are left out unseen.
+    let by_node = victims_by_node(e, cands, &chosen);
     let nodes = if req.required.or(req.preferred).is_none() {
-        let by_node = victims_by_node(e, cands, &chosen);
         holders(e, area, req, cands, &by_node, stopping)
     } else {
         nodes
     };
-    if let Some(p) = placement::place_preferring(&e.cluster, &nodes, req, &usable, &prefer) {
+    // A node without victims, GPUs nominated for the job or kept stopping
+    // jobs it may claim offers its free GPUs and those of open stopping
+    // jobs (preferred): counted, not looked at GPU by GPU.
+    let counted = |id: NodeId| -> Option<(u32, [u32; 2])> {
+        let node = e.cluster.node(id);
+        if by_node.contains_key(&id)
+            || stopping.kept_on_node.contains_key(&id)
+            || own.iter().any(|(n, _)| *n == id)
+        {
+            return None;
+        }
+        if !node.schedulable {
+            return Some((0, [0, 0]));
+        }
+        let open = e.cluster.waiting_on(id);
+        Some((node.free + open, [open, 0]))
+    };
+    if let Some(p) =
+        placement::place_preferring_counted(&e.cluster, &nodes, req, &usable, &prefer, &counted)
+    {
+        debug_assert_eq!(
+            Some(&p),
+            placement::place_preferring(&e.cluster, &nodes, req, &usable, &prefer).as_ref(),
+            "counted nodes placed differently"
+        );
         placement = p;
     }
     Some((chosen, placement))
