@@ -1639,12 +1639,13 @@ fn holders(
     stopping: &Waitable,
 ) -> Vec<NodeId> {
     debug_assert!(area.nodes.is_sorted() && area.base.is_sorted());
-    let mut out: Vec<NodeId> = area.base.to_vec();
+    // Victims' nodes outside the base, in node order like the base.
+    let mut extra: Vec<NodeId> = Vec::new();
     let mut hold = |id: NodeId, local: &[usize]| {
         if area.base.binary_search(&id).is_err()
             && most_gpus_on(e, id, local, cands, stopping) >= req.per_replica
         {
-            out.push(id);
+            extra.push(id);
         }
     };
     // Whichever is shorter is walked: the area (one domain of many, say)
@@ -1662,7 +1663,25 @@ fn holders(
             }
         }
     }
-    out.sort_unstable();
+    merge_sorted(area.base, &extra)
+}
+
+/// Two sorted lists without common elements, merged into one.
+fn merge_sorted(a: &[NodeId], b: &[NodeId]) -> Vec<NodeId> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut k) = (0, 0);
+    while i < a.len() && k < b.len() {
+        if a[i] < b[k] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[k]);
+            k += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[k..]);
+    debug_assert!(out.is_sorted());
     out
 }
 
