@@ -1435,13 +1435,32 @@ fn too_few_replicas(
     let (mut fit, mut may_reject) = (0u64, false);
     for &id in nodes {
         let local = by_node.get(&id).unwrap_or(&none);
-        fit += u64::from(most_gpus_on(e, id, local, cands, stopping) / req.per_replica);
+        fit += most_replicas_on(e, id, local, cands, req, stopping);
         if fit >= u64::from(req.replicas) {
             return false;
         }
-        may_reject = may_reject || local.iter().any(|&i| !cands[i].borrowed_from.is_empty());
+        may_reject = may_reject || any_borrowed(cands, local);
     }
     !may_reject || rejected.get()
+}
+
+/// Whether a candidate of `local` is taken from another queue's borrowing:
+/// only such a victim can the borrowing rule turn down.
+fn any_borrowed(cands: &[Candidate], local: &[usize]) -> bool {
+    local.iter().any(|&i| !cands[i].borrowed_from.is_empty())
+}
+
+/// How many replicas node `id` could hold, counting its free GPUs,
+/// waited-for stopping ones and those of every candidate of `local`.
+fn most_replicas_on(
+    e: &Engine,
+    id: NodeId,
+    local: &[usize],
+    cands: &[Candidate],
+    req: &Request,
+    stopping: &Waitable,
+) -> u64 {
+    u64::from(most_gpus_on(e, id, local, cands, stopping) / req.per_replica.max(1))
 }
 
 /// [`node_by_node`] on the nodes that could hold a replica, pruned.
@@ -1458,22 +1477,23 @@ fn node_by_node_pruned(
     // down by the borrowing rule.
     let none: Vec<usize> = Vec::new();
     let may_reject = !rejected.get()
-        && nodes.iter().any(|id| {
-            by_node
-                .get(id)
-                .unwrap_or(&none)
-                .iter()
-                .any(|&i| !cands[i].borrowed_from.is_empty())
-        });
+        && nodes
+            .iter()
+            .any(|id| any_borrowed(cands, by_node.get(id).unwrap_or(&none)));
     // Counting GPUs (free, waited-for stopping ones, every candidate's),
     // too few replicas fit: nothing is found, and only whether the rule
     // turned a victim down is left to learn.
     let most_replicas: u64 = nodes
         .iter()
         .map(|&id| {
-            let local = by_node.get(&id).unwrap_or(&none);
-            let gpus = most_gpus_on(e, id, local, cands, stopping);
-            u64::from(gpus / req.per_replica.max(1))
+            most_replicas_on(
+                e,
+                id,
+                by_node.get(&id).unwrap_or(&none),
+                cands,
+                req,
+                stopping,
+            )
         })
         .sum();
     if req.per_replica > 0 && most_replicas < u64::from(req.replicas) {
