@@ -215,21 +215,36 @@ fn slurmrestd_and_the_commands_observe_the_same_cluster() {
 
     // The accounting record: the same state as sacct's; the exit code is
     // sacct's or, with 22.05.8's dbv0.0.38 (which reports 0), unknown.
-    let sacct = parse_sacct(&slurm(
-        &cluster,
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "JobIDRaw,JobName,State,ExitCode",
-            "-j",
-            &failed.to_string(),
-        ],
-    ))
-    .unwrap();
-    let accounted = client.accounted(&[failed]).unwrap();
+    // slurmdbd records the job's end a moment after slurmctld knows it: both
+    // views are read again until the record is final and they agree.
+    let read_sacct = || {
+        parse_sacct(&slurm(
+            &cluster,
+            "sacct",
+            &[
+                "-X",
+                "-n",
+                "-P",
+                "-o",
+                "JobIDRaw,JobName,State,ExitCode",
+                "-j",
+                &failed.to_string(),
+            ],
+        ))
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut sacct, mut accounted) = (read_sacct(), client.accounted(&[failed]).unwrap());
+    while Instant::now() < deadline
+        && (sacct
+            .first()
+            .is_none_or(|r| matches!(r.state.as_str(), "PENDING" | "RUNNING"))
+            || accounted.first().map(|a| &a.state) != sacct.first().map(|r| &r.state))
+    {
+        std::thread::sleep(Duration::from_millis(250));
+        sacct = read_sacct();
+        accounted = client.accounted(&[failed]).unwrap();
+    }
     assert_eq!(accounted.len(), 1);
     assert_eq!(
         (accounted[0].id, &accounted[0].state),
