@@ -335,6 +335,8 @@ struct Waiting {
     /// Per model: (free + open GPUs, node) of schedulable real nodes where
     /// that is above zero.
     by_room: Vec<BTreeSet<(u32, NodeId)>>,
+    /// The same nodes as `by_room`, as (open GPUs, free + open, node).
+    by_open: Vec<BTreeSet<(u32, u32, NodeId)>>,
     /// Per model: GPUs of open runs on schedulable real nodes.
     total: Vec<u64>,
 }
@@ -495,6 +497,7 @@ impl Cluster {
             self.healthy_total.resize(model_count, 0);
             if let Some(w) = self.waiting.as_mut() {
                 w.by_room.resize_with(model_count, BTreeSet::new);
+                w.by_open.resize_with(model_count, BTreeSet::new);
                 w.total.resize(model_count, 0);
             }
         }
@@ -576,6 +579,7 @@ impl Cluster {
             open: open.into(),
             on_node: vec![0; self.nodes.len()],
             by_room: vec![BTreeSet::new(); models],
+            by_open: vec![BTreeSet::new(); models],
             total: vec![0; models],
         };
         for (id, node) in self.nodes.iter().enumerate() {
@@ -625,6 +629,60 @@ impl Cluster {
             .flat_map(move |set| set.range((min_room.max(1), 0)..).map(|(_, id)| *id))
     }
 
+    /// [`Cluster::nodes_with_room`] with each node's room (free + open
+    /// stopping GPUs), in the order of (room, node): best fit first, ties
+    /// by name (real nodes' ids follow their names).
+    pub fn rooms(
+        &self,
+        model: ModelId,
+        min_room: u32,
+    ) -> impl DoubleEndedIterator<Item = (u32, NodeId)> + '_ {
+        self.waiting
+            .as_ref()
+            .and_then(|w| w.by_room.get(model as usize))
+            .into_iter()
+            .flat_map(move |set| set.range((min_room.max(1), 0)..).copied())
+    }
+
+    /// The nodes of [`Cluster::rooms`] as (open stopping GPUs, room,
+    /// node), most open GPUs up to `per_replica` first, then best fit, then
+    /// name: the order in which a replica of `per_replica` GPUs that
+    /// prefers stopping jobs' GPUs to free ones would take them.
+    pub fn rooms_open_first(
+        &self,
+        model: ModelId,
+        per_replica: u32,
+    ) -> impl Iterator<Item = (u32, u32, NodeId)> + '_ {
+        let set = self
+            .waiting
+            .as_ref()
+            .and_then(|w| w.by_open.get(model as usize));
+        let per_replica = per_replica.max(1);
+        // Open counts of `per_replica` or more tie: their ranges are merged
+        // by (room, node). Below it, each count in turn, most first.
+        let mut merged = Vec::new();
+        if let Some(set) = set {
+            let mut open = per_replica;
+            while let Some(&(o, _, _)) = set.range((open, 0, 0)..).next() {
+                merged.push(set.range((o, 0, 0)..(o + 1, 0, 0)).copied().peekable());
+                open = o + 1;
+            }
+        }
+        let merged = std::iter::from_fn(move || {
+            let next = merged
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(k, it)| it.peek().map(|&(_, room, id)| ((room, id), k)))
+                .min()?;
+            merged[next.1].next()
+        });
+        let rest = (0..per_replica).rev().flat_map(move |open| {
+            set.into_iter()
+                .flat_map(move |s| s.range((open, per_replica, 0)..(open + 1, 0, 0)).copied())
+        });
+        merged.chain(rest)
+    }
+
     /// What [`Cluster::rewait`] needs of a node before a change: its room
     /// and open GPUs while it was indexed.
     fn room_of(&self, id: NodeId) -> Option<(u32, u32)> {
@@ -648,11 +706,13 @@ impl Cluster {
         let m = m as usize;
         if let Some((room, open)) = before {
             w.by_room[m].remove(&(room, id));
+            w.by_open[m].remove(&(open, room, id));
             w.total[m] -= u64::from(open);
         }
         if let Some((room, open)) = now {
             if room > 0 {
                 w.by_room[m].insert((room, id));
+                w.by_open[m].insert((open, room, id));
             }
             w.total[m] += u64::from(open);
         }
@@ -1153,7 +1213,24 @@ mod tests {
                 let fresh = recount(&c);
                 proptest::prop_assert_eq!(&kept.on_node, &fresh.on_node);
                 proptest::prop_assert_eq!(&kept.by_room, &fresh.by_room);
+                proptest::prop_assert_eq!(&kept.by_open, &fresh.by_open);
                 proptest::prop_assert_eq!(&kept.total, &fresh.total);
+            }
+            // The orders the victim search streams nodes in: every node
+            // with the room, sorted by the key a search would give it.
+            for per_replica in 1..=8u32 {
+                let mut expected: Vec<(u32, u32, NodeId)> = (0..4)
+                    .filter(|&id| c.node(id).schedulable)
+                    .map(|id| (c.waiting_on(id), c.node(id).free + c.waiting_on(id), id))
+                    .filter(|&(_, room, _)| room >= per_replica)
+                    .collect();
+                expected.sort_by_key(|&(open, room, id)| (per_replica - open.min(per_replica), room, id));
+                let streamed: Vec<_> = c.rooms_open_first(0, per_replica).collect();
+                proptest::prop_assert_eq!(&streamed, &expected);
+                expected.sort_by_key(|&(_, room, id)| (room, id));
+                let by_room: Vec<(u32, NodeId)> = expected.iter().map(|&(_, room, id)| (room, id)).collect();
+                let streamed: Vec<_> = c.rooms(0, per_replica).collect();
+                proptest::prop_assert_eq!(streamed, by_room);
             }
             // What the search reads agrees with the owners.
             for id in 0..4 {

@@ -131,9 +131,19 @@ pub type Prefer<'a> = &'a dyn Fn(NodeId, usize, &Gpu) -> u8;
 /// preference 0, of preference 1]))`, or `None` to count them.
 pub type Counted<'a> = &'a dyn Fn(NodeId) -> Option<(u32, [u32; 2])>;
 
+/// Nodes a placement reads from an index, in order, instead of from a
+/// list: each call starts the stream again, yielding (GPUs of preference
+/// 0, usable GPUs, node) in the order of (missing preference-0 GPUs for a
+/// replica, usable GPUs, node); none of preference 1. See
+/// [`crate::cluster::Cluster::rooms_open_first`].
+pub type Streamed<'a> = &'a dyn Fn() -> Box<dyn Iterator<Item = (u32, u32, NodeId)> + 'a>;
+
 /// [`place_preferring`] where `counted` knows the usable GPUs of some nodes
 /// (it must agree with `usable` and `prefer`): those are not looked at GPU
-/// by GPU until one may win. The same placement.
+/// by GPU until one may win; and, without topology, `streamed` nodes
+/// (sorted `nodes` hold none of them; they must agree with `usable` and
+/// `prefer` too) are read only as far as the search gets. The same
+/// placement as on `nodes` and the streamed ones together.
 pub fn place_preferring_counted(
     cluster: &Cluster,
     nodes: &[NodeId],
@@ -141,11 +151,22 @@ pub fn place_preferring_counted(
     usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
     prefer: Prefer,
     counted: Counted,
+    streamed: Option<Streamed>,
 ) -> Option<Placement> {
     if req.required.or(req.preferred).is_some() {
+        debug_assert!(streamed.is_none(), "streamed nodes with topology");
         return place_preferring(cluster, nodes, req, usable, prefer);
     }
-    greedy_preferring(cluster, nodes, req, usable, &|_| 0, prefer, counted)
+    greedy_preferring(
+        cluster,
+        nodes,
+        req,
+        usable,
+        &|_| 0,
+        prefer,
+        counted,
+        streamed,
+    )
 }
 
 /// Like [`place_scan`], preferring GPUs by `prefer`: the node whose pick
@@ -494,7 +515,7 @@ fn greedy_with(
     prefer: Option<Prefer>,
 ) -> Option<Placement> {
     if let Some(prefer) = prefer {
-        return greedy_preferring(cluster, nodes, req, usable, rank, prefer, &|_| None);
+        return greedy_preferring(cluster, nodes, req, usable, rank, prefer, &|_| None, None);
     }
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
@@ -545,6 +566,7 @@ fn greedy_with(
 /// the node's usable GPUs of preference 0 and 1, exact GPUs left), and the
 /// search stops at the first whose bound cannot beat the best pick so far:
 /// the same choice as trying every node, with few picks.
+#[allow(clippy::too_many_arguments)]
 fn greedy_preferring(
     cluster: &Cluster,
     nodes: &[NodeId],
@@ -553,14 +575,17 @@ fn greedy_preferring(
     rank: &dyn Fn(&NodeState) -> u8,
     prefer: Prefer,
     counted: Counted,
+    streamed: Option<Streamed>,
 ) -> Option<Placement> {
     let per_replica = req.per_replica;
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placed: Placement = Vec::with_capacity(req.replicas as usize);
     let mut order: Vec<(ChoiceKey, &str, NodeId)> = Vec::new();
+    let mut streamed_taken: Vec<NodeId> = Vec::new();
     for _ in 0..req.replicas {
         order.clear();
-        for &id in nodes {
+        // A streamed node an earlier replica took is looked at in full.
+        for &id in nodes.iter().chain(&streamed_taken) {
             let node = cluster.node(id);
             if node.model != Some(req.model) {
                 continue;
@@ -601,8 +626,34 @@ fn greedy_preferring(
                 .map(std::cmp::Reverse)
                 .collect::<Vec<_>>(),
         );
+        // Streamed nodes are counted: their bound is their key.
+        let mut stream = streamed.map(|start| {
+            start()
+                .filter(|(_, _, id)| !taken.contains_key(id))
+                .map(|(open, room, id)| {
+                    let node = cluster.node(id);
+                    debug_assert_eq!(rank(node), 0, "a streamed node of a rank");
+                    let bound = (
+                        0,
+                        per_replica - open.min(per_replica),
+                        per_replica,
+                        room - per_replica,
+                    );
+                    (bound, node.name.as_str(), id)
+                })
+                .peekable()
+        });
+        let mut next = || {
+            let from_stream = stream.as_mut().and_then(|s| s.peek().copied());
+            let from_heap = heap.peek().map(|std::cmp::Reverse(x)| *x);
+            match (from_heap, from_stream) {
+                (Some(h), Some(s)) if s < h => stream.as_mut().and_then(|s| s.next()),
+                (Some(_), _) => heap.pop().map(|std::cmp::Reverse(x)| x),
+                (None, _) => stream.as_mut().and_then(|s| s.next()),
+            }
+        };
         let mut best: Option<Choice> = None;
-        while let Some(std::cmp::Reverse((bound, name, id))) = heap.pop() {
+        while let Some((bound, name, id)) = next() {
             if best
                 .as_ref()
                 .is_some_and(|(l, n, _, _)| (bound, name) >= (*l, *n))
@@ -635,6 +686,9 @@ fn greedy_preferring(
             }
         }
         let (_, _, id, positions) = best?;
+        if streamed.is_some() && nodes.binary_search(&id).is_err() && !taken.contains_key(&id) {
+            streamed_taken.push(id);
+        }
         taken
             .entry(id)
             .or_default()
@@ -883,7 +937,7 @@ mod tests {
             let req = Request { model, replicas, per_replica, required: None, preferred: None };
             let ids: Vec<NodeId> = (0..nodes as NodeId).collect();
             prop_assert_eq!(
-                greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer, &|_| None),
+                greedy_preferring(&cluster, &ids, &req, &usable, &|_| 0, &prefer, &|_| None, None),
                 greedy_preferring_every_node(&cluster, &ids, &req, &usable, &prefer)
             );
         }

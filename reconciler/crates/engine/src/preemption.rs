@@ -320,13 +320,14 @@ fn candidates_cached(
     let list = std::rc::Rc::new(CandidateList { cands, more });
     // Lists of an earlier preemption count are never read again: dropped,
     // or a storm keeps tens of thousands of them (all entries share one
-    // count, as each insert drops the older ones).
+    // count, as each insert drops the older ones). A new map, not a
+    // cleared one: clearing costs its largest size ever, every time.
     if e.candidate_memo
         .values()
         .next()
         .is_some_and(|(at, _)| *at != e.preemptions)
     {
-        e.candidate_memo.clear();
+        e.candidate_memo = Default::default();
     }
     e.candidate_memo.insert(key, (e.preemptions, list.clone()));
     list
@@ -846,32 +847,42 @@ fn search_inner(
     let by_node = victims_by_node(e, cands, &all);
     // Without topology a node counts only for its own GPUs: one where free
     // GPUs and waited-for stopping ones do not make a replica and no
-    // candidate is holds no replica, so only the others are looked at. With
-    // topology its free GPUs count towards its domain's leftover.
-    let min_room = if req.required.or(req.preferred).is_none() {
-        req.per_replica
+    // candidate is holds no replica, so only the others are looked at, and
+    // those without candidates or kept runs are read from the cluster's
+    // index as they are needed. With topology its free GPUs count towards
+    // its domain's leftover.
+    let topology = req.required.or(req.preferred);
+    let indexed = topology.is_none() && req.per_replica > 0;
+    let (mut nodes, mut base, mut domains) = (Vec::new(), Vec::new(), Vec::new());
+    if !indexed {
+        let min_room = if topology.is_none() {
+            req.per_replica
+        } else {
+            1
+        };
+        nodes = stopping
+            .nodes_with_room(&e.cluster, m, min_room)
+            .chain(by_node.keys().copied())
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes.retain(|id| {
+            let n = e.cluster.node(*id);
+            n.schedulable && n.model == Some(m)
+        });
+        base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
+        if let Some(level) = topology {
+            domains = domains_of(e, &nodes, &base, level);
+        }
+    }
+    let area = if indexed {
+        Area::Indexed
     } else {
-        1
-    };
-    let mut nodes: Vec<NodeId> = stopping
-        .nodes_with_room(&e.cluster, m, min_room)
-        .chain(by_node.keys().copied())
-        .collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    nodes.retain(|id| {
-        let n = e.cluster.node(*id);
-        n.schedulable && n.model == Some(m)
-    });
-    let base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
-    let domains = match req.required.or(req.preferred) {
-        Some(level) => domains_of(e, &nodes, &base, level),
-        None => Vec::new(),
-    };
-    let area = Area {
-        nodes: &nodes,
-        base: &base,
-        domains: &domains,
+        Area::Listed {
+            nodes: &nodes,
+            base: &base,
+            domains: &domains,
+        }
     };
     let rejected = std::cell::Cell::new(false);
     let found = place_with(e, area, req, cands, &by_node, &rejected, stopping).or_else(|| {
@@ -982,20 +993,46 @@ fn search_inner(
     // Without topology a node counts only for its own GPUs: those that
     // cannot hold a replica with every victim are left out unseen.
     let by_node = victims_by_node(e, cands, &chosen);
-    let nodes = if req.required.or(req.preferred).is_none() {
-        holders(e, area, req, cands, &by_node, stopping)
-    } else {
-        nodes
+    let is_own = |id: NodeId| own.iter().any(|(n, _)| *n == id);
+    // An indexed area's plain nodes without GPUs nominated for the job are
+    // streamed in the placement's order (open stopping GPUs first, then
+    // best fit); the others, GPUs nominated for the job among them, listed.
+    let (nodes, streaming) = match area {
+        Area::Indexed => {
+            let held = holders(e, area, req, cands, &by_node, stopping);
+            let mut listed = held.listed;
+            let own_plain = own.iter().map(|(n, _)| *n).filter(|&id| {
+                let node = e.cluster.node(id);
+                !is_special(id, &by_node, stopping)
+                    && node.schedulable
+                    && node.model == Some(m)
+                    && !node.is_virtual
+                    && node.free + e.cluster.waiting_on(id) >= req.per_replica
+            });
+            listed.extend(own_plain);
+            listed.sort_unstable();
+            listed.dedup();
+            (listed, true)
+        }
+        Area::Listed { .. } if topology.is_none() => (
+            holders(e, area, req, cands, &by_node, stopping).listed,
+            false,
+        ),
+        Area::Listed { .. } => (nodes, false),
+    };
+    let streamed = || -> Box<dyn Iterator<Item = (u32, u32, NodeId)> + '_> {
+        Box::new(
+            e.cluster
+                .rooms_open_first(m, req.per_replica)
+                .filter(|&(_, _, id)| !is_special(id, &by_node, stopping) && !is_own(id)),
+        )
     };
     // A node without victims, GPUs nominated for the job or kept stopping
     // jobs it may claim offers its free GPUs and those of open stopping
     // jobs (preferred): counted, not looked at GPU by GPU.
     let counted = |id: NodeId| -> Option<(u32, [u32; 2])> {
         let node = e.cluster.node(id);
-        if by_node.contains_key(&id)
-            || stopping.kept_on_node.contains_key(&id)
-            || own.iter().any(|(n, _)| *n == id)
-        {
+        if is_special(id, &by_node, stopping) || is_own(id) {
             return None;
         }
         if !node.schedulable {
@@ -1004,14 +1041,29 @@ fn search_inner(
         let open = e.cluster.waiting_on(id);
         Some((node.free + open, [open, 0]))
     };
-    if let Some(p) =
-        placement::place_preferring_counted(&e.cluster, &nodes, req, &usable, &prefer, &counted)
-    {
-        debug_assert_eq!(
-            Some(&p),
-            placement::place_preferring(&e.cluster, &nodes, req, &usable, &prefer).as_ref(),
-            "counted nodes placed differently"
-        );
+    let found = placement::place_preferring_counted(
+        &e.cluster,
+        &nodes,
+        req,
+        &usable,
+        &prefer,
+        &counted,
+        streaming.then_some(&streamed as placement::Streamed),
+    );
+    if let Some(p) = found {
+        #[cfg(debug_assertions)]
+        {
+            let mut every = nodes.clone();
+            if streaming {
+                every.extend(streamed().map(|(_, _, id)| id));
+                every.sort_unstable();
+            }
+            debug_assert_eq!(
+                Some(&p),
+                placement::place_preferring(&e.cluster, &every, req, &usable, &prefer).as_ref(),
+                "counted nodes placed differently"
+            );
+        }
         placement = p;
     }
     Some((chosen, placement))
@@ -1051,11 +1103,14 @@ fn place_with(
         let (_, chosen, p) = node_by_node(e, area, req, cands, by_node, rejected, stopping)?;
         return Some((chosen, p));
     }
-    let best = area
-        .domains
+    let domains = match area {
+        Area::Listed { domains, .. } => domains,
+        Area::Indexed => &[],
+    };
+    let best = domains
         .iter()
         .filter_map(|(members, base)| {
-            let area = Area {
+            let area = Area::Listed {
                 nodes: members,
                 base,
                 domains: &[],
@@ -1369,11 +1424,12 @@ fn node_by_node(
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
-    if too_few_replicas(e, area.nodes, req, cands, by_node, rejected, stopping) {
+    if too_few_replicas(e, area, req, cands, by_node, rejected, stopping) {
         // Debug builds check the shortcut against the plain search.
         #[cfg(debug_assertions)]
         {
             let nodes = holders(e, area, req, cands, by_node, stopping);
+            let nodes = nodes.all(e, req, by_node, stopping);
             let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
             debug_assert!(plain.is_none(), "too few replicas fit, yet one was found");
             debug_assert!(!plain_rejected || rejected.get());
@@ -1387,6 +1443,7 @@ fn node_by_node(
     // nothing was found.
     #[cfg(debug_assertions)]
     {
+        let nodes = nodes.all(e, req, by_node, stopping);
         let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
         debug_assert_eq!(found, plain, "the pruned victim search chose differently");
         debug_assert!(
@@ -1409,7 +1466,12 @@ fn plain_search(
     stopping: &Waitable,
 ) -> (Option<(Cost, Vec<usize>, Placement)>, bool) {
     let rejected = std::cell::Cell::new(false);
-    let (found, _) = choose_node_by_node(e, nodes, req, cands, by_node, &rejected, stopping, false);
+    let nodes = Holders {
+        listed: nodes.to_vec(),
+        indexed: false,
+    };
+    let (found, _) =
+        choose_node_by_node(e, &nodes, req, cands, by_node, &rejected, stopping, false);
     (found, rejected.get())
 }
 
@@ -1421,7 +1483,7 @@ fn plain_search(
 /// lets a search over many topology domains skip the hopeless ones.
 fn too_few_replicas(
     e: &Engine,
-    nodes: &[NodeId],
+    area: Area,
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
@@ -1432,14 +1494,45 @@ fn too_few_replicas(
         return false;
     }
     let none: Vec<usize> = Vec::new();
+    let needed = u64::from(req.replicas);
     let (mut fit, mut may_reject) = (0u64, false);
-    for &id in nodes {
+    let mut count = |id: NodeId| {
         let local = by_node.get(&id).unwrap_or(&none);
         fit += most_replicas_on(e, id, local, cands, req, stopping);
-        if fit >= u64::from(req.replicas) {
-            return false;
-        }
         may_reject = may_reject || any_borrowed(cands, local);
+        fit >= needed
+    };
+    match area {
+        Area::Listed { nodes, .. } => {
+            if nodes.iter().any(|&id| count(id)) {
+                return false;
+            }
+        }
+        Area::Indexed => {
+            // The area's nodes with candidates or kept runs, then the plain
+            // ones (most room first: the count stops sooner).
+            let m = req.model;
+            let mut special: Vec<NodeId> = by_node
+                .keys()
+                .chain(stopping.kept_on_node.keys())
+                .copied()
+                .filter(|&id| {
+                    let node = e.cluster.node(id);
+                    node.schedulable && node.model == Some(m)
+                })
+                .collect();
+            special.sort_unstable();
+            special.dedup();
+            if special.into_iter().any(&mut count) {
+                return false;
+            }
+            if plain_rooms(e, req, by_node, stopping)
+                .rev()
+                .any(|(_, id)| count(id))
+            {
+                return false;
+            }
+        }
     }
     !may_reject || rejected.get()
 }
@@ -1466,7 +1559,7 @@ fn most_replicas_on(
 /// [`node_by_node`] on the nodes that could hold a replica, pruned.
 fn node_by_node_pruned(
     e: &Engine,
-    nodes: &[NodeId],
+    nodes: &Holders,
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
@@ -1474,29 +1567,35 @@ fn node_by_node_pruned(
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
     // Only a victim taken from another queue's borrowing can be turned
-    // down by the borrowing rule.
+    // down by the borrowing rule (plain nodes have none).
     let none: Vec<usize> = Vec::new();
     let may_reject = !rejected.get()
         && nodes
+            .listed
             .iter()
             .any(|id| any_borrowed(cands, by_node.get(id).unwrap_or(&none)));
     // Counting GPUs (free, waited-for stopping ones, every candidate's),
     // too few replicas fit: nothing is found, and only whether the rule
-    // turned a victim down is left to learn.
-    let most_replicas: u64 = nodes
-        .iter()
-        .map(|&id| {
-            most_replicas_on(
-                e,
-                id,
-                by_node.get(&id).unwrap_or(&none),
-                cands,
-                req,
-                stopping,
-            )
-        })
-        .sum();
-    if req.per_replica > 0 && most_replicas < u64::from(req.replicas) {
+    // turned a victim down is left to learn. (Counted only as far as
+    // enough fit.)
+    let needed = u64::from(req.replicas);
+    let mut most_replicas: u64 = 0;
+    for &id in &nodes.listed {
+        if most_replicas >= needed {
+            break;
+        }
+        let local = by_node.get(&id).unwrap_or(&none);
+        most_replicas += most_replicas_on(e, id, local, cands, req, stopping);
+    }
+    if nodes.indexed && req.per_replica > 0 {
+        for (room, _) in plain_rooms(e, req, by_node, stopping).rev() {
+            if most_replicas >= needed {
+                break;
+            }
+            most_replicas += u64::from(room / req.per_replica);
+        }
+    }
+    if req.per_replica > 0 && most_replicas < needed {
         if may_reject {
             choose_node_by_node(e, nodes, req, cands, by_node, rejected, stopping, false);
         }
@@ -1519,7 +1618,7 @@ fn node_by_node_pruned(
 #[allow(clippy::too_many_arguments)]
 fn choose_node_by_node(
     e: &Engine,
-    nodes: &[NodeId],
+    holders: &Holders,
     req: &Request,
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
@@ -1533,6 +1632,18 @@ fn choose_node_by_node(
     let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
     let none: Vec<usize> = Vec::new();
     let mut pruned = false;
+    // Pruned, an indexed area's plain nodes are streamed in bound order
+    // (no victim on them: their bound is (0, 0, room left, name), the
+    // index's order); every node is listed otherwise, in node order.
+    let stream_plain = prune && holders.indexed;
+    let all;
+    let nodes: &[NodeId] = if stream_plain {
+        &holders.listed
+    } else {
+        all = holders.all(e, req, by_node, stopping);
+        &all
+    };
+    let mut streamed_taken: Vec<NodeId> = Vec::new();
     let mut order: Vec<(NodeBound, NodeId)> = Vec::with_capacity(nodes.len());
     for _ in 0..req.replicas {
         // A lower bound of each node's key, counting GPUs (NVLink domains
@@ -1542,7 +1653,7 @@ fn choose_node_by_node(
         // candidate left, in order, whose GPUs complete a replica the least
         // preferred. A node where all of them do not never takes the replica.
         order.clear();
-        for &id in nodes {
+        for &id in nodes.iter().chain(&streamed_taken) {
             let node = e.cluster.node(id);
             let local = by_node.get(&id).unwrap_or(&none);
             debug_assert!(local.is_sorted());
@@ -1575,11 +1686,26 @@ fn choose_node_by_node(
         if prune {
             heap = order.iter().copied().map(std::cmp::Reverse).collect();
         }
+        let per_replica = req.per_replica;
+        let mut stream = stream_plain.then(|| {
+            plain_rooms(e, req, by_node, stopping)
+                .filter(|(_, id)| !taken.contains_key(id))
+                .map(|(room, id)| {
+                    let bound: NodeBound =
+                        (0, 0, room - per_replica, e.cluster.node(id).name.as_str());
+                    (bound, id)
+                })
+                .peekable()
+        });
         let mut next = || {
-            if prune {
-                heap.pop().map(|std::cmp::Reverse(x)| x)
-            } else {
-                in_order.next()
+            if !prune {
+                return in_order.next();
+            }
+            let from_stream = stream.as_mut().and_then(|s| s.peek().copied());
+            match (heap.peek(), from_stream) {
+                (Some(std::cmp::Reverse(h)), Some(s)) if s < *h => stream.as_mut()?.next(),
+                (Some(_), _) => heap.pop().map(|std::cmp::Reverse(x)| x),
+                (None, _) => stream.as_mut()?.next(),
             }
         };
         let mut best: Option<NodeChoice> = None;
@@ -1624,6 +1750,9 @@ fn choose_node_by_node(
         let Some((_, id, extra, positions)) = best else {
             return (None, pruned);
         };
+        if stream_plain && nodes.binary_search(&id).is_err() && !taken.contains_key(&id) {
+            streamed_taken.push(id);
+        }
         chosen.extend(extra);
         taken
             .entry(id)
@@ -1636,16 +1765,77 @@ fn choose_node_by_node(
     (Some((cost, chosen, placement)), pruned)
 }
 
-/// The nodes a victim search looks at (sorted), and those of them where a
-/// replica could fit without victims (free GPUs and waited-for stopping
-/// ones add up to it).
+/// The nodes a victim search looks at.
 #[derive(Debug, Clone, Copy)]
-struct Area<'a> {
-    nodes: &'a [NodeId],
-    base: &'a [NodeId],
-    /// With a topology level: the nodes and the base of each domain, in
-    /// the domains' key order ([`domains_of`]), found once per search.
-    domains: &'a [(Vec<NodeId>, Vec<NodeId>)],
+enum Area<'a> {
+    /// Without topology: every schedulable node of the job's model. A node
+    /// without candidates or kept runs on it ("plain") can hold a replica
+    /// only on its free GPUs and open stopping ones, which the cluster's
+    /// waiting index counts and orders: plain nodes are read from it as
+    /// far as a search gets ([`Holders`]), the others looked at one by one.
+    Indexed,
+    /// The nodes (sorted), and those of them where a replica could fit
+    /// without victims (free GPUs and waited-for stopping ones add up to
+    /// it).
+    Listed {
+        nodes: &'a [NodeId],
+        base: &'a [NodeId],
+        /// With a topology level: the nodes and the base of each domain,
+        /// in the domains' key order ([`domains_of`]), found once per
+        /// search.
+        domains: &'a [(Vec<NodeId>, Vec<NodeId>)],
+    },
+}
+
+/// The nodes of an area where a replica could fit with every victim of a
+/// search ([`holders`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Holders {
+    /// Sorted: every holder of a listed area; of an indexed one, those
+    /// with candidates or kept runs on them.
+    listed: Vec<NodeId>,
+    /// Whether the plain nodes of the waiting index where a replica fits
+    /// (free and open stopping GPUs) are holders too ([`Area::Indexed`]).
+    indexed: bool,
+}
+
+impl Holders {
+    /// Every holder, sorted.
+    fn all(
+        &self,
+        e: &Engine,
+        req: &Request,
+        by_node: &BTreeMap<NodeId, Vec<usize>>,
+        stopping: &Waitable,
+    ) -> Vec<NodeId> {
+        if !self.indexed {
+            return self.listed.clone();
+        }
+        let mut plain: Vec<NodeId> = plain_rooms(e, req, by_node, stopping)
+            .map(|(_, id)| id)
+            .collect();
+        plain.sort_unstable();
+        merge_sorted(&self.listed, &plain)
+    }
+}
+
+/// Whether node `id` has candidates of `by_node` or kept runs on it: not a
+/// plain node of an indexed area.
+fn is_special(id: NodeId, by_node: &BTreeMap<NodeId, Vec<usize>>, stopping: &Waitable) -> bool {
+    by_node.contains_key(&id) || stopping.kept_on_node.contains_key(&id)
+}
+
+/// The plain nodes of an indexed area where a replica fits on free and
+/// open stopping GPUs, with that room, best fit first, ties by name.
+fn plain_rooms<'a>(
+    e: &'a Engine,
+    req: &Request,
+    by_node: &'a BTreeMap<NodeId, Vec<usize>>,
+    stopping: &'a Waitable,
+) -> impl DoubleEndedIterator<Item = (u32, NodeId)> + 'a {
+    e.cluster
+        .rooms(req.model, req.per_replica)
+        .filter(move |(_, id)| !is_special(*id, by_node, stopping))
 }
 
 /// [`could_hold_a_replica`] for the area's nodes with the victims
@@ -1657,12 +1847,51 @@ fn holders(
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
     stopping: &Waitable,
+) -> Holders {
+    let Area::Listed { nodes, base, .. } = area else {
+        // Plain nodes aside: those of candidates and kept runs.
+        let m = req.model;
+        let none: Vec<usize> = Vec::new();
+        let mut listed: Vec<NodeId> = by_node
+            .keys()
+            .chain(stopping.kept_on_node.keys())
+            .copied()
+            .filter(|&id| {
+                let node = e.cluster.node(id);
+                node.schedulable
+                    && node.model == Some(m)
+                    && most_gpus_on(e, id, by_node.get(&id).unwrap_or(&none), cands, stopping)
+                        >= req.per_replica
+            })
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        return Holders {
+            listed,
+            indexed: true,
+        };
+    };
+    Holders {
+        listed: listed_holders(e, nodes, base, req, cands, by_node, stopping),
+        indexed: false,
+    }
+}
+
+/// [`holders`] of a listed area.
+fn listed_holders(
+    e: &Engine,
+    nodes: &[NodeId],
+    base: &[NodeId],
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    stopping: &Waitable,
 ) -> Vec<NodeId> {
-    debug_assert!(area.nodes.is_sorted() && area.base.is_sorted());
+    debug_assert!(nodes.is_sorted() && base.is_sorted());
     // Victims' nodes outside the base, in node order like the base.
     let mut extra: Vec<NodeId> = Vec::new();
     let mut hold = |id: NodeId, local: &[usize]| {
-        if area.base.binary_search(&id).is_err()
+        if base.binary_search(&id).is_err()
             && most_gpus_on(e, id, local, cands, stopping) >= req.per_replica
         {
             extra.push(id);
@@ -1670,20 +1899,20 @@ fn holders(
     };
     // Whichever is shorter is walked: the area (one domain of many, say)
     // or the nodes of the victims.
-    if area.nodes.len() < by_node.len() {
-        for &id in area.nodes {
+    if nodes.len() < by_node.len() {
+        for &id in nodes {
             if let Some(local) = by_node.get(&id) {
                 hold(id, local);
             }
         }
     } else {
         for (&id, local) in by_node {
-            if area.nodes.binary_search(&id).is_ok() {
+            if nodes.binary_search(&id).is_ok() {
                 hold(id, local);
             }
         }
     }
-    merge_sorted(area.base, &extra)
+    merge_sorted(base, &extra)
 }
 
 /// Two sorted lists without common elements, merged into one.
