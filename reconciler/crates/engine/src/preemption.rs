@@ -897,36 +897,28 @@ fn search_inner(
     let (mut chosen, mut placement) = found?;
 
     // The placement stands; what is left is the quota. Add victims, in
-    // order, until the quota fits.
+    // order, until the quota fits. When the borrowing rule turned one down
+    // (a queue no longer borrowing once more preferred victims are gone),
+    // the victims it turned down are tried first in turn, as
+    // `rule_first_sets` does for the placement.
     if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
-        let mut headroom = Headroom::of(e, cands, m, &[&chosen]);
-        let mut member = vec![false; cands.len()];
-        // The victims' usage is released as they are added (and charged
-        // back below), so each addition costs its own path, not the set's.
-        for &i in &chosen {
-            member[i] = true;
-            e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
-        }
-        let mut fits = false;
-        for i in 0..cands.len() {
-            if member[i] || !frees_quota_for(e, q, cands[i].queue) || !headroom.allows(e, i) {
-                continue;
-            }
-            chosen.push(i);
-            member[i] = true;
-            headroom.add(e, i);
-            e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
-            if e.tree.fits(q, m, job_gpus).is_ok() {
-                fits = true;
-                break;
-            }
-        }
-        for &i in &chosen {
-            e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
-        }
-        if !fits {
-            return None;
-        }
+        let mut turned_down = Vec::new();
+        let found = add_for_quota(e, q, m, job_gpus, cands, &chosen, None, &mut turned_down)
+            .or_else(|| {
+                turned_down.iter().take(64).find_map(|&first| {
+                    add_for_quota(
+                        e,
+                        q,
+                        m,
+                        job_gpus,
+                        cands,
+                        &chosen,
+                        Some(first),
+                        &mut Vec::new(),
+                    )
+                })
+            });
+        chosen = found?;
     }
     // No more than needed, and the least preferred as preferred as can be:
     // drop every victim, least preferred first, that the job fits without.
@@ -1184,6 +1176,56 @@ fn rule_first_sets(
     None
 }
 
+/// The victims `chosen` plus those added in order (after `first`, when
+/// given) until a job of `gpus` GPUs fits the limits of `q`, each one the
+/// borrowing rule allows with those before it and whose queue shares a
+/// queue with `q`'s path; `None` when the limits are never met. Candidates
+/// the rule turned down are noted in `turned_down`. The tree is left as it
+/// was.
+#[allow(clippy::too_many_arguments)]
+fn add_for_quota(
+    e: &mut Engine,
+    q: QueueId,
+    m: u16,
+    gpus: u64,
+    cands: &[Candidate],
+    chosen: &[usize],
+    first: Option<usize>,
+    turned_down: &mut Vec<usize>,
+) -> Option<Vec<usize>> {
+    let mut set = chosen.to_vec();
+    let mut headroom = Headroom::of(e, cands, m, &[chosen]);
+    let mut member = vec![false; cands.len()];
+    // The victims' usage is released as they are added (and charged back
+    // below), so each addition costs its own path, not the set's.
+    for &i in chosen {
+        member[i] = true;
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+    }
+    let mut fits = false;
+    for i in first.into_iter().chain(0..cands.len()) {
+        if member[i] || !frees_quota_for(e, q, cands[i].queue) {
+            continue;
+        }
+        if !headroom.allows(e, i) {
+            turned_down.push(i);
+            continue;
+        }
+        set.push(i);
+        member[i] = true;
+        headroom.add(e, i);
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+        if e.tree.fits(q, m, gpus).is_ok() {
+            fits = true;
+            break;
+        }
+    }
+    for &i in &set {
+        e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
+    }
+    fits.then_some(set)
+}
+
 /// Whether job of `gpus` fits the limits of `q` with the victims `chosen`
 /// gone (the tree is left as it was).
 fn quota_fits_without(
@@ -1330,20 +1372,33 @@ fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
     e.tree.path(q).any(|a| theirs.contains(&a))
 }
 
-/// The cost of a node-by-node choice: the least preferred victim needed
-/// (lower is better; none is best), then how many victims.
 /// A victim set's cost: its candidates' ranks, least preferred first,
 /// compared in order — as Σ 2^rank: the set whose least preferred victim is
 /// more preferred wins, and so on down (a subset wins over its superset).
 type Cost = Vec<usize>;
 
-/// A node for one replica: (least preferred victim, victims, GPUs left,
-/// name), the node, the extra victims, the GPU positions.
-type NodeChoice<'a> = (NodeBound<'a>, NodeId, Vec<usize>, Vec<usize>);
+/// A node for one replica: its key, the node, the extra victims, the GPU
+/// positions.
+type NodeChoice<'a> = (ReplicaKey<'a>, NodeId, Vec<usize>, Vec<usize>);
 
-/// What orders nodes for one replica: least preferred victim (plus one,
-/// none is 0), how many victims, GPUs left, name; lower is better.
+/// What orders nodes for one replica, lower is better: the victims it adds
+/// as a [`Cost`] (least preferred first, compared in turn: the set whose
+/// least preferred victim is most preferred, then the next, …; none is
+/// best), GPUs left, name.
+type ReplicaKey<'a> = (Cost, u32, &'a str);
+
+/// A lower bound of a node's [`ReplicaKey`], cheap to count: (least
+/// preferred victim it needs at the least, plus one, or 0 for none; 0 or
+/// 1 victims; GPUs left; name). Ordered as the keys it bounds.
 type NodeBound<'a> = (usize, usize, u32, &'a str);
+
+/// Whether no node of bound `b` has a key below `key`: the bound, read as
+/// a key (no victim or one), is not below it.
+fn bound_reaches(b: &NodeBound, key: &ReplicaKey) -> bool {
+    let (worst, _, left, name) = *b;
+    let needed = worst.checked_sub(1);
+    (needed.as_slice(), left, name) >= (key.0.as_slice(), key.1, key.2)
+}
 
 /// Victims on `node` for one replica: the node's candidates (`local`, in
 /// victim order, not yet `chosen`) are added in order until the replica
@@ -1437,7 +1492,16 @@ fn node_by_node(
         return None;
     }
     let nodes = holders(e, area, req, cands, by_node, stopping);
-    let found = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
+    let greedy = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
+    let exact = fewest_victims_exhaustive(
+        e,
+        &nodes,
+        req,
+        cands,
+        by_node,
+        stopping,
+        greedy.as_ref().map(|(cost, ..)| cost),
+    );
     // Debug builds (every test) check the pruned search against the plain
     // one: the same choice, and the same word on the borrowing rule when
     // nothing was found.
@@ -1445,13 +1509,13 @@ fn node_by_node(
     {
         let nodes = nodes.all(e, req, by_node, stopping);
         let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
-        debug_assert_eq!(found, plain, "the pruned victim search chose differently");
+        debug_assert_eq!(greedy, plain, "the pruned victim search chose differently");
         debug_assert!(
-            found.is_some() || !plain_rejected || rejected.get(),
+            greedy.is_some() || !plain_rejected || rejected.get(),
             "the pruned victim search missed a victim the borrowing rule turned down"
         );
     }
-    found
+    exact.or(greedy)
 }
 
 /// [`choose_node_by_node`] without pruning, and whether the borrowing rule
@@ -1611,6 +1675,155 @@ fn node_by_node_pruned(
     found
 }
 
+/// The victims one more replica needs on `node` (with `mine` taken there
+/// by earlier replicas and `chosen` victims already): the victims in order
+/// until the replica fits, the fewest kept; when that set breaks the
+/// borrowing rule (noted in `rejected`), the victims the rule allows, in
+/// order. With the GPUs and how many it could use there.
+#[allow(clippy::too_many_arguments)]
+fn replica_on(
+    e: &Engine,
+    node: &NodeState,
+    mine: &[usize],
+    local: &[usize],
+    chosen: &[usize],
+    cands: &[Candidate],
+    req: &Request,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
+    victims_on_node(e, node, mine, local, chosen, cands, req, false, stopping)
+        .filter(|(extra, _, _)| {
+            let allowed = extra.iter().all(|i| cands[*i].borrowed_from.is_empty())
+                || Headroom::of(e, cands, req.model, &[chosen, extra]).allowed();
+            if !allowed {
+                rejected.set(true);
+            }
+            allowed
+        })
+        .or_else(|| victims_on_node(e, node, mine, local, chosen, cands, req, true, stopping))
+}
+
+/// Gangs of at most this many replicas get [`fewest_victims_exhaustive`].
+const EXHAUSTIVE_REPLICAS: u32 = 4;
+/// ... over at most this many nodes.
+const EXHAUSTIVE_NODES: usize = 8;
+
+/// For a small gang on few nodes, the node-by-node search's choice made
+/// exact: every sequence of nodes for its replicas (each replica taking the
+/// victims [`replica_on`] gives it there, in turn), and the victim set of
+/// least cost (its least preferred victim as preferred as can be, and so
+/// on down: "lower priority first") if it is below `bound` — the greedy
+/// search, which places one replica at a time, can miss it (issue 16's
+/// reference search). `None` when the gang or the node set is too large to
+/// try every sequence, or nothing beats `bound`. Plain nodes of an indexed
+/// area count only as far as the replicas could use them (the best `replicas`
+/// of them): they need no victim.
+fn fewest_victims_exhaustive(
+    e: &Engine,
+    holders: &Holders,
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    stopping: &Waitable,
+    bound: Option<&Cost>,
+) -> Option<(Cost, Vec<usize>, Placement)> {
+    if req.replicas < 2 || req.replicas > EXHAUSTIVE_REPLICAS {
+        return None;
+    }
+    let mut nodes = holders.listed.clone();
+    if nodes.len() > EXHAUSTIVE_NODES {
+        return None;
+    }
+    if holders.indexed {
+        let plain = plain_rooms(e, req, by_node, stopping).take(req.replicas as usize);
+        nodes.extend(plain.map(|(_, id)| id));
+        nodes.sort_unstable();
+        if nodes.len() > EXHAUSTIVE_NODES {
+            return None;
+        }
+    }
+    struct Search<'s, 'f> {
+        e: &'s Engine<'f>,
+        nodes: &'s [NodeId],
+        req: &'s Request,
+        cands: &'s [Candidate],
+        by_node: &'s BTreeMap<NodeId, Vec<usize>>,
+        stopping: &'s Waitable,
+        best: Option<(Cost, Vec<usize>, Placement)>,
+        bound: Option<Cost>,
+    }
+    fn cost_of(chosen: &[usize]) -> Cost {
+        let mut cost = chosen.to_vec();
+        cost.sort_unstable_by(|a, b| b.cmp(a));
+        cost
+    }
+    fn go(
+        s: &mut Search<'_, '_>,
+        chosen: &mut Vec<usize>,
+        taken: &mut BTreeMap<NodeId, Vec<usize>>,
+        placement: &mut Placement,
+    ) {
+        // More victims never cost less: a partial set at or above the
+        // best so far ends the branch.
+        let cost = cost_of(chosen);
+        let beaten = |c: &Cost| cost >= *c;
+        if s.best.as_ref().is_some_and(|(c, ..)| beaten(c)) || s.bound.as_ref().is_some_and(beaten)
+        {
+            return;
+        }
+        if placement.len() == s.req.replicas as usize {
+            s.best = Some((cost, chosen.clone(), placement.clone()));
+            return;
+        }
+        let none: Vec<usize> = Vec::new();
+        let unused = std::cell::Cell::new(false);
+        for &id in s.nodes {
+            let node = s.e.cluster.node(id);
+            let mine = taken.get(&id).unwrap_or(&none);
+            let local = s.by_node.get(&id).unwrap_or(&none);
+            let Some((extra, positions, _)) = replica_on(
+                s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
+            ) else {
+                continue;
+            };
+            let (had, mine_had) = (chosen.len(), taken.get(&id).map_or(0, Vec::len));
+            chosen.extend(extra);
+            taken
+                .entry(id)
+                .or_default()
+                .extend(positions.iter().copied());
+            placement.push((id, positions));
+            go(s, chosen, taken, placement);
+            placement.pop();
+            chosen.truncate(had);
+            if let Some(t) = taken.get_mut(&id) {
+                t.truncate(mine_had);
+                if t.is_empty() {
+                    taken.remove(&id);
+                }
+            }
+        }
+    }
+    let mut search = Search {
+        e,
+        nodes: &nodes,
+        req,
+        cands,
+        by_node,
+        stopping,
+        best: None,
+        bound: bound.cloned(),
+    };
+    go(
+        &mut search,
+        &mut Vec::new(),
+        &mut BTreeMap::new(),
+        &mut Vec::with_capacity(req.replicas as usize),
+    );
+    search.best
+}
+
 /// [`node_by_node`] on the nodes that could hold a replica. With `prune`,
 /// each replica tries the nodes in the order of a lower bound of the least
 /// preferred victim they need, and stops at the first that cannot beat the
@@ -1626,7 +1839,6 @@ fn choose_node_by_node(
     stopping: &Waitable,
     prune: bool,
 ) -> (Option<(Cost, Vec<usize>, Placement)>, bool) {
-    let m = req.model;
     let mut chosen: Vec<usize> = Vec::new();
     let mut taken: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let mut placement: Placement = Vec::with_capacity(req.replicas as usize);
@@ -1710,39 +1922,25 @@ fn choose_node_by_node(
         };
         let mut best: Option<NodeChoice> = None;
         while let Some((bound, id)) = next() {
-            if prune && best.as_ref().is_some_and(|(k, ..)| bound >= *k) {
+            if prune
+                && best
+                    .as_ref()
+                    .is_some_and(|(k, ..)| bound_reaches(&bound, k))
+            {
                 pruned = true;
                 break;
             }
             let node = e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = by_node.get(&id).unwrap_or(&none);
-            // The victims in order until the replica fits, the fewest kept;
-            // when that set breaks the borrowing rule, the victims the rule
-            // allows, in order.
-            let Some((extra, positions, avail)) =
-                victims_on_node(e, node, mine, local, &chosen, cands, req, false, stopping)
-                    .filter(|(extra, _, _)| {
-                        let allowed = extra.iter().all(|i| cands[*i].borrowed_from.is_empty())
-                            || Headroom::of(e, cands, m, &[&chosen, extra]).allowed();
-                        if !allowed {
-                            rejected.set(true);
-                        }
-                        allowed
-                    })
-                    .or_else(|| {
-                        victims_on_node(e, node, mine, local, &chosen, cands, req, true, stopping)
-                    })
-            else {
+            let Some((extra, positions, avail)) = replica_on(
+                e, node, mine, local, &chosen, cands, req, rejected, stopping,
+            ) else {
                 continue;
             };
-            let worst = extra.iter().max().map_or(0, |i| i + 1);
-            let key = (
-                worst,
-                extra.len(),
-                avail - req.per_replica,
-                node.name.as_str(),
-            );
+            let mut cost = extra.clone();
+            cost.sort_unstable_by(|a, b| b.cmp(a));
+            let key: ReplicaKey = (cost, avail - req.per_replica, node.name.as_str());
             if best.as_ref().is_none_or(|(k, ..)| key < *k) {
                 best = Some((key, id, extra, positions));
             }
