@@ -1493,15 +1493,9 @@ fn node_by_node(
     }
     let nodes = holders(e, area, req, cands, by_node, stopping);
     let greedy = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
-    let exact = fewest_victims_exhaustive(
-        e,
-        &nodes,
-        req,
-        cands,
-        by_node,
-        stopping,
-        greedy.as_ref().map(|(cost, ..)| cost),
-    );
+    let exact = greedy.as_ref().and_then(|(cost, ..)| {
+        fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost)
+    });
     // Debug builds (every test) check the pruned search against the plain
     // one: the same choice, and the same word on the borrowing rule when
     // nothing was found.
@@ -1708,6 +1702,9 @@ fn replica_on(
 const EXHAUSTIVE_REPLICAS: u32 = 4;
 /// ... over at most this many nodes.
 const EXHAUSTIVE_NODES: usize = 8;
+/// ... when there are at most this many node sequences (nodes^replicas):
+/// every sequence of a reference fleet (6 nodes, 4 replicas).
+const EXHAUSTIVE_SEQUENCES: usize = 1296;
 
 /// For a small gang on few nodes, the node-by-node search's choice made
 /// exact: every sequence of nodes for its replicas (each replica taking the
@@ -1715,10 +1712,12 @@ const EXHAUSTIVE_NODES: usize = 8;
 /// least cost (its least preferred victim as preferred as can be, and so
 /// on down: "lower priority first") if it is below `bound` — the greedy
 /// search, which places one replica at a time, can miss it (issue 16's
-/// reference search). `None` when the gang or the node set is too large to
-/// try every sequence, or nothing beats `bound`. Plain nodes of an indexed
-/// area count only as far as the replicas could use them (the best `replicas`
-/// of them): they need no victim.
+/// reference search) when it needs two victims or more (with fewer, the
+/// replica that took the one victim had no node without it). `None` when
+/// the gang or the node set is too large to try every sequence, or nothing
+/// beats `bound`. Plain nodes of an indexed area count only as far as the
+/// replicas could use them (the best `replicas` of them): they need no
+/// victim.
 fn fewest_victims_exhaustive(
     e: &Engine,
     holders: &Holders,
@@ -1726,9 +1725,9 @@ fn fewest_victims_exhaustive(
     cands: &[Candidate],
     by_node: &BTreeMap<NodeId, Vec<usize>>,
     stopping: &Waitable,
-    bound: Option<&Cost>,
+    bound: &Cost,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
-    if req.replicas < 2 || req.replicas > EXHAUSTIVE_REPLICAS {
+    if req.replicas < 2 || req.replicas > EXHAUSTIVE_REPLICAS || bound.len() < 2 {
         return None;
     }
     let mut nodes = holders.listed.clone();
@@ -1739,9 +1738,10 @@ fn fewest_victims_exhaustive(
         let plain = plain_rooms(e, req, by_node, stopping).take(req.replicas as usize);
         nodes.extend(plain.map(|(_, id)| id));
         nodes.sort_unstable();
-        if nodes.len() > EXHAUSTIVE_NODES {
-            return None;
-        }
+    }
+    let sequences = (0..req.replicas).try_fold(1usize, |n, _| n.checked_mul(nodes.len()));
+    if nodes.len() > EXHAUSTIVE_NODES || sequences.is_none_or(|n| n > EXHAUSTIVE_SEQUENCES) {
+        return None;
     }
     struct Search<'s, 'f> {
         e: &'s Engine<'f>,
@@ -1752,6 +1752,9 @@ fn fewest_victims_exhaustive(
         stopping: &'s Waitable,
         best: Option<(Cost, Vec<usize>, Placement)>,
         bound: Option<Cost>,
+        /// States reached already (victims, GPUs taken per node): replicas
+        /// are alike, so sequences in another order often meet again.
+        seen: rustc_hash::FxHashSet<(Vec<usize>, Vec<(NodeId, Vec<usize>)>)>,
     }
     fn cost_of(chosen: &[usize]) -> Cost {
         let mut cost = chosen.to_vec();
@@ -1774,6 +1777,20 @@ fn fewest_victims_exhaustive(
         }
         if placement.len() == s.req.replicas as usize {
             s.best = Some((cost, chosen.clone(), placement.clone()));
+            return;
+        }
+        let state = (
+            cost,
+            taken
+                .iter()
+                .map(|(id, t)| {
+                    let mut t = t.clone();
+                    t.sort_unstable();
+                    (*id, t)
+                })
+                .collect(),
+        );
+        if !s.seen.insert(state) {
             return;
         }
         let none: Vec<usize> = Vec::new();
@@ -1813,7 +1830,8 @@ fn fewest_victims_exhaustive(
         by_node,
         stopping,
         best: None,
-        bound: bound.cloned(),
+        bound: Some(bound.clone()),
+        seen: Default::default(),
     };
     go(
         &mut search,
