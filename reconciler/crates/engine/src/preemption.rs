@@ -1754,8 +1754,10 @@ fn fewest_victims_exhaustive(
         bound: Option<Cost>,
         /// States reached already (victims, GPUs taken per node): replicas
         /// are alike, so sequences in another order often meet again.
-        seen: rustc_hash::FxHashSet<(Vec<usize>, Vec<(NodeId, Vec<usize>)>)>,
+        seen: rustc_hash::FxHashSet<SearchState>,
     }
+    /// A state of the search: its victims' cost, the GPUs taken per node.
+    type SearchState = (Cost, Vec<(NodeId, Vec<usize>)>);
     fn cost_of(chosen: &[usize]) -> Cost {
         let mut cost = chosen.to_vec();
         cost.sort_unstable_by(|a, b| b.cmp(a));
