@@ -238,8 +238,15 @@ pub struct Phases {
     pub load: Duration,
     /// How that load went, when there was one.
     pub loaded: Option<LoadStats>,
-    /// Observing the fleet through the executor.
+    /// Observing the fleet through the executor (the jobs' look-up table
+    /// by name included).
     pub observe: Duration,
+    /// Prune protection for a new revision.
+    pub prune: Duration,
+    /// Building the observed state the engine plans from.
+    pub observed: Duration,
+    /// Noting the plan's pending jobs in the records.
+    pub noted: Duration,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -576,8 +583,10 @@ impl<E: Executor> Reconciler<E> {
         // The records the observed state is built from.
         let observed_writes = self.store.job_writes();
         self.phases.observe = observing.elapsed();
+        let building = Instant::now();
         let mut observed = self.observed(&specs, now, &records, nodes);
         drop(specs);
+        self.phases.observed = building.elapsed();
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
         // a plan without them: nothing to place, stop or keep pending.
@@ -607,7 +616,9 @@ impl<E: Executor> Reconciler<E> {
         } else {
             None
         };
+        let noting = Instant::now();
         self.note_pending(&plan, now, &mut records, loaded)?;
+        self.phases.noted = noting.elapsed();
         self.loading = false;
         let nodes = Arc::new(std::mem::take(&mut observed.nodes));
         let (plan, observed) = (Arc::new(plan), Arc::new(observed));
@@ -901,7 +912,9 @@ impl<E: Executor> Reconciler<E> {
             self.phases.load += loading.elapsed();
             self.phases.loaded = Some(stats);
             if loaded.is_valid() {
+                let pruning = Instant::now();
                 let verdict = self.check_prune(&loaded.fleet);
+                self.phases.prune = pruning.elapsed();
                 if !matches!(verdict, Ok(Ok(()))) {
                     self.take_back();
                 }
