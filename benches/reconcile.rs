@@ -24,7 +24,11 @@
 //! commit that changes one queue's limit, each split into prepare (fetch,
 //! load, observe, plan, pending jobs recorded) and apply; and, beside the
 //! loop, what a full load of the revision costs phase by phase (fetch the
-//! revision, read the blobs, parse, validate). Target: a one-job or
+//! revision, read the blobs, parse, validate); the rest of prepare split
+//! (prune protection, the observed state built, the pending jobs noted);
+//! and, after each iteration, what the loop does next (`run::record`:
+//! expected starts, the dashboard's view, the status, `observed.json`, the
+//! metrics), timed apart. Target: a one-job or
 //! one-queue commit under 100 ms end to end, unchanged under 5 ms. Each
 //! unchanged iteration is followed by two more, 15 s and 30 s later, which
 //! may re-use the plan (docs/semantics.md, "Unchanged iterations"; the
@@ -463,8 +467,11 @@ fn large() {
         // later: the plan may be re-used (docs/semantics.md, "Unchanged
         // iterations").
         for (k, seconds) in [15, 30].into_iter().enumerate() {
-            let (row, was) =
-                timed_iteration_reused(&mut reconciler, at + chrono::Duration::seconds(seconds), &lp);
+            let (row, was) = timed_iteration_reused(
+                &mut reconciler,
+                at + chrono::Duration::seconds(seconds),
+                &lp,
+            );
             later[k].push(row);
             reused[k] += usize::from(was);
         }

@@ -51,7 +51,7 @@ use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
-use engine::{Horizon, PlanInput, plan_with_horizon};
+use engine::{Horizon, PlanInput, Planner};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::Loaded;
 use load::cache::{DocumentCache, LoadStats};
@@ -368,6 +368,9 @@ pub struct Reconciler<E> {
     last: Option<LastPlan>,
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
+    /// The engine's planner: its view of the observed nodes (the cluster)
+    /// is kept from one plan to the next while they stay the same.
+    planner: Planner,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -405,6 +408,7 @@ impl<E: Executor> Reconciler<E> {
             lent: None,
             last: None,
             reuse_plans: true,
+            planner: Planner::new(),
         }
     }
 
@@ -600,7 +604,7 @@ impl<E: Executor> Reconciler<E> {
             };
             &jobless
         };
-        let (plan, horizon) = plan_with_horizon(&PlanInput {
+        let (plan, horizon) = self.planner.plan_with_horizon(&PlanInput {
             fleet: planned,
             observed: &observed,
             now,

@@ -102,13 +102,18 @@ impl Status {
         records: &BTreeMap<String, JobRecord>,
         duration_ms: f64,
     ) -> Status {
-        let mut jobs: BTreeMap<String, u64> = BTreeMap::new();
-        for phase in Phase::ALL {
-            jobs.insert(phase.as_str().to_string(), 0);
-        }
+        // Counted by phase first: no name allocated per record.
+        let mut counts = [0u64; Phase::ALL.len()];
         for record in records.values() {
-            *jobs.entry(record.phase.as_str().to_string()).or_default() += 1;
+            if let Some(k) = Phase::ALL.iter().position(|p| *p == record.phase) {
+                counts[k] += 1;
+            }
         }
+        let jobs: BTreeMap<String, u64> = Phase::ALL
+            .iter()
+            .zip(counts)
+            .map(|(phase, n)| (phase.as_str().to_string(), n))
+            .collect();
         let allocated: u64 = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -131,7 +136,14 @@ impl Status {
                 last_stop: r.last_stop.clone(),
             })
             .collect();
-        job_list.sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
+        // Records come by name: the jobs still live first, keeping that
+        // order, is the order by (final, name), without comparing names.
+        if job_list.is_sorted_by(|a, b| a.job <= b.job) {
+            job_list.sort_by_key(|l| l.phase.is_final());
+        } else {
+            job_list
+                .sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
+        }
         let mut actions: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed_actions = 0;
         for done in &iteration.executed {
