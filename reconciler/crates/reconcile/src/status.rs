@@ -273,3 +273,61 @@ impl Status {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(job: &str, phase: Phase) -> (String, JobRecord) {
+        let mut r = JobRecord::new_pending(job, chrono::DateTime::UNIX_EPOCH);
+        r.phase = phase;
+        (job.to_string(), r)
+    }
+
+    fn iteration() -> Iteration {
+        Iteration {
+            time: chrono::DateTime::UNIX_EPOCH,
+            revision: None,
+            refused: None,
+            plan: None,
+            reused: false,
+            events: Vec::new(),
+            executed: Vec::new(),
+            recovered: 0,
+            nodes: Default::default(),
+            config: Vec::new(),
+            plan_seconds: None,
+            planned_from: Default::default(),
+            phases: Default::default(),
+        }
+    }
+
+    #[test]
+    fn jobs_are_counted_by_phase_and_listed_live_first_by_name() {
+        let records: BTreeMap<String, JobRecord> = [
+            record("a-done", Phase::Succeeded),
+            record("b-run", Phase::Running),
+            record("c-failed", Phase::Failed),
+            record("d-wait", Phase::Pending),
+            record("e-run", Phase::Running),
+        ]
+        .into();
+        let status = Status::new(&iteration(), "sim", Revisions::default(), &records, 1.0);
+        let order: Vec<&str> = status.job_list.iter().map(|l| l.job.as_str()).collect();
+        assert_eq!(order, ["b-run", "d-wait", "e-run", "a-done", "c-failed"]);
+        let counts: Vec<(&str, u64)> = status.jobs.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        let mut expected: Vec<(&str, u64)> = Phase::ALL
+            .iter()
+            .map(|p| {
+                let n = match p {
+                    Phase::Running => 2,
+                    Phase::Pending | Phase::Succeeded | Phase::Failed => 1,
+                    Phase::Stopped => 0,
+                };
+                (p.as_str(), n)
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(counts, expected);
+    }
+}
