@@ -136,8 +136,8 @@ impl Status {
                 last_stop: r.last_stop.clone(),
             })
             .collect();
-        // Records come by name: the jobs still live first, keeping that
-        // order, is the order by (final, name), without comparing names.
+        // Records come by name: then a stable sort by the flag alone is the
+        // order by (final, name), with one pass of name comparisons.
         if job_list.is_sorted_by(|a, b| a.job <= b.job) {
             job_list.sort_by_key(|l| l.phase.is_final());
         } else {
