@@ -328,8 +328,10 @@ fn mirrored<'a>(
     Ok(&mirror.insert(kept).0)
 }
 
-/// Job specs by name, for look-ups while carrying actions out.
-type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
+/// Job specs by name, for look-ups while observing, building the observed
+/// state and carrying actions out (never walked: a hash table, built in a
+/// fraction of a sorted map's time for 150,000 jobs).
+type Specs<'a> = std::collections::HashMap<&'a str, &'a Object<JobSpec>>;
 
 fn specs_of(fleet: &Fleet) -> Specs<'_> {
     fleet.jobs.iter().map(|j| (j.name(), j)).collect()
