@@ -24,7 +24,11 @@
 //! commit that changes one queue's limit, each split into prepare (fetch,
 //! load, observe, plan, pending jobs recorded) and apply; and, beside the
 //! loop, what a full load of the revision costs phase by phase (fetch the
-//! revision, read the blobs, parse, validate). Target: a one-job or
+//! revision, read the blobs, parse, validate); the rest of prepare split
+//! (prune protection, the observed state built, the pending jobs noted);
+//! and, after each iteration, what the loop does next (`run::record`:
+//! expected starts, the dashboard's view, the status, `observed.json`, the
+//! metrics), timed apart. Target: a one-job or
 //! one-queue commit under 100 ms end to end, unchanged under 5 ms. Each
 //! unchanged iteration is followed by two more, 15 s and 30 s later, which
 //! may re-use the plan (docs/semantics.md, "Unchanged iterations"; the
@@ -264,16 +268,29 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
 }
 
 /// One timed iteration's phases: whole, prepare (of which fetch, load,
-/// observe, engine, other), apply; and the load's parts: list, read,
-/// parse, assemble, validate, files parsed.
-type Row = [Duration; 14];
+/// observe, engine, other), apply; the load's parts: list, read,
+/// parse, assemble, validate, files parsed; and the other's parts: prune
+/// protection, the observed state built, the pending jobs noted, the rest;
+/// and what the loop does after the iteration (`run::record`: the status,
+/// the dashboard's view, `observed.json`, the metrics, the expected starts).
+type Row = [Duration; 19];
 
-fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> Row {
-    timed_iteration_reused(reconciler, now).0
+/// What the loop keeps beside the reconciler for [`run::record`].
+struct Loop {
+    shared: reconciler::reconcile::run::Shared,
+    state_dir: std::path::PathBuf,
+}
+
+fn timed_iteration(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp, lp: &Loop) -> Row {
+    timed_iteration_reused(reconciler, now, lp).0
 }
 
 /// [`timed_iteration`], and whether it re-used the last plan.
-fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timestamp) -> (Row, bool) {
+fn timed_iteration_reused(
+    reconciler: &mut Reconciler<SimExecutor>,
+    now: Timestamp,
+    lp: &Loop,
+) -> (Row, bool) {
     let t = Instant::now();
     let prepared = block_on(reconciler.prepare(now)).expect("prepare");
     let prepare = t.elapsed();
@@ -285,6 +302,10 @@ fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timesta
     let t = Instant::now();
     let done = block_on(reconciler.apply(prepared)).expect("apply");
     let apply = t.elapsed();
+    let t = Instant::now();
+    reconciler::reconcile::run::record(reconciler, &done, t, &lp.shared, &lp.state_dir)
+        .expect("record");
+    let record = t.elapsed();
     if reused && !CHECKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         same_as_planned_again(reconciler, &done);
     }
@@ -306,6 +327,19 @@ fn timed_iteration_reused(reconciler: &mut Reconciler<SimExecutor>, now: Timesta
         stats.assemble,
         stats.validate,
         Duration::from_secs(stats.parsed as u64),
+        phases.prune,
+        phases.observed,
+        phases.noted,
+        prepare.saturating_sub(
+            phases.fetch
+                + phases.load
+                + phases.observe
+                + engine
+                + phases.prune
+                + phases.observed
+                + phases.noted,
+        ),
+        record,
     ];
     (row, reused)
 }
@@ -401,6 +435,11 @@ fn large() {
     let sim =
         SimExecutor::open(store.clone(), None, reconciler::spec::Duration::ZERO).expect("sim");
     let mut reconciler = Reconciler::new(FleetSource::detect(&repo, None), store, sim);
+    let lp = Loop {
+        shared: Default::default(),
+        state_dir: dir.path().join("loop"),
+    };
+    std::fs::create_dir(&lp.state_dir).expect("loop dir");
     let mut minute = 0;
     let mut tick = || {
         minute += 1;
@@ -423,13 +462,16 @@ fn large() {
     let mut loads = Vec::new();
     for run in 0..LARGE_RUNS {
         let at = tick();
-        unchanged.push(timed_iteration(&mut reconciler, at));
+        unchanged.push(timed_iteration(&mut reconciler, at, &lp));
         // Still unchanged, 15 s and 30 s (the loop's default interval)
         // later: the plan may be re-used (docs/semantics.md, "Unchanged
         // iterations").
         for (k, seconds) in [15, 30].into_iter().enumerate() {
-            let (row, was) =
-                timed_iteration_reused(&mut reconciler, at + chrono::Duration::seconds(seconds));
+            let (row, was) = timed_iteration_reused(
+                &mut reconciler,
+                at + chrono::Duration::seconds(seconds),
+                &lp,
+            );
             later[k].push(row);
             reused[k] += usize::from(was);
         }
@@ -442,7 +484,7 @@ fn large() {
         };
         edit_after(&last_jobs, "name: job-149999}", from, to);
         git(&["commit", "-q", "-am", "one job"], &repo);
-        job.push(timed_iteration(&mut reconciler, tick()));
+        job.push(timed_iteration(&mut reconciler, tick(), &lp));
         loads.push(full_load(&repo));
 
         // One queue's limit changed.
@@ -453,7 +495,7 @@ fn large() {
         };
         edit_after(&queues, "name: team-0-0}", from, to);
         git(&["commit", "-q", "-am", "one queue"], &repo);
-        queue.push(timed_iteration(&mut reconciler, tick()));
+        queue.push(timed_iteration(&mut reconciler, tick(), &lp));
     }
     println!(
         "large: {} nodes, {jobs} jobs in {files} files (sim executor, Git source), medians of {LARGE_RUNS}:",
@@ -501,6 +543,20 @@ fn large() {
             ms(m[11]),
             ms(m[12]),
             m[13].as_secs()
+        );
+    }
+    println!(
+        "  the other's parts | prune      | observed   | noted      | rest       | then run::record"
+    );
+    for (name, rows) in &cases {
+        let m = medians(rows);
+        println!(
+            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10}",
+            ms(m[14]),
+            ms(m[15]),
+            ms(m[16]),
+            ms(m[17]),
+            ms(m[18])
         );
     }
     let [fetch, read, parse, validate] = medians(&loads);

@@ -44,6 +44,12 @@ impl Planner {
         self.plan_kept(input, true)
     }
 
+    /// The plan for `input` and its horizon: [`crate::plan_with_horizon`]'s,
+    /// byte for byte (the reconcile loop's planner).
+    pub fn plan_with_horizon(&mut self, input: &PlanInput) -> (Plan, crate::Horizon) {
+        crate::horizon::collect(input, || self.plan_kept(input, false))
+    }
+
     fn plan_kept(&mut self, input: &PlanInput, same_nodes: bool) -> Plan {
         self.kept.same_nodes = same_nodes;
         let (mut plan, _, cluster) = Engine::build(input, Some(&mut self.kept)).run_keeping();

@@ -51,7 +51,7 @@ use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
-use engine::{Horizon, PlanInput, plan_with_horizon};
+use engine::{Horizon, PlanInput, Planner};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::Loaded;
 use load::cache::{DocumentCache, LoadStats};
@@ -238,8 +238,15 @@ pub struct Phases {
     pub load: Duration,
     /// How that load went, when there was one.
     pub loaded: Option<LoadStats>,
-    /// Observing the fleet through the executor.
+    /// Observing the fleet through the executor (the jobs' look-up table
+    /// by name included).
     pub observe: Duration,
+    /// Prune protection for a new revision.
+    pub prune: Duration,
+    /// Building the observed state the engine plans from.
+    pub observed: Duration,
+    /// Noting the plan's pending jobs in the records.
+    pub noted: Duration,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -321,8 +328,10 @@ fn mirrored<'a>(
     Ok(&mirror.insert(kept).0)
 }
 
-/// Job specs by name, for look-ups while carrying actions out.
-type Specs<'a> = BTreeMap<&'a str, &'a Object<JobSpec>>;
+/// Job specs by name, for look-ups while observing, building the observed
+/// state and carrying actions out (never walked: a hash table, built in a
+/// fraction of a sorted map's time for 150,000 jobs).
+type Specs<'a> = std::collections::HashMap<&'a str, &'a Object<JobSpec>>;
 
 fn specs_of(fleet: &Fleet) -> Specs<'_> {
     fleet.jobs.iter().map(|j| (j.name(), j)).collect()
@@ -361,6 +370,9 @@ pub struct Reconciler<E> {
     last: Option<LastPlan>,
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
+    /// The engine's planner: its view of the observed nodes (the cluster)
+    /// is kept from one plan to the next while they stay the same.
+    planner: Planner,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -398,6 +410,7 @@ impl<E: Executor> Reconciler<E> {
             lent: None,
             last: None,
             reuse_plans: true,
+            planner: Planner::new(),
         }
     }
 
@@ -576,8 +589,10 @@ impl<E: Executor> Reconciler<E> {
         // The records the observed state is built from.
         let observed_writes = self.store.job_writes();
         self.phases.observe = observing.elapsed();
+        let building = Instant::now();
         let mut observed = self.observed(&specs, now, &records, nodes);
         drop(specs);
+        self.phases.observed = building.elapsed();
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
         // a plan without them: nothing to place, stop or keep pending.
@@ -591,7 +606,7 @@ impl<E: Executor> Reconciler<E> {
             };
             &jobless
         };
-        let (plan, horizon) = plan_with_horizon(&PlanInput {
+        let (plan, horizon) = self.planner.plan_with_horizon(&PlanInput {
             fleet: planned,
             observed: &observed,
             now,
@@ -607,7 +622,9 @@ impl<E: Executor> Reconciler<E> {
         } else {
             None
         };
+        let noting = Instant::now();
         self.note_pending(&plan, now, &mut records, loaded)?;
+        self.phases.noted = noting.elapsed();
         self.loading = false;
         let nodes = Arc::new(std::mem::take(&mut observed.nodes));
         let (plan, observed) = (Arc::new(plan), Arc::new(observed));
@@ -901,7 +918,9 @@ impl<E: Executor> Reconciler<E> {
             self.phases.load += loading.elapsed();
             self.phases.loaded = Some(stats);
             if loaded.is_valid() {
+                let pruning = Instant::now();
                 let verdict = self.check_prune(&loaded.fleet);
+                self.phases.prune = pruning.elapsed();
                 if !matches!(verdict, Ok(Ok(()))) {
                     self.take_back();
                 }

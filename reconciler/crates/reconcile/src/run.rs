@@ -34,7 +34,7 @@ use super::status::Status;
 use super::view::{AUDIT_TAIL, ViewInput, fleet_view};
 use super::{Iteration, ReconcileError, Reconciler};
 use exec::Executor;
-use model::observed::{ObservedState, Timestamp};
+use model::observed::Timestamp;
 use model::spec::Duration;
 use model::time::after;
 
@@ -366,20 +366,15 @@ pub fn record<E: Executor>(
         .map(|(_, entry)| entry)
         .collect();
     let starts = match (reconciler.fleet(), &iteration.plan) {
-        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => {
-            let observed = model::observed::ObservedState {
-                nodes: iteration.nodes.to_vec(),
-                ..ObservedState::clone(&iteration.planned_from)
-            };
-            shared.starts.starts(
-                fleet,
-                &observed,
-                plan,
-                iteration.time,
-                iteration.revision.as_ref().map(|r| r.id.as_str()),
-                iteration.plan_seconds,
-            )
-        }
+        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts_of(
+            fleet,
+            &iteration.planned_from,
+            &iteration.nodes,
+            plan,
+            iteration.time,
+            iteration.revision.as_ref().map(|r| r.id.as_str()),
+            iteration.plan_seconds,
+        ),
         _ => BTreeMap::new(),
     };
     let view = fleet_view(&ViewInput {

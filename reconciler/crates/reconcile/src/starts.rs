@@ -8,14 +8,17 @@
 //! ([`crate::live::digest`]); while jobs run on and nothing is placed,
 //! preempted or ends, an iteration reuses it. It is computed for the first
 //! [`MAX_STARTS`] pending jobs of the plan only (the simulation stops once
-//! they are all placed), the ones the page lists first.
+//! they are all placed), the ones the page lists first. An iteration that
+//! re-used the last plan hands over the very observed state and nodes of
+//! the last call ([`StartsCache::starts_of`]): then not even the digest is
+//! computed (it serialises every job of the observed state).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use dashboard::view::{MAX_STARTS, StartView};
 use engine::PlanInput;
-use model::observed::{ObservedState, Timestamp};
+use model::observed::{ObservedNode, ObservedState, Timestamp};
 use model::plan::Plan;
 use model::spec::{Duration, Fleet};
 use whatif::{ExpectedStart, Horizon, StartStatus};
@@ -48,9 +51,61 @@ pub fn horizon_for(plan_seconds: Option<f64>) -> Horizon {
 #[derive(Debug, Default)]
 pub struct StartsCache {
     last: Mutex<Option<(String, BTreeMap<String, StartView>)>>,
+    /// The revision, observed state (less its nodes) and nodes of the last
+    /// [`StartsCache::starts_of`] call, held: while they are the very same
+    /// (shared, so unchanged), so is the digest of `last`'s key.
+    shared: Mutex<Option<SharedKey>>,
+}
+
+/// What [`StartsCache::starts_of`] was last called with.
+#[derive(Debug)]
+struct SharedKey {
+    revision: Option<String>,
+    observed: Arc<ObservedState>,
+    nodes: Arc<Vec<ObservedNode>>,
 }
 
 impl StartsCache {
+    /// [`StartsCache::starts`] of `planned_from` with `nodes` (an
+    /// iteration's [`crate::Iteration::planned_from`] and
+    /// [`crate::Iteration::nodes`]): when both are the very ones of the
+    /// last call (a re-used plan's) and so is the revision, the last answer
+    /// without building the observed state or its digest.
+    #[allow(clippy::too_many_arguments)] // the iteration's parts, as `starts`
+    pub fn starts_of(
+        &self,
+        fleet: &Fleet,
+        planned_from: &Arc<ObservedState>,
+        nodes: &Arc<Vec<ObservedNode>>,
+        plan: &Plan,
+        now: Timestamp,
+        revision: Option<&str>,
+        plan_seconds: Option<f64>,
+    ) -> BTreeMap<String, StartView> {
+        {
+            let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some(key), Some((_, starts))) = (shared.as_ref(), last.as_ref())
+                && key.revision.as_deref() == revision
+                && Arc::ptr_eq(&key.observed, planned_from)
+                && Arc::ptr_eq(&key.nodes, nodes)
+            {
+                return starts.clone();
+            }
+        }
+        let observed = ObservedState {
+            nodes: nodes.to_vec(),
+            ..ObservedState::clone(planned_from)
+        };
+        let starts = self.starts(fleet, &observed, plan, now, revision, plan_seconds);
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(SharedKey {
+            revision: revision.map(str::to_string),
+            observed: planned_from.clone(),
+            nodes: nodes.clone(),
+        });
+        starts
+    }
+
     /// The expected starts of the first [`MAX_STARTS`] jobs pending in
     /// `plan`, the plan of `observed` at `now` that took `plan_seconds`
     /// ([`horizon_for`]); from the cache when the revision and the observed
@@ -224,6 +279,51 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         assert!(
             cache
                 .starts(&fleet, &observed, &emptied, later, Some("r2"), None)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_very_same_observed_state_is_not_digested_again() {
+        let fleet = fleet();
+        let now = at("2026-11-21T10:30:00Z");
+        let (mut observed, plan) = observed(&fleet, now);
+        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        let from = Arc::new(observed);
+        let cache = StartsCache::default();
+        let first = cache.starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        assert!(!first.is_empty());
+        let later = at("2026-11-21T11:00:00Z");
+        let mut emptied = plan.clone();
+        emptied.pending.clear();
+        // The same state shared (a re-used plan's): the answer kept.
+        assert_eq!(
+            cache.starts_of(&fleet, &from, &nodes, &emptied, later, Some("r1"), None),
+            first
+        );
+        // Another revision: computed again.
+        assert!(
+            cache
+                .starts_of(&fleet, &from, &nodes, &emptied, later, Some("r2"), None)
+                .is_empty()
+        );
+        // Back to the first revision, with a copy of the state: the digest
+        // finds it the same (computed for `emptied` at r2 last, so again).
+        let copy = Arc::new(ObservedState::clone(&from));
+        let _ = cache.starts_of(&fleet, &copy, &nodes, &plan, now, Some("r1"), None);
+        assert_eq!(
+            cache.starts_of(&fleet, &copy, &nodes, &emptied, later, Some("r1"), None),
+            first
+        );
+        // Another state (the running job gone) in a new `Arc`: computed
+        // again, never the answer kept for the shared one.
+        let changed = Arc::new(ObservedState {
+            running: Vec::new(),
+            ..ObservedState::clone(&from)
+        });
+        assert!(
+            cache
+                .starts_of(&fleet, &changed, &nodes, &emptied, later, Some("r1"), None)
                 .is_empty()
         );
     }

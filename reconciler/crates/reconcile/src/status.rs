@@ -102,13 +102,18 @@ impl Status {
         records: &BTreeMap<String, JobRecord>,
         duration_ms: f64,
     ) -> Status {
-        let mut jobs: BTreeMap<String, u64> = BTreeMap::new();
-        for phase in Phase::ALL {
-            jobs.insert(phase.as_str().to_string(), 0);
-        }
+        // Counted by phase first: no name allocated per record.
+        let mut counts = [0u64; Phase::ALL.len()];
         for record in records.values() {
-            *jobs.entry(record.phase.as_str().to_string()).or_default() += 1;
+            if let Some(k) = Phase::ALL.iter().position(|p| *p == record.phase) {
+                counts[k] += 1;
+            }
         }
+        let jobs: BTreeMap<String, u64> = Phase::ALL
+            .iter()
+            .zip(counts)
+            .map(|(phase, n)| (phase.as_str().to_string(), n))
+            .collect();
         let allocated: u64 = records
             .values()
             .filter(|r| r.phase == Phase::Running)
@@ -131,7 +136,14 @@ impl Status {
                 last_stop: r.last_stop.clone(),
             })
             .collect();
-        job_list.sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
+        // Records come by name: then a stable sort by the flag alone is the
+        // order by (final, name), with one pass of name comparisons.
+        if job_list.is_sorted_by(|a, b| a.job <= b.job) {
+            job_list.sort_by_key(|l| l.phase.is_final());
+        } else {
+            job_list
+                .sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
+        }
         let mut actions: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed_actions = 0;
         for done in &iteration.executed {
@@ -259,5 +271,63 @@ impl Status {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(job: &str, phase: Phase) -> (String, JobRecord) {
+        let mut r = JobRecord::new_pending(job, chrono::DateTime::UNIX_EPOCH);
+        r.phase = phase;
+        (job.to_string(), r)
+    }
+
+    fn iteration() -> Iteration {
+        Iteration {
+            time: chrono::DateTime::UNIX_EPOCH,
+            revision: None,
+            refused: None,
+            plan: None,
+            reused: false,
+            events: Vec::new(),
+            executed: Vec::new(),
+            recovered: 0,
+            nodes: Default::default(),
+            config: Vec::new(),
+            plan_seconds: None,
+            planned_from: Default::default(),
+            phases: Default::default(),
+        }
+    }
+
+    #[test]
+    fn jobs_are_counted_by_phase_and_listed_live_first_by_name() {
+        let records: BTreeMap<String, JobRecord> = [
+            record("a-done", Phase::Succeeded),
+            record("b-run", Phase::Running),
+            record("c-failed", Phase::Failed),
+            record("d-wait", Phase::Pending),
+            record("e-run", Phase::Running),
+        ]
+        .into();
+        let status = Status::new(&iteration(), "sim", Revisions::default(), &records, 1.0);
+        let order: Vec<&str> = status.job_list.iter().map(|l| l.job.as_str()).collect();
+        assert_eq!(order, ["b-run", "d-wait", "e-run", "a-done", "c-failed"]);
+        let counts: Vec<(&str, u64)> = status.jobs.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        let mut expected: Vec<(&str, u64)> = Phase::ALL
+            .iter()
+            .map(|p| {
+                let n = match p {
+                    Phase::Running => 2,
+                    Phase::Pending | Phase::Succeeded | Phase::Failed => 1,
+                    Phase::Stopped => 0,
+                };
+                (p.as_str(), n)
+            })
+            .collect();
+        expected.sort();
+        assert_eq!(counts, expected);
     }
 }

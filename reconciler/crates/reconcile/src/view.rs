@@ -7,7 +7,7 @@
 //! Queue counts cover the queue's subtree (a leaf is its own subtree), as
 //! quotas do: a parent's use is compared with the parent's quota.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use dashboard::view::{
@@ -69,7 +69,8 @@ fn rfc3339(t: Timestamp) -> String {
 
 /// Builds the view.
 pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
-    let specs: BTreeMap<&str, &JobSpec> = input
+    // Looked up, never walked: a hash table (150,000 jobs on a large fleet).
+    let specs: HashMap<&str, &JobSpec> = input
         .fleet
         .map(|f| f.jobs.iter().map(|j| (j.name(), &j.spec)).collect())
         .unwrap_or_default();
@@ -164,18 +165,19 @@ fn tree_order(fleet: &Fleet) -> Vec<(&str, Option<&str>, u32)> {
 /// The GPU models of the fleet: pools declare them, nodes report them,
 /// quotas name them.
 fn models(input: &ViewInput<'_>) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = input
+    // Borrowed while collecting: one copy per model, not per GPU.
+    let mut out: BTreeSet<&str> = input
         .nodes
         .iter()
-        .flat_map(|n| n.gpus.iter().map(|g| g.model.clone()))
+        .flat_map(|n| n.gpus.iter().map(|g| g.model.as_str()))
         .collect();
     if let Some(fleet) = input.fleet {
-        out.extend(fleet.pools.iter().map(|p| p.spec.gpu.model.clone()));
+        out.extend(fleet.pools.iter().map(|p| p.spec.gpu.model.as_str()));
         for q in &fleet.queues {
-            out.extend(q.spec.quota.iter().map(|m| m.model.clone()));
+            out.extend(q.spec.quota.iter().map(|m| m.model.as_str()));
         }
     }
-    out
+    out.into_iter().map(str::to_string).collect()
 }
 
 /// Pending jobs' key: (model label, priority class).
@@ -203,7 +205,7 @@ impl<'a> Tally<'a> {
 
 fn queues(
     input: &ViewInput<'_>,
-    specs: &BTreeMap<&str, &JobSpec>,
+    specs: &HashMap<&str, &JobSpec>,
     held: &BTreeMap<(&str, u32), &str>,
 ) -> Vec<QueueView> {
     let Some(fleet) = input.fleet else {
@@ -234,10 +236,25 @@ fn queues(
             .entry(model)
             .or_default() += 1;
     }
+    // Pending jobs counted by what their labels are made of (queue, class
+    // named, models asked for) first, so each label is made once per kind
+    // of job rather than once per job.
+    type Kind<'s> = (&'s str, Option<&'s str>, Option<&'s [String]>);
+    let mut kinds: HashMap<Kind<'_>, (&JobSpec, u64, u64)> = HashMap::new();
     for p in input.plan.map(|p| p.pending.as_slice()).unwrap_or_default() {
         let Some(spec) = specs.get(p.job.as_str()) else {
             continue;
         };
+        let kind = (
+            spec.queue.as_str(),
+            spec.priority_class.as_deref(),
+            spec.gpu.as_ref().map(|g| g.models.as_slice()),
+        );
+        let entry = kinds.entry(kind).or_insert((spec, 0, 0));
+        entry.1 += 1;
+        entry.2 += spec.total_gpus();
+    }
+    for (spec, jobs, gpus) in kinds.into_values() {
         let class = fleet
             .priority_class_of(spec)
             .map(|c| c.name().to_string())
@@ -248,8 +265,8 @@ fn queues(
             .pending
             .entry((model_label(spec), class))
             .or_default();
-        entry.0 += 1;
-        entry.1 += spec.total_gpus();
+        entry.0 += jobs;
+        entry.1 += gpus;
     }
     let order = tree_order(fleet);
     let quota: BTreeMap<&str, &model::spec::QueueSpec> =
@@ -632,6 +649,54 @@ spec: {queue: b, gpusPerReplica: 4, replicas: 2, gpu: {models: [H100, A100]}}
         assert_eq!(view.pending[0].waiting_for, "quota");
         let start = view.pending[0].expected_start.as_ref().unwrap();
         assert_eq!(start.status, "unknown");
+    }
+
+    #[test]
+    fn pending_jobs_of_kinds_that_read_alike_count_together() {
+        // Written differently (class named or by default, models in
+        // another order), the same labels: one tally, jobs and GPUs summed.
+        let text = format!(
+            "{FLEET}---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: b-two}}\nspec: {{queue: b, priorityClass: normal, gpusPerReplica: 2, gpu: {{models: [A100, H100]}}}}\n---\napiVersion: gitfleet/v1\nkind: Job\nmetadata: {{name: b-three}}\nspec: {{queue: b, gpusPerReplica: 3}}\n"
+        );
+        let loaded = load::load_fleet(&[load::SourceFile::new("fleet.yaml", text.as_str())]);
+        assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics);
+        let fleet = loaded.fleet;
+        let pending = |job: &str| Pending {
+            job: job.into(),
+            reason: "queue b is at its limit".into(),
+            queue: Some("b".into()),
+            waiting_for: Some("quota".into()),
+        };
+        let plan = Plan {
+            revision: None,
+            time: String::new(),
+            actions: Vec::new(),
+            pending: vec![pending("b-wait"), pending("b-three"), pending("b-two")],
+            summary: Default::default(),
+            drift: Vec::new(),
+        };
+        let view = fleet_view(&ViewInput {
+            time: chrono::DateTime::UNIX_EPOCH,
+            executor: "sim",
+            fleet: Some(&fleet),
+            plan: Some(&plan),
+            nodes: &[],
+            records: &BTreeMap::new(),
+            revisions: &Revisions::default(),
+            audit: &[],
+            starts: &BTreeMap::new(),
+        });
+        let tally = |model: &str, jobs, gpus| PendingTally {
+            model: model.into(),
+            priority_class: "normal".into(),
+            jobs,
+            gpus,
+        };
+        let expected = [tally("A100|H100", 2, 10), tally("any", 1, 3)];
+        for queue in ["b", "org"] {
+            let q = view.queues.iter().find(|q| q.name == queue).unwrap();
+            assert_eq!(q.pending, expected, "{queue}");
+        }
     }
 
     #[test]
