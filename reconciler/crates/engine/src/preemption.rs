@@ -900,24 +900,49 @@ fn search_inner(
     // order, until the quota fits. When the borrowing rule turned one down
     // (a queue no longer borrowing once more preferred victims are gone),
     // the victims it turned down are tried first in turn, as
-    // `rule_first_sets` does for the placement.
+    // `rule_first_sets` does for the placement — with the placement's
+    // victims, then with a placement found for that victim and those before
+    // it the rule allows (the placement's victims may be what keeps it
+    // out).
     if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
         let mut turned_down = Vec::new();
-        let found = add_for_quota(e, q, m, job_gpus, cands, &chosen, None, &mut turned_down)
-            .or_else(|| {
-                turned_down.iter().take(64).find_map(|&first| {
-                    add_for_quota(
-                        e,
-                        q,
-                        m,
-                        job_gpus,
-                        cands,
-                        &chosen,
-                        Some(first),
-                        &mut Vec::new(),
-                    )
-                })
-            });
+        let mut found = add_for_quota(e, q, m, job_gpus, cands, &chosen, None, &mut turned_down);
+        for &first in turned_down.iter().take(64) {
+            if found.is_some() {
+                break;
+            }
+            found = add_for_quota(
+                e,
+                q,
+                m,
+                job_gpus,
+                cands,
+                &chosen,
+                Some(first),
+                &mut Vec::new(),
+            );
+            if found.is_some() {
+                break;
+            }
+            let unused = std::cell::Cell::new(false);
+            let set = rule_first_set(e, cands, req.model, first);
+            let by_node = victims_by_node(e, cands, &set);
+            if let Some((used, p)) = place_with(e, area, req, cands, &by_node, &unused, stopping) {
+                found = add_for_quota(
+                    e,
+                    q,
+                    m,
+                    job_gpus,
+                    cands,
+                    &used,
+                    Some(first),
+                    &mut Vec::new(),
+                );
+                if found.is_some() {
+                    placement = p;
+                }
+            }
+        }
         chosen = found?;
     }
     // No more than needed, and the least preferred as preferred as can be:
@@ -1159,15 +1184,7 @@ fn rule_first_sets(
 ) -> Option<(Vec<usize>, Placement)> {
     let unused = std::cell::Cell::new(false);
     for last in 0..cands.len().min(64) {
-        let mut set = vec![last];
-        let mut headroom = Headroom::of(e, cands, req.model, &[&set]);
-        for i in 0..last {
-            if headroom.allows(e, i) {
-                set.push(i);
-                headroom.add(e, i);
-            }
-        }
-        set.sort_unstable();
+        let set = rule_first_set(e, cands, req.model, last);
         let by_node = victims_by_node(e, cands, &set);
         if let Some(found) = place_with(e, area, req, cands, &by_node, &unused, stopping) {
             return Some(found);
@@ -1202,8 +1219,12 @@ fn add_for_quota(
         member[i] = true;
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
-    let mut fits = false;
+    // The victims given may be enough already.
+    let mut fits = e.tree.fits(q, m, gpus).is_ok();
     for i in first.into_iter().chain(0..cands.len()) {
+        if fits {
+            break;
+        }
         if member[i] || !frees_quota_for(e, q, cands[i].queue) {
             continue;
         }
@@ -1224,6 +1245,22 @@ fn add_for_quota(
         e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
     }
     fits.then_some(set)
+}
+
+/// Candidate `first` and those before it in order that the borrowing rule
+/// allows beside it (sorted): the set where `first` goes before more
+/// preferred victims of its queue.
+fn rule_first_set(e: &Engine, cands: &[Candidate], m: u16, first: usize) -> Vec<usize> {
+    let mut set = vec![first];
+    let mut headroom = Headroom::of(e, cands, m, &[&set]);
+    for i in 0..first {
+        if headroom.allows(e, i) {
+            set.push(i);
+            headroom.add(e, i);
+        }
+    }
+    set.sort_unstable();
+    set
 }
 
 /// Whether job of `gpus` fits the limits of `q` with the victims `chosen`
