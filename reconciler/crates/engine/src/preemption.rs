@@ -905,22 +905,17 @@ fn search_inner(
     // it the rule allows (the placement's victims may be what keeps it
     // out).
     if !quota_fits_without(e, q, m, job_gpus, cands, &chosen) {
+        let top_up =
+            |e: &mut Engine, set: &[usize], first: Option<usize>, noted: &mut Vec<usize>| {
+                add_for_quota(e, q, m, job_gpus, cands, set, first, noted)
+            };
         let mut turned_down = Vec::new();
-        let mut found = add_for_quota(e, q, m, job_gpus, cands, &chosen, None, &mut turned_down);
+        let mut found = top_up(e, &chosen, None, &mut turned_down);
         for &first in turned_down.iter().take(64) {
             if found.is_some() {
                 break;
             }
-            found = add_for_quota(
-                e,
-                q,
-                m,
-                job_gpus,
-                cands,
-                &chosen,
-                Some(first),
-                &mut Vec::new(),
-            );
+            found = top_up(e, &chosen, Some(first), &mut Vec::new());
             if found.is_some() {
                 break;
             }
@@ -928,16 +923,7 @@ fn search_inner(
             let set = rule_first_set(e, cands, req.model, first);
             let by_node = victims_by_node(e, cands, &set);
             if let Some((used, p)) = place_with(e, area, req, cands, &by_node, &unused, stopping) {
-                found = add_for_quota(
-                    e,
-                    q,
-                    m,
-                    job_gpus,
-                    cands,
-                    &used,
-                    Some(first),
-                    &mut Vec::new(),
-                );
+                found = top_up(e, &used, Some(first), &mut Vec::new());
                 if found.is_some() {
                     placement = p;
                 }
