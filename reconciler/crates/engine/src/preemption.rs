@@ -929,6 +929,14 @@ fn search_inner(
                 }
             }
         }
+        if found.is_none() && !turned_down.is_empty() {
+            // In victim order a small victim can take the borrowing room a
+            // larger one needs: the largest first, once (the drop below
+            // keeps no more than needed).
+            let mut by_size: Vec<usize> = (0..cands.len()).collect();
+            by_size.sort_by_key(|&i| (std::cmp::Reverse(cands[i].gpus), i));
+            found = add_for_quota_in(e, q, m, job_gpus, cands, &chosen, &by_size, &mut Vec::new());
+        }
         chosen = found?;
     }
     // No more than needed, and the least preferred as preferred as can be:
@@ -1196,6 +1204,22 @@ fn add_for_quota(
     first: Option<usize>,
     turned_down: &mut Vec<usize>,
 ) -> Option<Vec<usize>> {
+    let order: Vec<usize> = first.into_iter().chain(0..cands.len()).collect();
+    add_for_quota_in(e, q, m, gpus, cands, chosen, &order, turned_down)
+}
+
+/// [`add_for_quota`] adding candidates in `order` (each once).
+#[allow(clippy::too_many_arguments)]
+fn add_for_quota_in(
+    e: &mut Engine,
+    q: QueueId,
+    m: u16,
+    gpus: u64,
+    cands: &[Candidate],
+    chosen: &[usize],
+    order: &[usize],
+    turned_down: &mut Vec<usize>,
+) -> Option<Vec<usize>> {
     let mut set = chosen.to_vec();
     let mut headroom = Headroom::of(e, cands, m, &[chosen]);
     let mut member = vec![false; cands.len()];
@@ -1207,7 +1231,7 @@ fn add_for_quota(
     }
     // The victims given may be enough already.
     let mut fits = e.tree.fits(q, m, gpus).is_ok();
-    for i in first.into_iter().chain(0..cands.len()) {
+    for &i in order {
         if fits {
             break;
         }
