@@ -894,6 +894,15 @@ fn search_inner(
             None
         }
     });
+    // The rule-first sets cover one turned-down victim at a time; among few
+    // candidates, every set is tried.
+    let found = match found {
+        None if rejected.get() => {
+            let n = cands.len().min(SUBSET_CANDIDATES);
+            SubsetSearch::new(area, req, q, job_gpus, cands, stopping).smallest(e, 0, n)
+        }
+        found => found,
+    };
     let (mut chosen, mut placement) = found?;
 
     // The placement stands; what is left is the quota. Add victims, in
@@ -984,6 +993,15 @@ fn search_inner(
     }
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
+    }
+    // Placement first and quota after can miss a set that serves both with
+    // more preferred victims: among few candidates every cheaper set is
+    // tried.
+    if let Some((set, p)) =
+        least_preferred_subset(e, area, req, q, job_gpus, cands, &chosen, stopping)
+    {
+        chosen = set;
+        placement = p;
     }
     // With the victims decided, the job sits where it would on free GPUs,
     // its victims' and those of stopping jobs it may wait for (best fit,
@@ -1271,6 +1289,161 @@ fn rule_first_set(e: &Engine, cands: &[Candidate], m: u16, first: usize) -> Vec<
     }
     set.sort_unstable();
     set
+}
+
+/// Candidates (the first in victim order) among which every set is tried
+/// ([`SubsetSearch`]): at most 2^10 sets. Tried after a greedy answer of two
+/// victims or more ([`least_preferred_subset`]) and when the borrowing rule
+/// turned victims down and nothing was found.
+const SUBSET_CANDIDATES: usize = 10;
+
+/// A set of victims more preferred than `chosen` (its least preferred
+/// victim more preferred, and so on down) that lets job `req` of queue `q`
+/// run: the limits, the borrowing rule and a placement. Tried only when
+/// `chosen` has two victims or more, all among the first
+/// [`SUBSET_CANDIDATES`]. The greedy search decides the placement first and
+/// tops up the quota after: a victim the quota needs anyway may free GPUs
+/// that make the placement's own victims needless.
+///
+/// Sets are numbers over the candidates' order (bit `i`: candidate `i`), so
+/// the smallest number that works is the most preferred set, and no victim
+/// of it can be left out (taking fewer victims never breaks the borrowing
+/// rule). They are searched smallest first, a range of sets skipped at once
+/// when even all of them together do not meet the limits or find a
+/// placement (both only get easier with more victims).
+#[allow(clippy::too_many_arguments)]
+fn least_preferred_subset(
+    e: &mut Engine,
+    area: Area,
+    req: &Request,
+    q: QueueId,
+    job_gpus: u64,
+    cands: &[Candidate],
+    chosen: &[usize],
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Placement)> {
+    if chosen.len() < 2 || chosen.iter().any(|&i| i >= SUBSET_CANDIDATES) {
+        return None;
+    }
+    let mut search = SubsetSearch::new(area, req, q, job_gpus, cands, stopping);
+    // Below `chosen`: sets that share its victims above some victim `c` of
+    // it and lack `c`, any of the candidates before `c` beside them — the
+    // highest such `c` first.
+    let mut above: u32 = 0;
+    let mut desc: Vec<usize> = chosen.to_vec();
+    desc.sort_unstable_by(|a, b| b.cmp(a));
+    for &c in &desc {
+        if let Some(found) = search.smallest(e, above, c) {
+            return Some(found);
+        }
+        above |= 1 << c;
+    }
+    None
+}
+
+/// The state of one [`least_preferred_subset`] search.
+struct SubsetSearch<'a> {
+    area: Area<'a>,
+    req: &'a Request,
+    q: QueueId,
+    job_gpus: u64,
+    cands: &'a [Candidate],
+    /// The first candidates, none of them held to the borrowing rule.
+    ruleless: Vec<Candidate>,
+    stopping: &'a Waitable,
+    /// Sets looked at: their placement when they meet the limits and find
+    /// one.
+    could: HashMap<u32, Option<Placement>>,
+}
+
+impl<'a> SubsetSearch<'a> {
+    fn new(
+        area: Area<'a>,
+        req: &'a Request,
+        q: QueueId,
+        job_gpus: u64,
+        cands: &'a [Candidate],
+        stopping: &'a Waitable,
+    ) -> Self {
+        // The rule is judged on each set as a whole: the placement may use
+        // any of its victims (fewer victims never break the rule), so it is
+        // searched with the rule's queues left out.
+        let ruleless = cands
+            .iter()
+            .take(SUBSET_CANDIDATES)
+            .map(|c| Candidate {
+                borrowed_from: std::rc::Rc::from(Vec::new()),
+                ..c.clone()
+            })
+            .collect();
+        SubsetSearch {
+            area,
+            req,
+            q,
+            job_gpus,
+            cands,
+            ruleless,
+            stopping,
+            could: HashMap::default(),
+        }
+    }
+
+    fn members(mask: u32) -> Vec<usize> {
+        (0..SUBSET_CANDIDATES)
+            .filter(|i| mask & (1 << i) != 0)
+            .collect()
+    }
+
+    /// Whether the set `mask` meets the limits and finds a placement (the
+    /// borrowing rule aside): when it does not, no set within it does.
+    fn could(&mut self, e: &mut Engine, mask: u32) -> bool {
+        if let Some(known) = self.could.get(&mask) {
+            return known.is_some();
+        }
+        let set = Self::members(mask);
+        let placement =
+            if quota_fits_without(e, self.q, self.req.model, self.job_gpus, self.cands, &set) {
+                placement_with(
+                    e,
+                    self.area,
+                    self.req,
+                    &self.ruleless,
+                    &set,
+                    self.stopping,
+                    None,
+                )
+            } else {
+                None
+            };
+        let could = placement.is_some();
+        self.could.insert(mask, placement);
+        could
+    }
+
+    /// The smallest set `fixed` ∪ s, s any set of the candidates before
+    /// `below`, that works (not `fixed` alone when it is empty).
+    fn smallest(
+        &mut self,
+        e: &mut Engine,
+        fixed: u32,
+        below: usize,
+    ) -> Option<(Vec<usize>, Placement)> {
+        let everything = fixed | ((1u32 << below) - 1);
+        if everything == 0 || !self.could(e, everything) {
+            return None;
+        }
+        if below == 0 {
+            let set = Self::members(fixed);
+            if !Headroom::of(e, self.cands, self.req.model, &[&set]).allowed() {
+                return None;
+            }
+            let p = self.could.get(&fixed).cloned().flatten()?;
+            return Some((set, p));
+        }
+        // Without candidate `below − 1` first (smaller numbers), then with it.
+        self.smallest(e, fixed, below - 1)
+            .or_else(|| self.smallest(e, fixed | (1 << (below - 1)), below - 1))
+    }
 }
 
 /// Whether job of `gpus` fits the limits of `q` with the victims `chosen`
