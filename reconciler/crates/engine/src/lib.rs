@@ -6,6 +6,8 @@
 
 pub mod drift;
 
+mod attained;
+pub use attained::TIER_BOUNDS as ATTAINED_TIER_BOUNDS;
 mod backfill;
 mod cluster;
 mod explain;
@@ -86,6 +88,8 @@ struct Victim {
     run: RunId,
     priority: i32,
     started: Timestamp,
+    /// Its attained-service tier in a `least-attained` leaf (0 elsewhere).
+    tier: u8,
 }
 
 /// One queue's preemptible running jobs of one model in victim order (lower
@@ -119,6 +123,9 @@ struct OutcomeKey {
     /// borrowers it may preempt are those (rule 5c), the only way its age
     /// matters to admission.
     started_before: usize,
+    /// Its attained-service tier in a `least-attained` leaf (what it may
+    /// preempt in its leaf depends on it).
+    attained_tier: Option<u8>,
 }
 
 /// A pending outcome remembered for jobs with the same [`OutcomeKey`].
@@ -392,6 +399,8 @@ impl<'a> Engine<'a> {
             chain_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);
+        let runs = engine.runs.iter().filter_map(|r| Some((r.job?, r.started)));
+        attained::attain(&engine.tree, &mut engine.jobs, runs, observed, engine.now);
         engine.index_victims();
         engine.drain_unhealthy(observed);
         engine.cluster.build_index();
@@ -603,6 +612,7 @@ impl<'a> Engine<'a> {
                 run: r as RunId,
                 priority: job.priority,
                 started: run.started,
+                tier: job.attained.map_or(0, |a| a.tier),
             };
             let per_model = &mut lists[q as usize];
             match per_model.iter_mut().find(|list| list.model == m) {
@@ -1268,6 +1278,7 @@ impl<'a> Engine<'a> {
                     starts.partition_point(|started| *started < seen)
                 })
             }),
+            attained_tier: job.attained.map(|a| a.tier),
         })
     }
 
