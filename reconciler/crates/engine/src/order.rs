@@ -239,7 +239,10 @@ impl LeafOrder {
         if size == Size::Attained {
             // The tier first: each tier's ranks below the next tier's.
             let tier = i64::from(job.attained.map_or(0, |a| a.tier));
-            return (true, (tier << TIER_SHIFT) + rank.clamp(0, (1 << TIER_SHIFT) - 1));
+            return (
+                true,
+                (tier << TIER_SHIFT) + rank.clamp(0, (1 << TIER_SHIFT) - 1),
+            );
         }
         (true, rank)
     }

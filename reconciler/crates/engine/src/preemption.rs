@@ -515,10 +515,17 @@ fn candidates(
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
-        let las = job.attained.filter(|_| vq == q).map(|a| (job.priority, a.tier));
+        let las = job
+            .attained
+            .filter(|_| vq == q)
+            .map(|a| (job.priority, a.tier));
         let (chain, rule, below, started_before) = if vq == q {
             // Rule (d) takes victims of its priority too (filtered below).
-            let below = if las.is_some() { None } else { Some(job.priority) };
+            let below = if las.is_some() {
+                None
+            } else {
+                Some(job.priority)
+            };
             (no_chain.clone(), Rule::Priority, below, None)
         } else if !borrowing {
             continue;
@@ -612,7 +619,10 @@ fn candidates(
         (from..s.list.len())
             .take_while(|pos| s.below.is_none_or(|b| s.list[*pos].priority < b))
             .filter(|pos| s.started_before.is_none_or(|t| s.list[*pos].started < t))
-            .filter(|pos| s.las.is_none_or(|las| least_attained::may_take(las, &s.list[*pos])))
+            .filter(|pos| {
+                s.las
+                    .is_none_or(|las| least_attained::may_take(las, &s.list[*pos]))
+            })
             .find(|pos| match s.headroom {
                 None => true,
                 Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),

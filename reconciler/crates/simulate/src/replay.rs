@@ -419,7 +419,9 @@ impl Replay<'_> {
 
     fn finish(&mut self, i: usize, at: Timestamp, terminated: bool) {
         self.stop_run(i, at, false);
-        self.observed.attained.remove(&self.jobs[i].object.metadata.name);
+        self.observed
+            .attained
+            .remove(&self.jobs[i].object.metadata.name);
         let run = &mut self.out.runs[i];
         run.end = Some(at);
         run.terminated = terminated;
