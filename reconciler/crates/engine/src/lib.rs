@@ -829,16 +829,19 @@ impl<'a> Engine<'a> {
         // next plan). So do a leaf's deferred jobs up to its last one that
         // holds GPUs (nominated or promised: a preemptor whose victims
         // stopped): the room it preempted for is its own, and a borrower of
-        // another queue taking it would make it preempt again.
+        // another queue taking it would make it preempt again. In a
+        // `least-attained` leaf a lower tier outranks a higher one of the
+        // same priority alike (rule (d) would take its GPUs back).
         let queues = self.tree.queues.len();
-        let mut deferred_priority: Vec<Option<i32>> = vec![None; queues];
+        let mut deferred_priority: Vec<Option<(i32, i16)>> = vec![None; queues];
         let mut last_held: Vec<Option<JobId>> = vec![None; queues];
         let mut borrowers: Vec<(QueueId, JobId)> = Vec::new();
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
             let Some(q) = self.jobs[j as usize].queue else {
                 continue;
             };
-            let priority = self.jobs[j as usize].priority;
+            let job = &self.jobs[j as usize];
+            let priority = (job.priority, -job.attained.map_or(0, |a| i16::from(a.tier)));
             let outranked = deferred_priority[q as usize].is_some_and(|p| p > priority);
             if outranked && !self.would_borrow(j) {
                 last_held[q as usize] = Some(j);

@@ -588,7 +588,7 @@ fn candidates(
                 rule,
                 below,
                 started_before,
-                las: None,
+                las,
                 list,
             });
         }
