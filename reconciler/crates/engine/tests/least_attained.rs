@@ -223,19 +223,20 @@ proptest! {
         // service; the victim (normal) waits with its own.
         let victim = Pending { class: 1, age_min: 0, before: victim_before };
         let runner = Running { class: 1, ran_min, before: preemptor_before };
-        let fleet = fleet_yaml(&[runner.clone()], &[victim.clone()]);
+        let (runners, victims) = ([runner], [victim]);
+        let fleet = fleet_yaml(&runners, &victims);
         // One GPU node: only the runner's GPU could take the victim.
         let fleet = fleet
             .replace("count: 8", "count: 1")
             .replace("guaranteed: 8, limit: 8", "guaranteed: 1, limit: 1");
-        let observed = observed_yaml(&[runner.clone()], &[victim.clone()])
+        let observed = observed_yaml(&runners, &victims)
             .lines()
             .filter(|l| !l.contains("index: ") || l.contains("index: 0,"))
             .collect::<Vec<_>>()
             .join("\n");
         let p = plan_of(&fleet, &observed, now());
         let takes_back = p.actions.iter().any(|a| matches!(a, Action::Preempt { job, for_job, .. } if job == "r0" && for_job == "p0"));
-        prop_assert_eq!(takes_back, tier(runner.attained()) > tier(victim_before), "{:?}", p.actions);
+        prop_assert_eq!(takes_back, tier(runners[0].attained()) > tier(victim_before), "{:?}", p.actions);
     }
 }
 
@@ -254,10 +255,11 @@ fn tier_bounds_exactly() {
             age_min: 0,
             before: 0,
         };
-        let fleet = fleet_yaml(&[runner.clone()], &[waiter.clone()])
+        let (runners, waiters) = ([runner], [waiter]);
+        let fleet = fleet_yaml(&runners, &waiters)
             .replace("count: 8", "count: 1")
             .replace("guaranteed: 8, limit: 8", "guaranteed: 1, limit: 1");
-        let observed = observed_yaml(&[runner], &[waiter])
+        let observed = observed_yaml(&runners, &waiters)
             .lines()
             .filter(|l| !l.contains("index: ") || l.contains("index: 0,"))
             .collect::<Vec<_>>()
