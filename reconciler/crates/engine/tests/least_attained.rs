@@ -15,7 +15,7 @@
 //! - tiers are exactly below 1, 10 and 100 GPU-hours.
 
 use chrono::{DateTime, Duration, Utc};
-use gitfleet_engine::{PlanInput, plan};
+use gitfleet_engine::{PlanInput, plan, plan_with_horizon};
 use model::plan::Action;
 use proptest::prelude::*;
 
@@ -274,4 +274,42 @@ fn tier_bounds_exactly() {
             p.actions
         );
     }
+}
+
+/// The plan's horizon is the instant a running job reaches its next tier:
+/// a 1-GPU runner that started 30 minutes ago, a fresh waiter; nothing
+/// changes before 60 minutes of its run, and at that instant the waiter
+/// preempts it (`tier_bounds_exactly`).
+#[test]
+fn the_horizon_is_the_next_tier_crossing() {
+    let (runners, waiters) = (
+        [Running {
+            class: 1,
+            ran_min: 30,
+            before: 0,
+        }],
+        [Pending {
+            class: 1,
+            age_min: 0,
+            before: 0,
+        }],
+    );
+    let fleet = fleet_yaml(&runners, &waiters)
+        .replace("count: 8", "count: 1")
+        .replace("guaranteed: 8, limit: 8", "guaranteed: 1, limit: 1");
+    let observed = observed_yaml(&runners, &waiters)
+        .lines()
+        .filter(|l| !l.contains("index: ") || l.contains("index: 0,"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let loaded = load::load_fleet(&[load::SourceFile::new("fleet.yaml", fleet.into_bytes())]);
+    let observed = load::parse_observed("observed.yaml", &observed).unwrap();
+    let (p, horizon) = plan_with_horizon(&PlanInput {
+        fleet: &loaded.fleet,
+        observed: &observed,
+        now: now(),
+        revision: None,
+    });
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(horizon, Some(now() + Duration::minutes(30)));
 }
