@@ -132,16 +132,9 @@ pub fn drop_lent_nominations(queued: &mut [QueuedJob], plan: &Plan) {
     }
 }
 
-/// Moves the clock to `to`, through a [`World`] under [`Rules::GENERATOR`]:
-/// preempted jobs whose grace period is over stop and go back to pending
-/// (their GPUs nominated for the job they were preempted for, in the order of
-/// `observed.running`); jobs whose simulated duration (annotation
-/// `gitfleet/sim-duration`, else never) has passed complete, with the exit
-/// code of `gitfleet/sim-exit-code` (recorded in the order of
-/// `observed.running`). `idleSince` keeps the observation rule: a node first
-/// seen idle at `to` is idle since `to`.
 /// The observed `attained` after `events`: a preempted job's run adds its
-/// GPU-seconds (whole seconds × GPUs held); a job that exited drops out.
+/// GPU-seconds (whole seconds × GPUs held); a job that ended (exited,
+/// terminated, cancelled) drops out, as the reconcile loop's records do.
 fn attained_after(observed: &ObservedState, events: &[WorldEvent]) -> BTreeMap<String, u64> {
     let mut attained = observed.attained.clone();
     for event in events {
@@ -161,7 +154,7 @@ fn attained_after(observed: &ObservedState, events: &[WorldEvent]) -> BTreeMap<S
                 let entry = attained.entry(job.clone()).or_default();
                 *entry = entry.saturating_add(secs.saturating_mul(gpus));
             }
-            WorldEvent::Exited { job, .. } => {
+            WorldEvent::Exited { job, .. } | WorldEvent::Stopped { job, .. } => {
                 attained.remove(job);
             }
             _ => {}
@@ -170,6 +163,15 @@ fn attained_after(observed: &ObservedState, events: &[WorldEvent]) -> BTreeMap<S
     attained
 }
 
+/// Moves the clock to `to`, through a [`World`] under [`Rules::GENERATOR`]:
+/// preempted jobs whose grace period is over stop and go back to pending
+/// (their GPUs nominated for the job they were preempted for, in the order of
+/// `observed.running`); jobs whose simulated duration (annotation
+/// `gitfleet/sim-duration`, else never) has passed complete, with the exit
+/// code of `gitfleet/sim-exit-code` (recorded in the order of
+/// `observed.running`). `idleSince` keeps the observation rule: a node first
+/// seen idle at `to` is idle since `to`.
+/// The observed `attained` map is carried on ([`attained_after`]).
 pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> ObservedState {
     let (mut world, _) = World::from_observed(fleet, observed, Rules::GENERATOR, to);
     let mut events = world.advance(to);

@@ -168,10 +168,7 @@ fn run_with(
     base.policies.clear();
     let world = World::from_fleet(&base, rules, jobs.first().map_or(origin, |j| j.submit));
     let elastic = base.pools.iter().any(|p| p.spec.size.min < p.spec.size.max);
-    let least_attained = base
-        .queues
-        .iter()
-        .any(|q| q.spec.ordering == Some(model::spec::QueueOrdering::LeastAttained));
+    let least_attained = base.orders_by_attained_service();
     let mut r = Replay {
         jobs,
         policy: options.policy,
