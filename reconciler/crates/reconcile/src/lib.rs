@@ -1185,13 +1185,15 @@ impl<E: Executor> Reconciler<E> {
             ..ObservedState::default()
         };
         for record in records.values() {
-            let active = match record.phase {
-                Phase::Running => true,
-                Phase::Pending => specs.contains_key(record.job.as_str()),
-                Phase::Succeeded | Phase::Failed | Phase::Stopped => false,
-            };
-            if attained && active && record.attained > 0 {
-                state.attained.insert(record.job.clone(), record.attained);
+            if attained && record.attained > 0 {
+                let active = match record.phase {
+                    Phase::Running => true,
+                    Phase::Pending => specs.contains_key(record.job.as_str()),
+                    Phase::Succeeded | Phase::Failed | Phase::Stopped => false,
+                };
+                if active {
+                    state.attained.insert(record.job.clone(), record.attained);
+                }
             }
             match record.phase {
                 Phase::Running => {
