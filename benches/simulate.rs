@@ -155,6 +155,7 @@ fn main() {
             seed: 1,
             until,
             ordering,
+            checkpoint: false,
         };
         let mut times: Vec<Duration> = Vec::new();
         let mut cpus: Vec<f64> = Vec::new();

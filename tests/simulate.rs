@@ -103,6 +103,7 @@ fn json_has_the_documented_shape() {
         keys(&json["metrics"]),
         [
             "avg_jct_s",
+            "avg_pending_s",
             "avg_wait_s",
             "gpu_alloc",
             "gpu_alloc_backlog",

@@ -58,6 +58,11 @@ pub struct Args {
     /// by declared GPU-time (limit × GPUs) with aging.
     #[arg(long, value_enum)]
     pub ordering: Option<OrderingArg>,
+    /// A preempted job resumes with the rest of its duration (as if
+    /// checkpointed when it stopped); without it, a preempted job runs its
+    /// whole duration again.
+    #[arg(long)]
+    pub checkpoint: bool,
     /// Stop the replay at this time from the trace's origin (after
     /// --arrival-scale), e.g. 72h.
     #[arg(long, value_name = "DURATION")]
@@ -112,6 +117,9 @@ pub enum OrderingArg {
     ShortestFirst,
     /// Priority, then declared timeLimit × GPUs minus age (docs/semantics.md).
     SmallestFirst,
+    /// Priority, then attained-service tier (preempting higher tiers), then
+    /// as smallest-first (docs/semantics.md).
+    LeastAttained,
 }
 
 /// `--policy`.
@@ -164,7 +172,9 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             OrderingArg::Fifo => QueueOrdering::Fifo,
             OrderingArg::ShortestFirst => QueueOrdering::ShortestFirst,
             OrderingArg::SmallestFirst => QueueOrdering::SmallestFirst,
+            OrderingArg::LeastAttained => QueueOrdering::LeastAttained,
         }),
+        checkpoint: args.checkpoint,
         until: args.until,
     };
     let bar = std::io::stderr().is_terminal().then(|| {

@@ -45,6 +45,9 @@ pub struct JobInfo<'a> {
     pub required: Option<TopologyLevel>,
     /// Preferred topology level.
     pub preferred: Option<TopologyLevel>,
+    /// In a `least-attained` leaf: its attained service and tier
+    /// ([`crate::attained`]); `None` elsewhere.
+    pub attained: Option<crate::attained::Attained>,
 }
 
 /// Builds the job table (in document order) and a name index. `queued`
@@ -132,6 +135,7 @@ pub fn job_table<'a>(
             time_limit: spec.time_limit,
             required: topology.required.filter(|l| *l != TopologyLevel::None),
             preferred: topology.preferred.filter(|l| *l != TopologyLevel::None),
+            attained: None,
         });
     }
     for q in queued {

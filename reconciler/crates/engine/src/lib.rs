@@ -6,6 +6,8 @@
 
 pub mod drift;
 
+mod attained;
+pub use attained::TIER_BOUNDS as ATTAINED_TIER_BOUNDS;
 mod backfill;
 mod cluster;
 mod explain;
@@ -86,6 +88,8 @@ struct Victim {
     run: RunId,
     priority: i32,
     started: Timestamp,
+    /// Its attained-service tier in a `least-attained` leaf (0 elsewhere).
+    tier: u8,
 }
 
 /// One queue's preemptible running jobs of one model in victim order (lower
@@ -119,6 +123,9 @@ struct OutcomeKey {
     /// borrowers it may preempt are those (rule 5c), the only way its age
     /// matters to admission.
     started_before: usize,
+    /// Its attained-service tier in a `least-attained` leaf (what it may
+    /// preempt in its leaf depends on it).
+    attained_tier: Option<u8>,
 }
 
 /// A pending outcome remembered for jobs with the same [`OutcomeKey`].
@@ -392,6 +399,8 @@ impl<'a> Engine<'a> {
             chain_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);
+        let runs = engine.runs.iter().filter_map(|r| Some((r.job?, r.started)));
+        attained::attain(&engine.tree, &mut engine.jobs, runs, observed, engine.now);
         engine.index_victims();
         engine.drain_unhealthy(observed);
         engine.cluster.build_index();
@@ -603,6 +612,7 @@ impl<'a> Engine<'a> {
                 run: r as RunId,
                 priority: job.priority,
                 started: run.started,
+                tier: job.attained.map_or(0, |a| a.tier),
             };
             let per_model = &mut lists[q as usize];
             match per_model.iter_mut().find(|list| list.model == m) {
@@ -819,16 +829,19 @@ impl<'a> Engine<'a> {
         // next plan). So do a leaf's deferred jobs up to its last one that
         // holds GPUs (nominated or promised: a preemptor whose victims
         // stopped): the room it preempted for is its own, and a borrower of
-        // another queue taking it would make it preempt again.
+        // another queue taking it would make it preempt again. In a
+        // `least-attained` leaf a lower tier outranks a higher one of the
+        // same priority alike (rule (d) would take its GPUs back).
         let queues = self.tree.queues.len();
-        let mut deferred_priority: Vec<Option<i32>> = vec![None; queues];
+        let mut deferred_priority: Vec<Option<(i32, i16)>> = vec![None; queues];
         let mut last_held: Vec<Option<JobId>> = vec![None; queues];
         let mut borrowers: Vec<(QueueId, JobId)> = Vec::new();
         while let Some(j) = order.next(&self.tree, &self.cluster.healthy_total) {
             let Some(q) = self.jobs[j as usize].queue else {
                 continue;
             };
-            let priority = self.jobs[j as usize].priority;
+            let job = &self.jobs[j as usize];
+            let priority = (job.priority, -job.attained.map_or(0, |a| i16::from(a.tier)));
             let outranked = deferred_priority[q as usize].is_some_and(|p| p > priority);
             if outranked && !self.would_borrow(j) {
                 last_held[q as usize] = Some(j);
@@ -1268,6 +1281,7 @@ impl<'a> Engine<'a> {
                     starts.partition_point(|started| *started < seen)
                 })
             }),
+            attained_tier: job.attained.map(|a| a.tier),
         })
     }
 

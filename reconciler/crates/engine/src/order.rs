@@ -149,11 +149,18 @@ pub const SHORTEST_FIRST_AGING: i64 = 24;
 pub const SMALLEST_FIRST_MAX_AGE: model::spec::Duration =
     model::spec::Duration::from_secs(30 * 24 * 3600);
 
+/// `least-attained`'s ranks: the tier times 2^56 plus the rank inside the
+/// tier (clamped to below 2^56 ms, 2.2 million years).
+const TIER_SHIFT: u32 = 56;
+
 /// A job's rank under its leaf's ordering, lower first: under fifo always
 /// `(false, 0)`; under `shortest-first` `(false, since)` once it has waited
 /// [`SHORTEST_FIRST_MAX_AGE`] (ahead), else `(true, k·L + since)` (k:
 /// [`SHORTEST_FIRST_AGING`]); under `smallest-first` the same with
-/// [`SMALLEST_FIRST_MAX_AGE`] and `k·L·G + since` (G: the job's GPUs).
+/// [`SMALLEST_FIRST_MAX_AGE`] and `k·L·G + since` (G: the job's GPUs);
+/// under `least-attained` as `smallest-first` below the same bound, with
+/// the job's attained-service tier ([`crate::attained`]) before `k·L·G +
+/// since`.
 type Rank = (bool, i64);
 
 /// What a ranked leaf weighs a job's declared limit by.
@@ -163,6 +170,8 @@ enum Size {
     Limit,
     /// `smallest-first`: the limit × the job's GPUs (its declared GPU-time).
     GpuTime,
+    /// `least-attained`: the attained-service tier, then as `GpuTime`.
+    Attained,
 }
 
 /// How one leaf orders its pending jobs of equal priority, at the plan's
@@ -196,6 +205,7 @@ impl LeafOrder {
             QueueOrdering::Fifo => None,
             QueueOrdering::ShortestFirst => Some(Size::Limit),
             QueueOrdering::SmallestFirst => Some(Size::GpuTime),
+            QueueOrdering::LeastAttained => Some(Size::Attained),
         };
         LeafOrder {
             ranked: size.map(|s| (now.timestamp_millis(), s)),
@@ -209,7 +219,7 @@ impl LeafOrder {
         };
         let bound = match size {
             Size::Limit => SHORTEST_FIRST_MAX_AGE,
-            Size::GpuTime => SMALLEST_FIRST_MAX_AGE,
+            Size::GpuTime | Size::Attained => SMALLEST_FIRST_MAX_AGE,
         };
         let max_age = bound.as_millis() as i64;
         let since = job.first_seen.map_or(now, |t| t.timestamp_millis());
@@ -221,11 +231,20 @@ impl LeafOrder {
             .time_limit
             .map_or(SHORTEST_FIRST_MAX_AGE, |l| l.min(SHORTEST_FIRST_MAX_AGE));
         let mut weighted = (limit.as_millis() as i64).saturating_mul(SHORTEST_FIRST_AGING);
-        if size == Size::GpuTime {
+        if size != Size::Limit {
             let gpus = i64::try_from(job.gpus.max(1)).unwrap_or(i64::MAX);
             weighted = weighted.saturating_mul(gpus);
         }
-        (true, since.saturating_add(weighted))
+        let rank = since.saturating_add(weighted);
+        if size == Size::Attained {
+            // The tier first: each tier's ranks below the next tier's.
+            let tier = i64::from(job.attained.map_or(0, |a| a.tier));
+            return (
+                true,
+                (tier << TIER_SHIFT) + rank.clamp(0, (1 << TIER_SHIFT) - 1),
+            );
+        }
+        (true, rank)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Preemption: free GPUs (and quota) for a job that cannot run otherwise.
 //!
 //! Victims are preemptible running jobs that are (a) in the same leaf queue
-//! with lower priority, (b) in a borrowing queue when the preemptor's queue
+//! with lower priority, or (d) in a `least-attained` leaf, of the same
+//! priority and a higher attained-service tier ([`least_attained`]), (b) in a borrowing queue when the preemptor's queue
 //! stays within its guarantee (reclaim), or (c) in a borrowing queue with
 //! lower priority. A job of another queue is a victim while its queue, and
 //! every ancestor below the common ancestor with the preemptor's queue, is
@@ -26,6 +27,8 @@ use super::cluster::{Cluster, Gpu, NodeState, Owner, UsableGpus};
 use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
+
+mod least_attained;
 
 /// Stopping runs whose GPUs the preemptor may wait for beside its
 /// victims': every open run (the cluster counts their GPUs per node,
@@ -169,6 +172,8 @@ impl Found {
 enum Rule {
     /// (a) same leaf queue, lower priority.
     Priority,
+    /// (d) same `least-attained` leaf and priority, a higher tier.
+    LeastAttained,
     /// (b) reclaim: the preemptor's queue stays within its guarantee.
     Reclaim { usage: u64, guaranteed: u64 },
     /// (c) a lower-priority job of a borrowing queue.
@@ -177,12 +182,12 @@ enum Rule {
 
 /// The memo key of a failed search: nothing about it changes until the
 /// engine admits another job.
-pub type MemoKey = (QueueId, i32, Option<Timestamp>, u16, u32, u32, u8, u8);
+pub type MemoKey = (QueueId, i32, Option<Timestamp>, u16, u32, u32, u8, u8, u8);
 
 /// What a candidate list depends on besides the running jobs: the
 /// preemptor's queue, priority and first-seen time, where it reclaims (its
 /// queues within their guarantees), the model, the length.
-pub type CandidateKey = (QueueId, i32, Option<Timestamp>, u64, u16, usize);
+pub type CandidateKey = (QueueId, i32, Option<Timestamp>, u64, u16, usize, u8);
 
 /// A candidate list, and whether there are more candidates past it. Valid
 /// until the next preemption: only choosing victims changes which running
@@ -207,6 +212,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         req.per_replica,
         req.required.map_or(0, |l| l as u8 + 1),
         req.preferred.map_or(0, |l| l as u8 + 1),
+        least_attained::tier_key(&job),
     );
     // Stopping jobs preempted for `j` do not count against its limits: what
     // it finds is its own, not its shape's.
@@ -310,7 +316,15 @@ fn candidates_cached(
     limit: usize,
 ) -> std::rc::Rc<CandidateList> {
     let job = &e.jobs[j as usize];
-    let key: CandidateKey = (q, job.priority, job.first_seen, reclaim, req.model, limit);
+    let key: CandidateKey = (
+        q,
+        job.priority,
+        job.first_seen,
+        reclaim,
+        req.model,
+        limit,
+        least_attained::tier_key(job),
+    );
     if let Some((at, list)) = e.candidate_memo.get(&key)
         && *at == e.preemptions
     {
@@ -437,7 +451,10 @@ fn upper_bound(
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
         if vq == q {
-            bound += below(job.priority);
+            bound += match job.attained {
+                Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
+                None => below(job.priority),
+            };
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
             && chain_borrows(e, vq, m, own_path)
         {
@@ -483,6 +500,9 @@ fn candidates(
         /// first seen: one placed while it waited was placed by fair share
         /// ahead of it, and preempting it for priority alone would thrash.
         started_before: Option<Timestamp>,
+        /// Rule (d): the preemptor's (priority, tier) in a `least-attained`
+        /// leaf (its own leaf's source only).
+        las: Option<(i32, u8)>,
         list: &'l [super::Victim],
     }
     let mut sources: Vec<Source> = Vec::with_capacity(2 * e.victim_lists.len());
@@ -496,8 +516,18 @@ fn candidates(
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
+        let las = job
+            .attained
+            .filter(|_| vq == q)
+            .map(|a| (job.priority, a.tier));
         let (chain, rule, below, started_before) = if vq == q {
-            (no_chain.clone(), Rule::Priority, Some(job.priority), None)
+            // Rule (d) takes victims of its priority too (filtered below).
+            let below = if las.is_some() {
+                None
+            } else {
+                Some(job.priority)
+            };
+            (no_chain.clone(), Rule::Priority, below, None)
         } else if !borrowing {
             continue;
         } else {
@@ -524,6 +554,7 @@ fn candidates(
                 rule,
                 below,
                 started_before,
+                las,
                 list,
             });
             continue;
@@ -558,6 +589,7 @@ fn candidates(
                 rule,
                 below,
                 started_before,
+                las,
                 list,
             });
         }
@@ -588,6 +620,10 @@ fn candidates(
         (from..s.list.len())
             .take_while(|pos| s.below.is_none_or(|b| s.list[*pos].priority < b))
             .filter(|pos| s.started_before.is_none_or(|t| s.list[*pos].started < t))
+            .filter(|pos| {
+                s.las
+                    .is_none_or(|las| least_attained::may_take(las, &s.list[*pos]))
+            })
             .find(|pos| match s.headroom {
                 None => true,
                 Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),
@@ -617,7 +653,10 @@ fn candidates(
             queue: s.queue,
             gpus: run.gpus,
             borrowed_from: s.chain.clone(),
-            rule: s.rule,
+            rule: match s.las {
+                Some((priority, _)) if v.priority == priority => Rule::LeastAttained,
+                _ => s.rule,
+            },
             key: (s.tier, v.priority, Reverse(v.started), r),
         });
     }
@@ -2533,6 +2572,7 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
             victim.name,
             reasons::class(victim),
         ),
+        Rule::LeastAttained => least_attained::words(job, victim, own),
         Rule::Reclaim { usage, guaranteed } => format!(
             "reclaim: queue {theirs} is borrowing {} {model} (uses {usage}, guaranteed {guaranteed}); queue {own} stays within its guarantee",
             usage - guaranteed

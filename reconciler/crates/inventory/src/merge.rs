@@ -60,8 +60,14 @@ pub fn merge(inputs: &[(&str, &ObservedState)]) -> Result<ObservedState, Vec<Mer
     let mut queued: BTreeMap<&str, QueuedJob> = BTreeMap::new();
     let mut completed: BTreeMap<&str, CompletedJob> = BTreeMap::new();
     let mut time = None;
+    // Attained service: the most any input says (it only grows).
+    let mut attained: BTreeMap<String, u64> = BTreeMap::new();
     for (file, state) in inputs {
         time = time.max(state.time);
+        for (job, secs) in &state.attained {
+            let entry = attained.entry(job.clone()).or_default();
+            *entry = (*entry).max(*secs);
+        }
         for node in &state.nodes {
             if let Some((first, _)) = nodes.get(node.name.as_str()) {
                 conflicts.push(MergeConflict::Node {
@@ -125,6 +131,7 @@ pub fn merge(inputs: &[(&str, &ObservedState)]) -> Result<ObservedState, Vec<Mer
         running: running.into_values().map(|(_, r)| r.clone()).collect(),
         queued: queued.into_values().collect(),
         completed: completed.into_values().collect(),
+        attained,
     })
 }
 

@@ -33,6 +33,12 @@ pub struct ObservedState {
     /// that completed is not started again, as a Kubernetes Job is not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub completed: Vec<CompletedJob>,
+    /// Per job name, the GPU-seconds it held in runs before its current one
+    /// (a running job) or in all its runs (a pending job): the attained
+    /// service that `least-attained` leaves rank by (a running job's
+    /// current run is counted from its `started`). Absent: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attained: BTreeMap<String, u64>,
 }
 
 /// One node.
@@ -273,6 +279,7 @@ pub fn derive_inventory(fleet: &Fleet) -> ObservedState {
         running: Vec::new(),
         queued: Vec::new(),
         completed: Vec::new(),
+        attained: BTreeMap::new(),
     }
 }
 

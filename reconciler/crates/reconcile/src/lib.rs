@@ -1168,6 +1168,9 @@ impl<E: Executor> Reconciler<E> {
     }
 
     /// The observed state the engine plans from (`specs`: the fleet's jobs).
+    /// When the fleet in force has a `least-attained` queue, its `attained`
+    /// map holds the recorded service of the runs that ended
+    /// ([`JobRecord::attained`]) of every running or pending job.
     fn observed(
         &self,
         specs: &Specs<'_>,
@@ -1175,12 +1178,23 @@ impl<E: Executor> Reconciler<E> {
         records: &Records,
         nodes: Vec<ObservedNode>,
     ) -> ObservedState {
+        let attained = self.fleet().is_some_and(|f| f.orders_by_attained_service());
         let mut state = ObservedState {
             time: Some(now),
             nodes,
             ..ObservedState::default()
         };
         for record in records.values() {
+            if attained && record.attained > 0 {
+                let active = match record.phase {
+                    Phase::Running => true,
+                    Phase::Pending => specs.contains_key(record.job.as_str()),
+                    Phase::Succeeded | Phase::Failed | Phase::Stopped => false,
+                };
+                if active {
+                    state.attained.insert(record.job.clone(), record.attained);
+                }
+            }
             match record.phase {
                 Phase::Running => {
                     let preempting = record
@@ -1656,10 +1670,20 @@ fn apply_event(records: &mut Records, event: &Event, audit: &mut Vec<AuditEntry>
             });
             record.placement.clear();
             record.stopping = None;
+            // Ended: its attained service goes with it.
+            record.attained = 0;
             audit.push(fleet_event(*at, record.phase.as_str(), record));
         }
         Event::Stopped { at, .. } => {
             let stopping = record.stopping.take();
+            let preempted = stopping.as_ref().map(|s| s.kind) == Some(StopKind::Preempt);
+            // A preempted job keeps the service it attained; one that
+            // ended drops it.
+            if preempted {
+                record.end_run(*at);
+            } else {
+                record.attained = 0;
+            }
             let freed: Vec<NodeGpus> = std::mem::take(&mut record.placement);
             match stopping.as_ref().map(|s| s.kind) {
                 Some(StopKind::Preempt) => {

@@ -72,6 +72,7 @@ pub fn apply_plan(
     }
     let mut next = world.to_observed();
     next.time = Some(now);
+    next.attained = observed.attained.clone();
     let placed: BTreeSet<&str> = plan
         .actions
         .iter()
@@ -131,6 +132,37 @@ pub fn drop_lent_nominations(queued: &mut [QueuedJob], plan: &Plan) {
     }
 }
 
+/// The observed `attained` after `events`: a preempted job's run adds its
+/// GPU-seconds (whole seconds × GPUs held); a job that ended (exited,
+/// terminated, cancelled) drops out, as the reconcile loop's records do.
+fn attained_after(observed: &ObservedState, events: &[WorldEvent]) -> BTreeMap<String, u64> {
+    let mut attained = observed.attained.clone();
+    for event in events {
+        match event {
+            WorldEvent::Stopped {
+                job,
+                at,
+                kind: StopKind::Preempt,
+                placement,
+                ..
+            } => {
+                let Some(run) = observed.running.iter().find(|r| r.job == *job) else {
+                    continue;
+                };
+                let gpus: u64 = placement.iter().map(|p| p.gpus.len() as u64).sum();
+                let secs = u64::try_from((*at - run.started).num_seconds()).unwrap_or(0);
+                let entry = attained.entry(job.clone()).or_default();
+                *entry = entry.saturating_add(secs.saturating_mul(gpus));
+            }
+            WorldEvent::Exited { job, .. } | WorldEvent::Stopped { job, .. } => {
+                attained.remove(job);
+            }
+            _ => {}
+        }
+    }
+    attained
+}
+
 /// Moves the clock to `to`, through a [`World`] under [`Rules::GENERATOR`]:
 /// preempted jobs whose grace period is over stop and go back to pending
 /// (their GPUs nominated for the job they were preempted for, in the order of
@@ -139,6 +171,7 @@ pub fn drop_lent_nominations(queued: &mut [QueuedJob], plan: &Plan) {
 /// code of `gitfleet/sim-exit-code` (recorded in the order of
 /// `observed.running`). `idleSince` keeps the observation rule: a node first
 /// seen idle at `to` is idle since `to`.
+/// The observed `attained` map is carried on ([`attained_after`]).
 pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> ObservedState {
     let (mut world, _) = World::from_observed(fleet, observed, Rules::GENERATOR, to);
     let mut events = world.advance(to);
@@ -153,6 +186,7 @@ pub fn advance(fleet: &Fleet, observed: &ObservedState, to: Timestamp) -> Observ
     next.time = Some(to);
     next.queued = observed.queued.clone();
     next.completed = observed.completed.clone();
+    next.attained = attained_after(observed, &events);
     for event in &events {
         if let WorldEvent::Stopped {
             placement,

@@ -926,6 +926,7 @@ impl World {
             running: self.running_jobs(),
             queued: Vec::new(),
             completed: self.completed.clone(),
+            attained: Default::default(),
         }
     }
 

@@ -244,6 +244,7 @@ impl Gate {
             ["p50_wait_s"] => m.p50_wait_s as f64,
             ["p95_wait_s"] => m.p95_wait_s as f64,
             ["max_wait_s"] => m.max_wait_s as f64,
+            ["avg_pending_s"] => m.avg_pending_s as f64,
             ["avg_jct_s"] => m.avg_jct_s as f64,
             ["makespan_s"] => m.makespan_s as f64,
             ["gpu_alloc"] => m.gpu_alloc,

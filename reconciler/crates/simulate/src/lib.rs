@@ -53,6 +53,10 @@ pub struct Options {
     /// replay with every queue's ordering removed (fifo): their order is
     /// their own.
     pub ordering: Option<QueueOrdering>,
+    /// `--checkpoint`: a preempted job resumes with the rest of its
+    /// duration (checkpointed when it stops); otherwise it runs its whole
+    /// duration again.
+    pub checkpoint: bool,
 }
 
 impl Default for Options {
@@ -64,6 +68,7 @@ impl Default for Options {
             seed: 1,
             until: None,
             ordering: None,
+            checkpoint: false,
         }
     }
 }

@@ -42,6 +42,10 @@ pub struct Metrics {
     pub p95_wait_s: u64,
     /// Largest queueing delay.
     pub max_wait_s: u64,
+    /// Mean time pending, every spell (submit to end, or to the last
+    /// instant, less the time running): unlike the queueing delay, it
+    /// counts the waits after a preemption.
+    pub avg_pending_s: u64,
     /// Mean job completion time (end − submit) of jobs that ended.
     pub avg_jct_s: u64,
     /// First submit to the last instant replayed.
@@ -114,9 +118,18 @@ pub(crate) fn report(
         ..Totals::default()
     };
     let mut lost: u128 = 0;
+    let mut pending: Vec<i64> = Vec::new();
     for (job, run) in prepared.jobs.iter().zip(&out.runs) {
         if !run.arrived {
             continue;
+        }
+        if let Some(last) = run.end.or(end) {
+            let ran: i64 = run
+                .runs
+                .iter()
+                .map(|(s, e)| (e.unwrap_or(last) - *s).num_milliseconds().max(0))
+                .sum();
+            pending.push(((last - job.submit).num_milliseconds() - ran).max(0));
         }
         let started = run.first_start.or(end);
         let wait = started.map_or(0, |s| (s - job.submit).num_milliseconds().max(0));
@@ -150,6 +163,7 @@ pub(crate) fn report(
         p50_wait_s: percentile(&mut waits, 0.50),
         p95_wait_s: percentile(&mut waits, 0.95),
         max_wait_s: secs(waits.iter().copied().max().unwrap_or(0)),
+        avg_pending_s: mean(&pending),
         avg_jct_s: if jct_n == 0 {
             0
         } else {

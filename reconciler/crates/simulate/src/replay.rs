@@ -39,6 +39,9 @@ pub(crate) struct JobRun {
     pub runs: Vec<(Timestamp, Option<Timestamp>)>,
     /// When its current run started.
     running_since: Option<Timestamp>,
+    /// Work done in runs cut short by preemption (`--checkpoint` only: what
+    /// its next run need not do again).
+    done: Duration,
 }
 
 /// What the replay observed.
@@ -94,6 +97,11 @@ struct Replay<'a> {
     strict: Option<Strict>,
     /// The engine, keeping its view of the nodes between plans.
     planner: Planner,
+    /// `--checkpoint`: a preempted job resumes with the rest of its run.
+    checkpoint: bool,
+    /// Some queue orders by least attained service: plan again when a
+    /// running job reaches its next tier.
+    least_attained: bool,
     /// Tests: each plan checked against `engine::plan` on the same input.
     #[cfg(test)]
     checked: bool,
@@ -160,6 +168,7 @@ fn run_with(
     base.policies.clear();
     let world = World::from_fleet(&base, rules, jobs.first().map_or(origin, |j| j.submit));
     let elastic = base.pools.iter().any(|p| p.spec.size.min < p.spec.size.max);
+    let least_attained = base.orders_by_attained_service();
     let mut r = Replay {
         jobs,
         policy: options.policy,
@@ -182,6 +191,8 @@ fn run_with(
         nodes_stale: true,
         strict: options.policy.strict().then(|| Strict::new(jobs)),
         planner: Planner::new(),
+        checkpoint: options.checkpoint,
+        least_attained,
         #[cfg(test)]
         checked,
     };
@@ -383,7 +394,18 @@ impl Replay<'_> {
             let gpu_ms = ms * u128::from(job.gpus);
             run.gpu_ms += gpu_ms;
             if preempted {
-                run.lost_gpu_ms += gpu_ms;
+                if self.checkpoint {
+                    run.done = Duration::from_millis(
+                        (run.done.as_millis() as u128 + ms).min(u128::from(u64::MAX)) as u64,
+                    );
+                } else {
+                    run.lost_gpu_ms += gpu_ms;
+                }
+                // Its attained service while it waits.
+                let secs = u64::try_from(run.gpu_ms / 1000).unwrap_or(u64::MAX);
+                self.observed
+                    .attained
+                    .insert(job.object.metadata.name.clone(), secs);
             }
             self.allocated = self.allocated.saturating_sub(job.gpus);
             if job.limit().is_some_and(|l| l < job.duration) {
@@ -394,6 +416,9 @@ impl Replay<'_> {
 
     fn finish(&mut self, i: usize, at: Timestamp, terminated: bool) {
         self.stop_run(i, at, false);
+        self.observed
+            .attained
+            .remove(&self.jobs[i].object.metadata.name);
         let run = &mut self.out.runs[i];
         run.end = Some(at);
         run.terminated = terminated;
@@ -489,8 +514,13 @@ impl Replay<'_> {
             match (action, i) {
                 (Action::Place { job, placement, .. }, Some(i)) => {
                     let sim = &self.jobs[i];
+                    let rest = Duration::from_millis(
+                        sim.duration
+                            .as_millis()
+                            .saturating_sub(self.out.runs[i].done.as_millis()),
+                    );
                     let facts = JobFacts {
-                        run_length: Some(sim.duration),
+                        run_length: Some(rest),
                         exit_code: 0,
                         grace: sim.grace,
                         ..JobFacts::default()
@@ -511,6 +541,19 @@ impl Replay<'_> {
                     if let Some(limit) = sim.limit().filter(|l| *l < sim.duration) {
                         self.over_limit += 1;
                         self.wakeups.insert(after(now, limit));
+                    }
+                    if self.least_attained {
+                        // Plan again when it reaches its next tiers.
+                        let before = u64::try_from(run.gpu_ms / 1000).unwrap_or(u64::MAX);
+                        let gpus = sim.gpus.max(1);
+                        for bound in engine::ATTAINED_TIER_BOUNDS {
+                            if let Some(need) = bound.checked_sub(before).filter(|n| *n > 0) {
+                                let at = Duration::from_secs(need.div_ceil(gpus));
+                                if at < rest {
+                                    self.wakeups.insert(after(now, at));
+                                }
+                            }
+                        }
                     }
                 }
                 (Action::Preempt { job, for_job, .. }, Some(i)) => {

@@ -19,6 +19,10 @@ pub fn text(r: &Report) -> String {
         dur(m.max_wait_s)
     ));
     out.push_str(&format!(
+        "  time pending, every spell (waits after preemptions too): avg {}\n",
+        dur(m.avg_pending_s)
+    ));
+    out.push_str(&format!(
         "  avg JCT {}, makespan {}\n  GPU allocation {:.1} % ({:.1} % while jobs wait)\n",
         dur(m.avg_jct_s),
         dur(m.makespan_s),

@@ -203,3 +203,92 @@ fn strict_fifo_starts_a_gang_that_needs_a_scale_up() {
         assert!(life.end.is_some(), "job of line {} never ended", life.line);
     }
 }
+
+/// Jobs long enough to reach the attained-service tiers (1 and 10
+/// GPU-hours): up to 16 GPUs for up to 6 hours.
+fn long_job() -> impl Strategy<Value = (u64, bool, u32, u32, u64, bool)> {
+    (
+        0u64..20_000,
+        any::<bool>(),
+        1u32..=2,
+        prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
+        prop_oneof![1u64..600, 600u64..21_600],
+        prop::bool::weighted(0.2),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: env_u32("GITFLEET_CONSERVATION_CASES", 48),
+        rng_seed: prop::test_runner::RngSeed::Fixed(
+            env_u32("GITFLEET_CONSERVATION_SEED", 1).into(),
+        ),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// `ordering: least-attained` (rule (d) preemptions at tier
+    /// crossings), with and without `--checkpoint`: every job starts and
+    /// ends, its runs never overlap, the GPUs held never exceed the fleet;
+    /// with checkpoints a job's runs add up to exactly its duration (no
+    /// work lost, none done twice).
+    #[test]
+    fn least_attained_conserves_jobs_and_work(
+        specs in prop::collection::vec(long_job(), 1..20),
+        checkpoint in any::<bool>(),
+    ) {
+        let fleet = fleet();
+        let jobs: Vec<TraceJob> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(submit, queue_a, replicas, per, duration, high))| TraceJob {
+                line: i as u64 + 2,
+                submit: Duration::from_secs(submit),
+                queue: if queue_a { "a" } else { "b" }.to_string(),
+                replicas,
+                gpus_per_replica: per,
+                model: None,
+                duration: Duration::from_secs(duration),
+                priority_class: Some(if high { "high" } else { "low" }.to_string()),
+                time_limit: None,
+            })
+            .collect();
+        let options = Options {
+            ordering: Some(model::spec::QueueOrdering::LeastAttained),
+            checkpoint,
+            ..Options::default()
+        };
+        let (report, lives) = replay(&fleet, &jobs, 0, &options, &mut |_| {}).unwrap();
+        prop_assert_eq!(lives.len(), jobs.len());
+        let mut edges: Vec<(Duration, i64)> = Vec::new();
+        for life in &lives {
+            // Lives come in arrival order: the job by its trace line.
+            let job = &jobs[(life.line - 2) as usize];
+            prop_assert!(life.end.is_some(), "job of line {} never ended", life.line);
+            prop_assert!(life.runs.len() as u32 <= life.preemptions + 1);
+            prop_assert!(life.runs[0].0 >= life.submit);
+            for pair in life.runs.windows(2) {
+                prop_assert!(pair[0].1.unwrap() <= pair[1].0, "runs overlap");
+            }
+            let mut ran = 0u64;
+            for (start, end) in &life.runs {
+                let end = end.unwrap();
+                prop_assert!(*start <= end);
+                ran += end.as_millis() - start.as_millis();
+                edges.push((*start, life.gpus as i64));
+                edges.push((end, -(life.gpus as i64)));
+            }
+            if checkpoint {
+                prop_assert_eq!(ran, job.duration.as_millis(), "line {}: {:?}", life.line, life.runs);
+            }
+        }
+        edges.sort();
+        let mut held = 0i64;
+        for (_, delta) in edges {
+            held += delta;
+            prop_assert!(held <= MAX_GPUS as i64, "{held} GPUs held at once");
+        }
+        let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
+        prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
+    }
+}

@@ -275,3 +275,50 @@ fn strict_fifo_reclaims_only_for_a_head() {
     assert_eq!(greedy[0].preemptions, 1);
     assert_eq!(starts(&greedy)[2], [40]);
 }
+
+/// `ordering: least-attained` (Tiresias; docs/semantics.md) on one 8-GPU
+/// node, no grace period. A (8 GPUs, 3 h) starts at 0 and reaches tier 1
+/// (1 GPU-hour) at 450 s; B (8 GPUs, 100 s, tier 0) arrives at 100 and
+/// waits for it (same tier: no preemption), then preempts A at 450 (the
+/// replay plans again at the crossing) and runs 450–550; A resumes at 550
+/// with its 3,600 GPU-seconds and reaches tier 2 (10 GPU-hours) at 550 +
+/// 32,400 / 8 = 4,600; C (8 GPUs, 50 s) arrives at 5,000 and preempts it
+/// (5,000–5,050); A resumes at 5,050. With `--checkpoint` A has 450 + 4,450
+/// s done and ends at 5,050 + 5,900 = 10,950; without, it runs its 3 h
+/// again: 15,850. Under the fifo ordering nothing is preempted.
+#[test]
+fn gitfleet_least_attained_preempts_at_tier_crossings() {
+    let f = fleet(&format!("{}{QUEUE}{NORMAL}", pool("p", 1, 1)));
+    let csv = "submit,queue,gpus_per_replica,duration\n0,q,8,10800\n100,q,8,100\n5000,q,8,50\n";
+    let with = |ordering, checkpoint| Options {
+        ordering: Some(ordering),
+        checkpoint,
+        ..Options::default()
+    };
+    let secs = |l: &JobLife| -> Vec<(u64, u64)> {
+        l.runs
+            .iter()
+            .map(|(s, e)| (s.as_secs(), e.map_or(u64::MAX, |e| e.as_secs())))
+            .collect()
+    };
+    for (checkpoint, a_end) in [(true, 10_950), (false, 15_850)] {
+        let (report, lives) = run(&f, csv, &with(QueueOrdering::LeastAttained, checkpoint));
+        let mut by_line: Vec<&JobLife> = lives.iter().collect();
+        by_line.sort_by_key(|l| l.line);
+        assert_eq!(
+            secs(by_line[0]),
+            [(0, 450), (550, 5_000), (5_050, a_end)],
+            "checkpoint {checkpoint}"
+        );
+        assert_eq!(secs(by_line[1]), [(450, 550)]);
+        assert_eq!(secs(by_line[2]), [(5_000, 5_050)]);
+        assert_eq!(report.metrics.preemptions, 2);
+        // Waits 0, 350 and 0 s (mean 116.7); pending 150 (A: 100 + 50),
+        // 350 and 0 s (mean 166.7).
+        assert_eq!(report.metrics.avg_wait_s, 117);
+        assert_eq!(report.metrics.avg_pending_s, 167);
+    }
+    let (report, lives) = run(&f, csv, &with(QueueOrdering::Fifo, true));
+    assert_eq!(starts(&lives), [vec![0], vec![10_800], vec![10_900]]);
+    assert_eq!(report.metrics.preemptions, 0);
+}

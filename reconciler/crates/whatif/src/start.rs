@@ -294,6 +294,7 @@ impl<'a> Sim<'a> {
             running: Vec::new(),
             queued: Vec::new(),
             completed: observed.completed.clone(),
+            attained: observed.attained.clone(),
         };
         let (mut world, _) = World::from_observed(fleet, &bare, RULES, now);
         for run in &observed.running {

@@ -707,6 +707,7 @@ pub fn build(raw: &CaseRaw) -> Case {
         running,
         queued,
         completed: Vec::new(),
+        attained: Default::default(),
     };
     Case {
         fleet,

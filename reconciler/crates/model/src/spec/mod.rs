@@ -162,6 +162,15 @@ impl Fleet {
         class.map(|c| c.spec.grace_period).unwrap_or_default()
     }
 
+    /// Whether some queue orders by least attained service (`ordering:
+    /// least-attained`; its leaves inherit it): only then does the observed
+    /// state's `attained` map matter to a plan.
+    pub fn orders_by_attained_service(&self) -> bool {
+        self.queues
+            .iter()
+            .any(|q| q.spec.ordering == Some(QueueOrdering::LeastAttained))
+    }
+
     /// The GPU models that at least one pool provides, sorted.
     pub fn pool_models(&self) -> Vec<&str> {
         let mut models: Vec<&str> = self

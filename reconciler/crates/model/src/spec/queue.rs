@@ -41,6 +41,13 @@ pub enum QueueOrdering {
     /// GPUs minus 1/24 of the time it has waited; after 30 days of waiting
     /// it goes before every later arrival.
     SmallestFirst,
+    /// Least attained service first (Tiresias' discretised 2D-LAS): jobs
+    /// are ranked by the GPU-time they have held so far (all runs), in
+    /// tiers below 1, 10 and 100 GPU-hours; inside a tier as
+    /// `smallest-first`. A pending job may preempt a preemptible running
+    /// job of its leaf and priority in a higher tier; after 30 days of
+    /// waiting it goes before every later arrival.
+    LeastAttained,
 }
 
 fn default_weight() -> u32 {

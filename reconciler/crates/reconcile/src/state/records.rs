@@ -99,9 +99,21 @@ pub struct JobRecord {
     /// say by whom, why and at which revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_stop: Option<LastStop>,
+    /// The GPU-seconds it held in its runs that ended without ending it
+    /// (preempted, restarted): whole seconds from `started` to the stop
+    /// the executor reported × the GPUs held. Its attained service less
+    /// the current run, which counts from `started` ([`JobRecord::attained_at`]);
+    /// what the observed state's `attained` map gives `least-attained`
+    /// queues. Dropped (0) when the job ends.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub attained: u64,
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -172,12 +184,36 @@ impl JobRecord {
             restart: None,
             spec_digest: None,
             last_stop: None,
+            attained: 0,
         }
     }
 
     /// GPUs it holds.
     pub fn gpus(&self) -> usize {
         self.placement.iter().map(|p| p.gpus.len()).sum()
+    }
+
+    /// GPU-seconds of its current run at `at`: whole seconds since
+    /// `started` × the GPUs it holds, as the engine counts a running job's
+    /// attained service (0 when it does not run).
+    fn current_run(&self, at: Timestamp) -> u64 {
+        let Some(started) = self.started.filter(|_| self.phase == Phase::Running) else {
+            return 0;
+        };
+        let secs = u64::try_from((at - started).num_seconds()).unwrap_or(0);
+        secs.saturating_mul(self.gpus() as u64)
+    }
+
+    /// Its attained service at `now` in GPU-seconds: the runs that ended
+    /// ([`JobRecord::attained`]) and the current one.
+    pub fn attained_at(&self, now: Timestamp) -> u64 {
+        self.attained.saturating_add(self.current_run(now))
+    }
+
+    /// Adds the current run, stopped at `at`, to [`JobRecord::attained`]
+    /// (before the record forgets its start and GPUs).
+    pub fn end_run(&mut self, at: Timestamp) {
+        self.attained = self.attained_at(at);
     }
 }
 
@@ -235,4 +271,43 @@ pub struct Loading {
     pub revision: String,
     /// How many times the process died while loading or planning it.
     pub interrupted: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn attained_service_counts_ended_runs_and_the_current_one() {
+        let mut r = JobRecord::new_pending("a", t("2026-11-21T10:00:00Z"));
+        let stored = serde_json::to_string(&r).unwrap();
+        assert!(!stored.contains("attained"), "none: not stored");
+        assert_eq!(serde_json::from_str::<JobRecord>(&stored).unwrap(), r);
+        assert_eq!(r.attained_at(t("2026-11-21T11:00:00Z")), 0, "pending");
+        r.phase = Phase::Running;
+        r.started = Some(t("2026-11-21T10:00:00Z"));
+        r.placement = vec![NodeGpus {
+            node: "n".into(),
+            gpus: vec![0, 1, 2],
+        }];
+        assert_eq!(
+            r.attained_at(t("2026-11-21T10:00:10.9Z")),
+            30,
+            "whole seconds"
+        );
+        r.end_run(t("2026-11-21T10:01:00Z"));
+        assert_eq!(r.attained, 180);
+        // Placed again: the new run adds to the ended one.
+        r.started = Some(t("2026-11-21T11:00:00Z"));
+        assert_eq!(r.attained_at(t("2026-11-21T11:00:01Z")), 183);
+        // A clock behind `started` adds nothing.
+        assert_eq!(r.attained_at(t("2026-11-21T10:59:00Z")), 180);
+        let stored = serde_json::to_string(&r).unwrap();
+        assert!(stored.contains("\"attained\":180"), "{stored}");
+        assert_eq!(serde_json::from_str::<JobRecord>(&stored).unwrap(), r);
+    }
 }
