@@ -12,7 +12,7 @@ use super::jobs::JobInfo;
 use super::placement::{self, Placement, Request};
 
 /// GPUs kept free for the first blocked job.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     /// The job it is for.
     pub job: JobId,

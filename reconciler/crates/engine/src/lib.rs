@@ -265,6 +265,10 @@ struct Engine<'a> {
     /// Placement reasons and reservation checks by request shape, valid while
     /// the cluster's epoch is unchanged.
     reason_memo: HashMap<ShapeKey, (u64, String)>,
+    /// Reasons of jobs kept off reserved GPUs by shape, without their time
+    /// limit's words: the cluster epoch and the reservation they were
+    /// worded for.
+    reserved_reason_memo: HashMap<ShapeKey, (u64, backfill::Reservation, String)>,
     reservation_memo: HashMap<ShapeKey, (u64, bool)>,
     /// Pending outcomes by job key, with the cluster and quota epochs.
     outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
@@ -388,6 +392,7 @@ impl<'a> Engine<'a> {
             generation: 0,
             preempt_memo: HashMap::default(),
             reason_memo: HashMap::default(),
+            reserved_reason_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
             run_starts: HashMap::default(),
@@ -1288,6 +1293,9 @@ impl<'a> Engine<'a> {
     /// The pending reason; a lone placement failure is remembered by shape
     /// while the cluster is unchanged.
     fn blocked_reason(&mut self, job: &JobInfo, blocked: &[Blocked]) -> (String, &'static str) {
+        if let [Blocked::Reserved(req)] = blocked {
+            return self.reserved_reason(job, blocked, req);
+        }
         let [Blocked::Placement(req)] = blocked else {
             return reasons::blocked(self, job, blocked);
         };
@@ -1300,6 +1308,39 @@ impl<'a> Engine<'a> {
         let (text, waiting) = reasons::blocked(self, job, blocked);
         self.reason_memo
             .insert(key, (self.cluster.epoch, text.clone()));
+        (text, waiting)
+    }
+
+    /// The pending reason of a job kept off reserved GPUs: all but its time
+    /// limit's words remembered by shape while the cluster and the
+    /// reservation are unchanged (most pending jobs of a full fleet wait
+    /// alike).
+    fn reserved_reason(
+        &mut self,
+        job: &JobInfo,
+        blocked: &[Blocked],
+        req: &Request,
+    ) -> (String, &'static str) {
+        let Some(reservation) = self.reservation.clone() else {
+            return reasons::blocked(self, job, blocked);
+        };
+        let key = shape_key(req);
+        if let Some((epoch, held, head)) = self.reserved_reason_memo.get(&key)
+            && *epoch == self.cluster.epoch
+            && *held == reservation
+        {
+            let text = format!("{head}{}", reasons::reserved_limit(self, job));
+            debug_assert_eq!(text, reasons::blocked(self, job, blocked).0);
+            return (text, "reservation");
+        }
+        let (text, waiting) = reasons::blocked(self, job, blocked);
+        let limit = reasons::reserved_limit(self, job);
+        if waiting == "reservation"
+            && let Some(head) = text.strip_suffix(limit.as_str())
+        {
+            self.reserved_reason_memo
+                .insert(key, (self.cluster.epoch, reservation, head.to_string()));
+        }
         (text, waiting)
     }
 

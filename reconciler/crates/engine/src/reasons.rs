@@ -17,7 +17,23 @@ pub fn timestamp(t: Timestamp) -> String {
 
 /// A short clock time for messages (`10:05`, or the date too when not today).
 pub fn clock(t: Timestamp) -> String {
-    t.format("%Y-%m-%d %H:%M").to_string()
+    use chrono::Datelike;
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        return t.format("%Y-%m-%d %H:%M").to_string();
+    }
+    // Written digit by digit: a reason may carry several clock times and
+    // a plan has thousands of reasons (strftime parses its pattern each
+    // time).
+    let mut out = String::with_capacity(16);
+    push_digits(&mut out, year as u32, 4);
+    out.push('-');
+    push_digits(&mut out, t.month(), 2);
+    out.push('-');
+    push_digits(&mut out, t.day(), 2);
+    out.push(' ');
+    push_hour_minute(&mut out, t);
+    out
 }
 
 /// `t` as `HH:MM` when it is on `now`'s date, else with its date; `moves`:
@@ -25,9 +41,27 @@ pub fn clock(t: Timestamp) -> String {
 fn clock_near(t: Timestamp, now: Timestamp, moves: bool) -> String {
     super::horizon::note_clock(t, now, moves);
     if t.date_naive() == now.date_naive() {
-        t.format("%H:%M").to_string()
+        let mut out = String::with_capacity(5);
+        push_hour_minute(&mut out, t);
+        out
     } else {
         clock(t)
+    }
+}
+
+/// `HH:MM` of `t`.
+fn push_hour_minute(out: &mut String, t: Timestamp) {
+    use chrono::Timelike;
+    push_digits(out, t.hour(), 2);
+    out.push(':');
+    push_digits(out, t.minute(), 2);
+}
+
+/// `n` in decimal, zero-padded to `width` digits (`n` has at most `width`).
+fn push_digits(out: &mut String, n: u32, width: u32) {
+    for k in (0..width).rev() {
+        let digit = (n / 10u32.pow(k)) % 10;
+        out.push(char::from(b'0' + digit as u8));
     }
 }
 
@@ -116,6 +150,18 @@ pub fn blocked(e: &Engine, job: &JobInfo, blocked: &[Blocked]) -> (String, &'sta
     (text.join("; "), waiting)
 }
 
+/// The end of a reason for a job kept off reserved GPUs: what its time
+/// limit does (the rest is the same for every job of its shape).
+pub fn reserved_limit(e: &Engine, job: &JobInfo) -> String {
+    match job.time_limit {
+        Some(l) => format!(
+            "its time limit {l} would end at {}, after that",
+            clock_near(after(e.now, l), e.now, true)
+        ),
+        None => "a job without a time limit cannot use them".to_string(),
+    }
+}
+
 /// Why a blocked attempt can never succeed as the fleet is declared: a
 /// limit below the request, a replica larger than any node of the model, or
 /// more GPUs than the model's pools hold at their maximum size.
@@ -188,19 +234,13 @@ fn one(e: &Engine, job: &JobInfo, b: &Blocked) -> (String, &'static str) {
                 return (text, "resources");
             };
             let (reserved, names) = reserved_gpus(e, res);
-            let limit = match job.time_limit {
-                Some(l) => format!(
-                    "its time limit {l} would end at {}, after that",
-                    clock_near(after(e.now, l), e.now, true)
-                ),
-                None => "a job without a time limit cannot use them".to_string(),
-            };
             (
                 format!(
-                    "{text}; {reserved} free GPUs on {} are reserved for {} from {} (backfill) and {limit}",
+                    "{text}; {reserved} free GPUs on {} are reserved for {} from {} (backfill) and {}",
                     list(&names, 4),
                     e.jobs[res.job as usize].name,
-                    clock_near(res.start, e.now, false)
+                    clock_near(res.start, e.now, false),
+                    reserved_limit(e, job)
                 ),
                 "reservation",
             )
@@ -390,4 +430,26 @@ fn reserved_gpus<'e>(e: &'e Engine, res: &Reservation) -> (usize, Vec<&'e str>) 
         .map(|n| e.cluster.node(*n).name.as_str())
         .collect();
     (held, names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The clock texts are strftime's, byte for byte.
+        #[test]
+        fn clock_texts_are_strftimes(secs in -70_000_000_000i64..300_000_000_000i64, day in -3i64..3) {
+            let t = chrono::DateTime::from_timestamp(secs, 0).expect("in range");
+            let now = t + chrono::Duration::hours(day * 13);
+            prop_assert_eq!(clock(t), t.format("%Y-%m-%d %H:%M").to_string());
+            let near = if t.date_naive() == now.date_naive() {
+                t.format("%H:%M").to_string()
+            } else {
+                t.format("%Y-%m-%d %H:%M").to_string()
+            };
+            prop_assert_eq!(clock_near(t, now, false), near);
+        }
+    }
 }
