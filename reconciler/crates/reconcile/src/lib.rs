@@ -34,6 +34,7 @@ pub mod http_limits;
 pub mod live;
 pub mod metrics;
 pub mod prune;
+pub mod recorded;
 pub mod run;
 pub mod saved;
 pub mod signatures;
