@@ -85,8 +85,8 @@ impl RecordKey {
 /// A JSON text around the value of its first `"time"` field.
 #[derive(Debug, Clone, PartialEq)]
 struct Around {
-    head: String,
-    tail: String,
+    head: Arc<str>,
+    tail: Arc<str>,
 }
 
 impl Around {
@@ -100,8 +100,8 @@ impl Around {
             field
         };
         text[at..].starts_with(value).then(|| Around {
-            head: text[..at].to_string(),
-            tail: text[at + value.len()..].to_string(),
+            head: Arc::from(&text[..at]),
+            tail: Arc::from(&text[at + value.len()..]),
         })
     }
 }
@@ -110,8 +110,8 @@ impl Around {
 /// iteration's summary.
 #[derive(Debug, Clone, PartialEq)]
 struct StatusText {
-    head: String,
-    middle: String,
+    head: Arc<str>,
+    middle: Arc<str>,
 }
 
 /// How `last_iteration` follows the rest of `status.json`.
@@ -134,28 +134,23 @@ impl StatusText {
         (around.tail[cut + LAST_ITERATION.len()..] == format!("{summary}\n}}")).then(|| {
             StatusText {
                 head: around.head,
-                middle: around.tail[..cut].to_string(),
+                middle: Arc::from(&around.tail[..cut]),
             }
         })
     }
 
-    /// Writes `status.json` for `status`, made of these pieces.
-    fn write(&self, dir: &Path, status: &Status) -> std::io::Result<()> {
-        let time = serde_json::to_string(&status.time).map_err(std::io::Error::other)?;
-        let summary = summary_text(&status.last_iteration)
-            .ok_or_else(|| std::io::Error::other("the summary cannot be serialised"))?;
-        write_pieces(
-            dir,
-            STATUS_FILE,
-            &[
-                &self.head,
-                &time,
-                &self.middle,
-                LAST_ITERATION,
-                &summary,
-                "\n}\n",
-            ],
-        )
+    /// The pieces of `status.json` for `status`.
+    fn pieces(&self, status: &Status) -> Option<Vec<Arc<str>>> {
+        let time = serde_json::to_string(&status.time).ok()?;
+        let summary = summary_text(&status.last_iteration)?;
+        Some(vec![
+            self.head.clone(),
+            time.into(),
+            self.middle.clone(),
+            LAST_ITERATION.into(),
+            summary.into(),
+            "\n}\n".into(),
+        ])
     }
 }
 
@@ -208,6 +203,8 @@ pub struct Again {
 #[derive(Debug, Default)]
 pub struct Recorded {
     last: Mutex<Option<Last>>,
+    again: std::sync::atomic::AtomicU64,
+    writer: Writer,
 }
 
 impl Recorded {
@@ -239,6 +236,16 @@ impl Recorded {
         }
     }
 
+    /// How many iterations were recorded from the last outputs.
+    pub fn times_again(&self) -> u64 {
+        self.again.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until the files handed to the writer are written.
+    pub fn flush(&self) {
+        self.writer.flush();
+    }
+
     /// Forgets the last outputs (the next iteration builds them all).
     pub fn forget(&self) {
         if let Ok(mut slot) = self.last.lock() {
@@ -246,9 +253,10 @@ impl Recorded {
         }
     }
 
-    /// When `key` is that of the last outputs: writes the view, the status
+    /// When `key` is that of the last outputs: has the view, the status
     /// and `observed.json` of an iteration at `time` that did `summary`
-    /// into `dir`, from the last texts, and gives the status (the view is
+    /// written into `dir` from the last texts, by the writer thread (the
+    /// loop does not wait; [`Recorded::flush`] does), and gives the status (the view is
     /// the last one with the new time). `None`: everything is to be built.
     pub fn again(
         &self,
@@ -271,35 +279,148 @@ impl Recorded {
             ..last.status.clone()
         };
         let view_time = serde_json::to_string(&crate::view::view_time(time)).ok()?;
-        let stamp = serde_json::to_string(&time).ok()?;
-        if let Err(e) = write_pieces(
-            dir,
-            crate::view::VIEW_FILE,
-            &[&view_text.head, &view_time, &view_text.tail, "\n"],
-        ) {
-            tracing::warn!(error = %e, "cannot write dashboard.json");
-        }
-        if let Err(e) = status_text.write(dir, &status) {
-            tracing::warn!(error = %e, "cannot write status.json");
-        }
+        let stamp: Arc<str> = serde_json::to_string(&time).ok()?.into();
+        let mut files = vec![
+            (
+                crate::view::VIEW_FILE,
+                vec![
+                    view_text.head.clone(),
+                    view_time.into(),
+                    view_text.tail.clone(),
+                    "\n".into(),
+                ],
+            ),
+            (STATUS_FILE, status_text.pieces(&status)?),
+        ];
         let observed_to_build = match &last.observed {
             Observed::None => false,
             Observed::Rebuild => true,
             Observed::Text(text) => {
-                if let Err(e) = write_pieces(
-                    dir,
+                files.push((
                     crate::live::OBSERVED_FILE,
-                    &[&text.head, &stamp, &text.tail, "\n"],
-                ) {
-                    tracing::warn!(error = %e, "cannot write observed.json");
-                }
+                    vec![text.head.clone(), stamp, text.tail.clone(), "\n".into()],
+                ));
                 false
             }
         };
+        self.writer.send(dir, files);
+        self.again
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Again {
             status,
             observed_to_build,
         })
+    }
+}
+
+/// Files to write: (name, pieces) in a directory.
+type Files = Vec<(&'static str, Vec<Arc<str>>)>;
+
+/// A thread that writes files handed to it, in order; of files handed
+/// again before they were written, the last version only.
+#[derive(Debug, Default)]
+struct Writer {
+    inner: Arc<WriterInner>,
+    started: std::sync::OnceLock<()>,
+}
+
+#[derive(Debug, Default)]
+struct WriterInner {
+    /// Files waiting, by path, and whether a write is under way.
+    queue: Mutex<Queue>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Vec<(std::path::PathBuf, &'static str, Vec<Arc<str>>)>,
+    busy: bool,
+    closed: bool,
+}
+
+impl Writer {
+    fn send(&self, dir: &Path, files: Files) {
+        self.started.get_or_init(|| {
+            let inner = self.inner.clone();
+            let spawned = std::thread::Builder::new()
+                .name("gitfleet-record-writer".into())
+                .spawn(move || inner.run());
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "no writer thread: files are written in the loop");
+            }
+        });
+        let Ok(mut queue) = self.inner.queue.lock() else {
+            return;
+        };
+        for (file, pieces) in files {
+            queue.waiting.retain(|(d, f, _)| !(d == dir && *f == file));
+            queue.waiting.push((dir.to_path_buf(), file, pieces));
+        }
+        self.inner.changed.notify_all();
+        // Without a thread (it could not start or has stopped), here.
+        if Arc::strong_count(&self.inner) == 1 {
+            let waiting = std::mem::take(&mut queue.waiting);
+            drop(queue);
+            WriterInner::write(waiting);
+        }
+    }
+
+    fn flush(&self) {
+        let Ok(mut queue) = self.inner.queue.lock() else {
+            return;
+        };
+        while (!queue.waiting.is_empty() || queue.busy) && Arc::strong_count(&self.inner) > 1 {
+            queue = match self.inner.changed.wait(queue) {
+                Ok(queue) => queue,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Ok(mut queue) = self.inner.queue.lock() {
+            queue.closed = true;
+        }
+        self.inner.changed.notify_all();
+        self.flush();
+    }
+}
+
+impl WriterInner {
+    fn run(&self) {
+        loop {
+            let Ok(mut queue) = self.queue.lock() else {
+                return;
+            };
+            while queue.waiting.is_empty() && !queue.closed {
+                queue = match self.changed.wait(queue) {
+                    Ok(queue) => queue,
+                    Err(_) => return,
+                };
+            }
+            if queue.waiting.is_empty() {
+                return;
+            }
+            let waiting = std::mem::take(&mut queue.waiting);
+            queue.busy = true;
+            drop(queue);
+            Self::write(waiting);
+            if let Ok(mut queue) = self.queue.lock() {
+                queue.busy = false;
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    fn write(files: Vec<(std::path::PathBuf, &'static str, Vec<Arc<str>>)>) {
+        for (dir, file, pieces) in files {
+            let pieces: Vec<&str> = pieces.iter().map(|p| &**p).collect();
+            if let Err(e) = write_pieces(&dir, file, &pieces) {
+                tracing::warn!(error = %e, "cannot write {file}");
+            }
+        }
     }
 }
 

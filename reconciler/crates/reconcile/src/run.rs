@@ -426,6 +426,8 @@ fn record_all<E: Executor>(
     shared: &Shared,
     state_dir: &std::path::Path,
 ) -> Result<Status, ReconcileError> {
+    // The files of the last iterations first: these replace them.
+    shared.recorded.flush();
     // Those the reconciler keeps in memory: no read of every record.
     let records = reconciler.job_records()?;
     let starts = match (reconciler.fleet(), &iteration.plan) {
@@ -652,7 +654,8 @@ async fn loop_until_stopped<E: Executor>(
     // A signal caught while the process started stops it before the first
     // iteration (the watcher runs on the other worker thread).
     tokio::task::yield_now().await;
-    loop {
+    let result = async {
+        loop {
         if shared.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -698,7 +701,12 @@ async fn loop_until_stopped<E: Executor>(
             _ = shared.wake.notified() => observer(LoopEvent::Woken),
             _ = shared.stop.notified() => return Ok(()),
         }
+        }
     }
+    .await;
+    // The last files written before the loop returns.
+    shared.recorded.flush();
+    result
 }
 
 /// Waits for SIGTERM or Ctrl-C: stops the loop between iterations at once;
