@@ -496,6 +496,12 @@ impl<E: Executor> Reconciler<E> {
         self.good.as_ref().map(|(_, f)| f.as_ref())
     }
 
+    /// [`Reconciler::fleet`], shared (the expected starts are computed
+    /// from it off the loop's thread).
+    pub fn fleet_shared(&self) -> Option<&Arc<Fleet>> {
+        self.good.as_ref().map(|(_, f)| f)
+    }
+
     /// Lets the executor give up what only one replica may hold (the kube
     /// executor's Lease) when the loop stops; a failure is logged, never
     /// fatal (the Lease then expires by itself).

@@ -60,6 +60,10 @@ pub struct RecordKey {
     pub revisions: Revisions,
     /// The audit log's tail the view shows.
     pub audit: Vec<AuditEntry>,
+    /// The expected starts computed off the loop so far
+    /// ([`crate::starts::StartsCache::ready`]): one more, the view may
+    /// show them ([`Recorded::set_starts`]).
+    pub starts: u64,
 }
 
 impl RecordKey {
@@ -241,6 +245,35 @@ impl Recorded {
         self.again.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether the last outputs were built from `key` but for expected
+    /// starts computed since.
+    pub fn starts_since(&self, key: &RecordKey) -> bool {
+        self.last.lock().ok().is_some_and(|last| {
+            last.as_ref()
+                .is_some_and(|l| l.key.same(key) && l.key.starts != key.starts)
+        })
+    }
+
+    /// After [`Recorded::starts_since`]: the last outputs are those of
+    /// `key`, with `view` (the last one with the expected starts now
+    /// known; `None`: the same).
+    pub fn set_starts(&self, key: &RecordKey, view: Option<&FleetView>) {
+        let Ok(mut slot) = self.last.lock() else {
+            return;
+        };
+        let Some(last) = slot.as_mut().filter(|l| l.key.same(key)) else {
+            return;
+        };
+        if let Some(view) = view {
+            let time = serde_json::to_string(&view.time).ok();
+            last.view_text = crate::view::to_json(view)
+                .ok()
+                .zip(time)
+                .and_then(|(text, time)| Around::new(&text, &time));
+        }
+        last.key.starts = key.starts;
+    }
+
     /// Waits until the files handed to the writer are written.
     pub fn flush(&self) {
         self.writer.flush();
@@ -267,7 +300,7 @@ impl Recorded {
     ) -> Option<Again> {
         let slot = self.last.lock().ok()?;
         let last = slot.as_ref()?;
-        if !last.key.same(key) {
+        if !last.key.same(key) || last.key.starts != key.starts {
             return None;
         }
         let (Some(view_text), Some(status_text)) = (&last.view_text, &last.status_text) else {

@@ -396,8 +396,28 @@ pub fn record<E: Executor>(
         job_writes: reconciler.store().job_writes(),
         revisions,
         audit,
+        starts: shared.starts.ready(),
     };
     shared.metrics.record_iteration(iteration, seconds);
+    if shared.recorded.starts_since(&key) {
+        // Expected starts computed off the loop since: the last view with
+        // them, if they are this iteration's.
+        let view = shared.view.lock().ok().and_then(|v| v.clone());
+        let with = view
+            .zip(expected_starts(reconciler, iteration, shared))
+            .map(|(view, starts)| {
+                let mut view = dashboard::FleetView::clone(&view);
+                view.time = crate::view::view_time(iteration.time);
+                for pending in &mut view.pending {
+                    pending.expected_start = starts.get(&pending.job).cloned();
+                }
+                view
+            });
+        shared.recorded.set_starts(&key, with.as_ref());
+        if let Some(view) = with {
+            publish_view(shared, Arc::new(view));
+        }
+    }
     let summary = IterationSummary::of(iteration, seconds * 1000.0);
     if let Some(again) = shared
         .recorded
@@ -430,18 +450,7 @@ fn record_all<E: Executor>(
     shared.recorded.flush();
     // Those the reconciler keeps in memory: no read of every record.
     let records = reconciler.job_records()?;
-    let starts = match (reconciler.fleet(), &iteration.plan) {
-        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts_of(
-            fleet,
-            &iteration.planned_from,
-            &iteration.nodes,
-            plan,
-            iteration.time,
-            iteration.revision.as_ref().map(|r| r.id.as_str()),
-            iteration.plan_seconds,
-        ),
-        _ => BTreeMap::new(),
-    };
+    let starts = expected_starts(reconciler, iteration, shared).unwrap_or_default();
     let view = fleet_view(&ViewInput {
         time: iteration.time,
         executor: reconciler.executor_name(),
@@ -487,6 +496,27 @@ fn record_all<E: Executor>(
     Ok(status)
 }
 
+/// The expected starts of the iteration's pending jobs; `None` while a
+/// thread computes them ([`crate::starts::StartsCache::starts_or_later`]).
+fn expected_starts<E: Executor>(
+    reconciler: &Reconciler<E>,
+    iteration: &Iteration,
+    shared: &Shared,
+) -> Option<BTreeMap<String, dashboard::view::StartView>> {
+    match (reconciler.fleet_shared(), &iteration.plan) {
+        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts_or_later(
+            fleet,
+            &iteration.planned_from,
+            &iteration.nodes,
+            plan,
+            iteration.time,
+            iteration.revision.as_ref().map(|r| r.id.as_str()),
+            iteration.plan_seconds,
+        ),
+        _ => Some(BTreeMap::new()),
+    }
+}
+
 /// Writes `text` (and a newline) to `dir/file`; the text when written.
 fn written(text: std::io::Result<String>, dir: &std::path::Path, file: &str) -> Option<String> {
     let written = text.and_then(|text| {
@@ -528,13 +558,18 @@ fn publish(
     if let Ok(mut slot) = shared.status.lock() {
         *slot = Some(status.clone());
     }
-    if let Some(view) = view
-        && let Ok(mut slot) = shared.view.lock()
-    {
-        *slot = Some(view);
+    if let Some(view) = view {
+        publish_view(shared, view);
     }
     if let Ok(mut slot) = shared.view_time.lock() {
         *slot = time;
+    }
+}
+
+/// Shows `view` to the HTTP handlers.
+fn publish_view(shared: &Shared, view: Arc<dashboard::FleetView>) {
+    if let Ok(mut slot) = shared.view.lock() {
+        *slot = Some(view);
     }
 }
 
