@@ -507,6 +507,59 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         );
     }
 
+    /// Waits until `cache` has given `n` answers computed off the loop.
+    fn ready(cache: &StartsCache, n: u64) {
+        let waited = std::time::Instant::now();
+        while cache.ready() < n {
+            assert!(waited.elapsed().as_secs() < 60, "no answer");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn slow_starts_are_computed_off_the_loop_and_given_for_their_inputs_only() {
+        let fleet = Arc::new(fleet());
+        let now = at("2026-11-21T10:30:00Z");
+        let (mut observed, plan) = observed(&fleet, now);
+        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        let from = Arc::new(observed);
+        let plan = Arc::new(plan);
+        let inline =
+            StartsCache::default().starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        assert!(!inline.is_empty());
+        // Quick plans: computed at once.
+        let cache = StartsCache::default();
+        let quick = Some(0.001);
+        assert_eq!(
+            cache.starts_or_later(&fleet, &from, &nodes, &plan, now, Some("r1"), quick),
+            Some(inline.clone())
+        );
+        assert_eq!(cache.ready(), 0);
+        // 0.05 s a plan, 20 plans: a second, by a thread.
+        let cache = StartsCache::default();
+        let slow = Some(0.05);
+        let ask = |revision: &str, from: &Arc<ObservedState>| {
+            cache.starts_or_later(&fleet, from, &nodes, &plan, now, Some(revision), slow)
+        };
+        assert_eq!(ask("r1", &from), None);
+        ready(&cache, 1);
+        assert!(!cache.computing());
+        assert_eq!(ask("r1", &from), Some(inline.clone()));
+        // Another revision: never the answer of the first, until computed.
+        assert_eq!(ask("r2", &from), None);
+        ready(&cache, 2);
+        assert_eq!(ask("r2", &from), Some(inline.clone()));
+        // Another observed state (the running job gone): computed again.
+        let changed = Arc::new(ObservedState {
+            running: Vec::new(),
+            ..ObservedState::clone(&from)
+        });
+        assert_eq!(ask("r2", &changed), None);
+        ready(&cache, 3);
+        let after = ask("r2", &changed).unwrap();
+        assert_ne!(after, inline);
+    }
+
     #[test]
     fn the_horizon_holds_no_more_plans_than_a_second_of_them() {
         assert_eq!(horizon_for(None).max_plans, HORIZON.max_plans);
