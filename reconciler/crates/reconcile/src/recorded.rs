@@ -465,11 +465,11 @@ mod tests {
     fn a_text_is_split_around_its_first_time() {
         let text = r#"{"formatVersion":1,"time":"2026-11-21T10:00:00Z","x":{"time":"a"}}"#;
         let around = Around::new(text, "\"2026-11-21T10:00:00Z\"").unwrap();
-        assert_eq!(around.head, r#"{"formatVersion":1,"time":"#);
-        assert_eq!(around.tail, r#","x":{"time":"a"}}"#);
+        assert_eq!(&*around.head, r#"{"formatVersion":1,"time":"#);
+        assert_eq!(&*around.tail, r#","x":{"time":"a"}}"#);
         let pretty = "{\n  \"time\": \"t\",\n  \"a\": 1\n}";
         let around = Around::new(pretty, "\"t\"").unwrap();
-        assert_eq!(around.head, "{\n  \"time\": ");
+        assert_eq!(&*around.head, "{\n  \"time\": ");
         // Another value where the time is: no split.
         assert!(Around::new(pretty, "\"u\"").is_none());
         assert!(Around::new("{}", "\"t\"").is_none());
