@@ -76,14 +76,27 @@ struct Loop {
     shared: Shared,
     dir: std::path::PathBuf,
     fresh: std::path::PathBuf,
+    /// Plans said to take 50 ms: their expected starts (20 plans) are
+    /// computed off the loop.
+    slow: bool,
 }
 
 impl Loop {
     /// One iteration at `now`, recorded by the loop's `Shared` and by a new
     /// one; checks that both wrote and show the same.
     fn iterate(&mut self, now: Timestamp) -> Iteration {
+        // The last expected starts computed first (they show from this
+        // iteration on, when it re-uses their plan).
+        let waited = Instant::now();
+        while self.shared.starts.computing() {
+            assert!(waited.elapsed().as_secs() < 60, "expected starts never computed");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let started = Instant::now();
-        let iteration = block_on(self.reconciler.iterate(now)).unwrap();
+        let mut iteration = block_on(self.reconciler.iterate(now)).unwrap();
+        if self.slow {
+            iteration.plan_seconds = iteration.plan_seconds.map(|_| 0.05);
+        }
         let status = record(
             &self.reconciler,
             &iteration,
@@ -152,6 +165,7 @@ fn unchanged_iterations_write_what_a_full_record_writes() {
         shared: Shared::default(),
         dir: dir.path().join("loop"),
         fresh: dir.path().join("fresh"),
+        slow: false,
     };
     std::fs::create_dir(&lp.dir).unwrap();
     std::fs::create_dir(&lp.fresh).unwrap();
@@ -216,4 +230,60 @@ fn unchanged_iterations_write_what_a_full_record_writes() {
         "{:?}",
         status.job_list
     );
+}
+
+/// The expected starts of `view`'s pending jobs, by job.
+fn shown_starts(view: &dashboard::FleetView) -> Vec<(String, bool)> {
+    view.pending
+        .iter()
+        .map(|p| (p.job.clone(), p.expected_start.is_some()))
+        .collect()
+}
+
+#[test]
+fn slow_expected_starts_show_from_the_next_iteration_for_their_plan_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    let mut jobs = vec![job("long", 8, "1h", 600), job("wait", 8, "2h", 600)];
+    commit(&repo, &jobs);
+    let store = Arc::new(Store::open(&dir.path().join("state")).unwrap());
+    let sim = SimExecutor::open(store.clone(), None, model::spec::Duration::ZERO).unwrap();
+    let mut lp = Loop {
+        reconciler: Reconciler::new(FleetSource::detect(&repo, None), store, sim),
+        shared: Shared::default(),
+        dir: dir.path().join("loop"),
+        fresh: dir.path().join("fresh"),
+        slow: true,
+    };
+    std::fs::create_dir(&lp.dir).unwrap();
+    std::fs::create_dir(&lp.fresh).unwrap();
+    let mut now: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+    let mut shown = 0;
+    for round in 0..2 {
+        if round == 1 {
+            // A commit: the next plan's starts are computed again.
+            jobs[1] = job("wait", 8, "3h", 600);
+            commit(&repo, &jobs);
+        }
+        for _ in 0..6 {
+            let iteration = lp.iterate(now);
+            let view = lp.shared.current_view().unwrap();
+            let starts = shown_starts(&view);
+            assert!(!starts.is_empty(), "wait is pending");
+            if iteration.reused {
+                // The plan's forecast, computed meanwhile, is shown.
+                assert!(starts.iter().all(|(_, s)| *s), "{now}: {starts:?}");
+                shown += 1;
+            } else {
+                // A plan of its own: its forecast is being computed, none
+                // shown (never the last plan's).
+                assert!(starts.iter().all(|(_, s)| !*s), "{now}: {starts:?}");
+            }
+            now += chrono::Duration::seconds(30);
+        }
+    }
+    assert!(shown >= 4, "forecasts shown: {shown}");
+    assert!(lp.shared.starts.ready() >= 2);
 }
