@@ -87,10 +87,20 @@ impl RecordKey {
 }
 
 /// A JSON text around the value of its first `"time"` field.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Around {
     head: Arc<str>,
     tail: Arc<str>,
+}
+
+/// Lengths, not megabytes of text.
+impl std::fmt::Debug for Around {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Around")
+            .field("head", &self.head.len())
+            .field("tail", &self.tail.len())
+            .finish()
+    }
 }
 
 impl Around {
@@ -112,10 +122,20 @@ impl Around {
 
 /// `status.json` in pieces: before the time, between the time and the last
 /// iteration's summary.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 struct StatusText {
     head: Arc<str>,
     middle: Arc<str>,
+}
+
+/// Lengths, not megabytes of text.
+impl std::fmt::Debug for StatusText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusText")
+            .field("head", &self.head.len())
+            .field("middle", &self.middle.len())
+            .finish()
+    }
 }
 
 /// How `last_iteration` follows the rest of `status.json`.
@@ -364,11 +384,27 @@ struct WriterInner {
     changed: std::sync::Condvar,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Queue {
     waiting: Vec<(std::path::PathBuf, &'static str, Vec<Arc<str>>)>,
     busy: bool,
     closed: bool,
+}
+
+/// The files waiting by name, not their text.
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waiting: Vec<_> = self
+            .waiting
+            .iter()
+            .map(|(dir, file, _)| dir.join(file))
+            .collect();
+        f.debug_struct("Queue")
+            .field("waiting", &waiting)
+            .field("busy", &self.busy)
+            .field("closed", &self.closed)
+            .finish()
+    }
 }
 
 impl Writer {

@@ -89,7 +89,10 @@ impl Loop {
         // iteration on, when it re-uses their plan).
         let waited = Instant::now();
         while self.shared.starts.computing() {
-            assert!(waited.elapsed().as_secs() < 60, "expected starts never computed");
+            assert!(
+                waited.elapsed().as_secs() < 60,
+                "expected starts never computed"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let started = Instant::now();
