@@ -34,6 +34,7 @@ pub mod http_limits;
 pub mod live;
 pub mod metrics;
 pub mod prune;
+pub mod recorded;
 pub mod run;
 pub mod saved;
 pub mod signatures;
@@ -493,6 +494,12 @@ impl<E: Executor> Reconciler<E> {
     /// The desired fleet in force, if any.
     pub fn fleet(&self) -> Option<&Fleet> {
         self.good.as_ref().map(|(_, f)| f.as_ref())
+    }
+
+    /// [`Reconciler::fleet`], shared (the expected starts are computed
+    /// from it off the loop's thread).
+    pub fn fleet_shared(&self) -> Option<&Arc<Fleet>> {
+        self.good.as_ref().map(|(_, f)| f)
     }
 
     /// Lets the executor give up what only one replica may hold (the kube

@@ -37,10 +37,12 @@ impl<E: Executor> Reconciler<E> {
 
 /// Writes `state` to `dir/observed.json` atomically (write, then rename).
 pub fn write(dir: &Path, state: &ObservedState) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!("{OBSERVED_FILE}.tmp"));
-    std::fs::write(&tmp, text + "\n")?;
-    std::fs::rename(&tmp, dir.join(OBSERVED_FILE))
+    crate::recorded::write_pieces(dir, OBSERVED_FILE, &[&to_json(state)?, "\n"])
+}
+
+/// The text of `observed.json` (without its final newline).
+pub fn to_json(state: &ObservedState) -> std::io::Result<String> {
+    serde_json::to_string_pretty(state).map_err(std::io::Error::other)
 }
 
 /// What identifies an observed state for a saved plan: `sha256:` and the

@@ -324,6 +324,13 @@ impl Metrics {
         view: &FleetView,
         seconds: f64,
     ) {
+        self.record_iteration(iteration, seconds);
+        self.record_state(iteration, records, view);
+    }
+
+    /// What every iteration adds on its own: durations, the time of the
+    /// last success, refusals, actions, the applied revision.
+    pub fn record_iteration(&self, iteration: &Iteration, seconds: f64) {
         self.reconcile_duration.observe(seconds);
         if let Some(plan) = iteration.plan_seconds {
             self.plan_duration.observe(plan);
@@ -353,6 +360,17 @@ impl Metrics {
                 .with_label_values(&[revision.id.as_str()])
                 .set(1.0);
         }
+    }
+
+    /// The gauges of the fleet's state after `iteration`: jobs by phase,
+    /// GPUs, pending jobs, queues and pools. The same for the same
+    /// records, nodes, plan and view (the loop skips it then).
+    pub fn record_state(
+        &self,
+        iteration: &Iteration,
+        records: &BTreeMap<String, JobRecord>,
+        view: &FleetView,
+    ) {
         self.jobs.reset();
         for phase in Phase::ALL {
             let n = records.values().filter(|r| r.phase == phase).count();

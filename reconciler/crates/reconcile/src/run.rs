@@ -30,9 +30,10 @@ use super::http_limits::{
     webhook_signature_ok,
 };
 use super::metrics::Metrics;
-use super::status::Status;
+use super::status::{IterationSummary, Status};
 use super::view::{AUDIT_TAIL, ViewInput, fleet_view};
 use super::{Iteration, ReconcileError, Reconciler};
+use crate::recorded::{RecordKey, Written};
 use exec::Executor;
 use model::observed::Timestamp;
 use model::spec::Duration;
@@ -171,8 +172,15 @@ pub struct Shared {
     pub metrics: Metrics,
     /// The status after the last iteration.
     pub status: Mutex<Option<Status>>,
-    /// The dashboard's view after the last iteration.
+    /// The dashboard's view after the last iteration that changed it (its
+    /// time: [`Shared::view_time`]; see [`Shared::current_view`]).
     pub view: Mutex<Option<Arc<dashboard::FleetView>>>,
+    /// The time of the last iteration as the view shows it, when it is not
+    /// that of [`Shared::view`].
+    pub view_time: Mutex<Option<String>>,
+    /// What the loop wrote after the last iteration, for the next one to
+    /// rewrite only its times when nothing else changed.
+    pub recorded: crate::recorded::Recorded,
     /// Wakes the loop (webhook).
     pub wake: Notify,
     /// When the iteration under way started (`None` between iterations).
@@ -281,6 +289,19 @@ impl HistoryPages {
 }
 
 impl Shared {
+    /// The dashboard's view after the last iteration, with its time.
+    pub fn current_view(&self) -> Option<Arc<dashboard::FleetView>> {
+        let view = self.view.lock().ok().and_then(|v| v.clone())?;
+        let time = self.view_time.lock().ok().and_then(|t| t.clone());
+        Some(match time {
+            Some(time) if time != view.time => Arc::new(dashboard::FleetView {
+                time,
+                ..dashboard::FleetView::clone(&view)
+            }),
+            _ => view,
+        })
+    }
+
     /// How long the iteration under way has run, if one is.
     pub fn running_for(&self) -> Option<std::time::Duration> {
         self.iteration_started
@@ -347,7 +368,9 @@ pub async fn iterate_and_record<E: Executor>(
 }
 
 /// Writes the status and the dashboard's view after `iteration` and
-/// updates the metrics.
+/// updates the metrics. After an iteration that changed nothing they are
+/// built from ([`crate::recorded`]), only what depends on its time is
+/// written again.
 pub fn record<E: Executor>(
     reconciler: &Reconciler<E>,
     iteration: &Iteration,
@@ -356,8 +379,6 @@ pub fn record<E: Executor>(
     state_dir: &std::path::Path,
 ) -> Result<Status, ReconcileError> {
     let seconds = started.elapsed().as_secs_f64();
-    // Those the reconciler keeps in memory: no read of every record.
-    let records = reconciler.job_records()?;
     let revisions = reconciler.store().revisions()?;
     let audit: Vec<_> = reconciler
         .store()
@@ -365,8 +386,125 @@ pub fn record<E: Executor>(
         .into_iter()
         .map(|(_, entry)| entry)
         .collect();
-    let starts = match (reconciler.fleet(), &iteration.plan) {
-        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts_of(
+    let key = RecordKey {
+        executor: reconciler.executor_name().to_string(),
+        revision: iteration.revision.as_ref().map(|r| r.id.clone()),
+        fleet: reconciler.fleet().map(|f| std::ptr::from_ref(f) as usize),
+        plan: iteration.plan.clone(),
+        planned_from: iteration.planned_from.clone(),
+        nodes: iteration.nodes.clone(),
+        job_writes: reconciler.store().job_writes(),
+        revisions,
+        audit,
+        starts: shared.starts.ready(),
+    };
+    shared.metrics.record_iteration(iteration, seconds);
+    if shared.recorded.starts_since(&key) {
+        // Expected starts computed off the loop since: the last view with
+        // them, if they are this iteration's.
+        let view = shared.view.lock().ok().and_then(|v| v.clone());
+        let with = view
+            .zip(expected_starts(reconciler, iteration, shared))
+            .map(|(view, starts)| {
+                let mut view = dashboard::FleetView::clone(&view);
+                view.time = crate::view::view_time(iteration.time);
+                for pending in &mut view.pending {
+                    pending.expected_start = starts.get(&pending.job).cloned();
+                }
+                view
+            });
+        shared.recorded.set_starts(&key, with.as_ref());
+        if let Some(view) = with {
+            publish_view(shared, Arc::new(view));
+        }
+    }
+    let summary = IterationSummary::of(iteration, seconds * 1000.0);
+    if let Some(again) = shared
+        .recorded
+        .again(&key, iteration.time, summary, state_dir)
+    {
+        if again.observed_to_build {
+            let records = reconciler.job_records()?;
+            write_observed(reconciler, iteration, &records, state_dir);
+        }
+        let time = crate::view::view_time(iteration.time);
+        publish(shared, &again.status, None, Some(time));
+        return Ok(again.status);
+    }
+    let status = record_all(reconciler, iteration, key, seconds, shared, state_dir)?;
+    Ok(status)
+}
+
+/// [`record`] of everything: builds the view, the status, `observed.json`
+/// and the fleet's gauges, writes them and keeps them for the next
+/// iteration.
+fn record_all<E: Executor>(
+    reconciler: &Reconciler<E>,
+    iteration: &Iteration,
+    key: RecordKey,
+    seconds: f64,
+    shared: &Shared,
+    state_dir: &std::path::Path,
+) -> Result<Status, ReconcileError> {
+    // The files of the last iterations first: these replace them.
+    shared.recorded.flush();
+    // Those the reconciler keeps in memory: no read of every record.
+    let records = reconciler.job_records()?;
+    let starts = expected_starts(reconciler, iteration, shared).unwrap_or_default();
+    let view = fleet_view(&ViewInput {
+        time: iteration.time,
+        executor: reconciler.executor_name(),
+        fleet: reconciler.fleet(),
+        plan: iteration.plan.as_deref(),
+        nodes: &iteration.nodes,
+        records: &records,
+        revisions: &key.revisions,
+        audit: &key.audit,
+        starts: &starts,
+    });
+    let view_text = written(
+        crate::view::to_json(&view),
+        state_dir,
+        crate::view::VIEW_FILE,
+    );
+    let status = Status::new(
+        iteration,
+        reconciler.executor_name(),
+        key.revisions.clone(),
+        &records,
+        seconds * 1000.0,
+    );
+    let status_text = written(status.to_json(), state_dir, crate::status::STATUS_FILE);
+    let observed_text = write_observed(reconciler, iteration, &records, state_dir);
+    // A finished job recorded without an end time ends "now" in it.
+    let observed_timeless = records
+        .values()
+        .all(|r| !r.phase.is_final() || r.finished.is_some());
+    shared.metrics.record_state(iteration, &records, &view);
+    shared.recorded.keep(
+        key,
+        &view,
+        &status,
+        Written {
+            view: view_text.as_deref(),
+            status: status_text.as_deref(),
+            observed: observed_text.as_deref(),
+            observed_timeless,
+        },
+    );
+    publish(shared, &status, Some(Arc::new(view)), None);
+    Ok(status)
+}
+
+/// The expected starts of the iteration's pending jobs; `None` while a
+/// thread computes them ([`crate::starts::StartsCache::starts_or_later`]).
+fn expected_starts<E: Executor>(
+    reconciler: &Reconciler<E>,
+    iteration: &Iteration,
+    shared: &Shared,
+) -> Option<BTreeMap<String, dashboard::view::StartView>> {
+    match (reconciler.fleet_shared(), &iteration.plan) {
+        (Some(fleet), Some(plan)) if !plan.pending.is_empty() => shared.starts.starts_or_later(
             fleet,
             &iteration.planned_from,
             &iteration.nodes,
@@ -375,45 +513,64 @@ pub fn record<E: Executor>(
             iteration.revision.as_ref().map(|r| r.id.as_str()),
             iteration.plan_seconds,
         ),
-        _ => BTreeMap::new(),
-    };
-    let view = fleet_view(&ViewInput {
-        time: iteration.time,
-        executor: reconciler.executor_name(),
-        fleet: reconciler.fleet(),
-        plan: iteration.plan.as_deref(),
-        nodes: &iteration.nodes,
-        records: &records,
-        revisions: &revisions,
-        audit: &audit,
-        starts: &starts,
+        _ => Some(BTreeMap::new()),
+    }
+}
+
+/// Writes `text` (and a newline) to `dir/file`; the text when written.
+fn written(text: std::io::Result<String>, dir: &std::path::Path, file: &str) -> Option<String> {
+    let written = text.and_then(|text| {
+        crate::recorded::write_pieces(dir, file, &[&text, "\n"])?;
+        Ok(text)
     });
-    if let Err(e) = crate::view::write(state_dir, &view) {
-        tracing::warn!(error = %e, "cannot write dashboard.json");
+    match written {
+        Ok(text) => Some(text),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot write {file}");
+            None
+        }
     }
-    let status = Status::new(
-        iteration,
-        reconciler.executor_name(),
-        revisions,
-        &records,
-        seconds * 1000.0,
-    );
-    if let Err(e) = status.write(state_dir) {
-        tracing::warn!(error = %e, "cannot write status.json");
-    }
-    if let Some(live) = reconciler.live_observed(iteration.time, &records, iteration.nodes.to_vec())
-        && let Err(e) = crate::live::write(state_dir, &live)
-    {
-        tracing::warn!(error = %e, "cannot write observed.json");
-    }
-    shared.metrics.record(iteration, &records, &view, seconds);
+}
+
+/// Builds and writes `observed.json` (none before a fleet is in force);
+/// its text when written.
+fn write_observed<E: Executor>(
+    reconciler: &Reconciler<E>,
+    iteration: &Iteration,
+    records: &BTreeMap<String, crate::state::JobRecord>,
+    state_dir: &std::path::Path,
+) -> Option<String> {
+    let live = reconciler.live_observed(iteration.time, records, iteration.nodes.to_vec())?;
+    written(
+        crate::live::to_json(&live),
+        state_dir,
+        crate::live::OBSERVED_FILE,
+    )
+}
+
+/// Shows `status`, and `view` or the view's new time, to the HTTP handlers.
+fn publish(
+    shared: &Shared,
+    status: &Status,
+    view: Option<Arc<dashboard::FleetView>>,
+    time: Option<String>,
+) {
     if let Ok(mut slot) = shared.status.lock() {
         *slot = Some(status.clone());
     }
-    if let Ok(mut slot) = shared.view.lock() {
-        *slot = Some(Arc::new(view));
+    if let Some(view) = view {
+        publish_view(shared, view);
     }
-    Ok(status)
+    if let Ok(mut slot) = shared.view_time.lock() {
+        *slot = time;
+    }
+}
+
+/// Shows `view` to the HTTP handlers.
+fn publish_view(shared: &Shared, view: Arc<dashboard::FleetView>) {
+    if let Ok(mut slot) = shared.view.lock() {
+        *slot = Some(view);
+    }
 }
 
 /// SIGTERM and SIGINT (Ctrl-C), caught from the moment this is created:
@@ -532,7 +689,8 @@ async fn loop_until_stopped<E: Executor>(
     // A signal caught while the process started stops it before the first
     // iteration (the watcher runs on the other worker thread).
     tokio::task::yield_now().await;
-    loop {
+    let result = async {
+        loop {
         if shared.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -578,7 +736,12 @@ async fn loop_until_stopped<E: Executor>(
             _ = shared.wake.notified() => observer(LoopEvent::Woken),
             _ = shared.stop.notified() => return Ok(()),
         }
+        }
     }
+    .await;
+    // The last files written before the loop returns.
+    shared.recorded.flush();
+    result
 }
 
 /// Waits for SIGTERM or Ctrl-C: stops the loop between iterations at once;
@@ -637,7 +800,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 /// The dashboard page (503 before the first iteration).
 async fn page(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let view = shared.view.lock().ok().and_then(|v| v.clone());
+    let view = shared.current_view();
     let extras = dashboard::Extras {
         charts: shared
             .state_dir

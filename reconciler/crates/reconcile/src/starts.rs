@@ -47,18 +47,30 @@ pub fn horizon_for(plan_seconds: Option<f64>) -> Horizon {
     }
 }
 
+/// Engine time up to which [`StartsCache::starts_or_later`] computes the
+/// expected starts in the loop: longer, they are computed by a thread of
+/// their own.
+pub const INLINE_SECONDS: f64 = 0.1;
+
+/// The last answer and what it was computed from.
+type Last = Mutex<Option<(String, BTreeMap<String, StartView>)>>;
+
 /// The last answer and what it was computed from.
 #[derive(Debug, Default)]
 pub struct StartsCache {
-    last: Mutex<Option<(String, BTreeMap<String, StartView>)>>,
+    last: Arc<Last>,
     /// The revision, observed state (less its nodes) and nodes of the last
     /// [`StartsCache::starts_of`] call, held: while they are the very same
     /// (shared, so unchanged), so is the digest of `last`'s key.
-    shared: Mutex<Option<SharedKey>>,
+    shared: Arc<Mutex<Option<SharedKey>>>,
+    /// What a thread computes the starts of now ([`StartsCache::starts_or_later`]).
+    asked: Arc<Mutex<Option<SharedKey>>>,
+    /// How many answers threads have given.
+    ready: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What [`StartsCache::starts_of`] was last called with.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SharedKey {
     revision: Option<String>,
     observed: Arc<ObservedState>,
@@ -97,13 +109,141 @@ impl StartsCache {
             nodes: nodes.to_vec(),
             ..ObservedState::clone(planned_from)
         };
-        let starts = self.starts(fleet, &observed, plan, now, revision, plan_seconds);
-        *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(SharedKey {
+        starts_in(
+            &self.last,
+            (
+                &self.shared,
+                Some(SharedKey {
+                    revision: revision.map(str::to_string),
+                    observed: planned_from.clone(),
+                    nodes: nodes.clone(),
+                }),
+            ),
+            fleet,
+            &observed,
+            plan,
+            now,
+            revision,
+            plan_seconds,
+        )
+    }
+
+    /// [`StartsCache::starts_of`] when it is known or quick to compute
+    /// (up to [`INLINE_SECONDS`] of plans); else `None`, and a thread
+    /// computes it: [`StartsCache::ready`] counts up when it has, and the
+    /// next call with the same inputs gets it.
+    #[allow(clippy::too_many_arguments)] // the iteration's parts, as `starts`
+    pub fn starts_or_later(
+        &self,
+        fleet: &Arc<Fleet>,
+        planned_from: &Arc<ObservedState>,
+        nodes: &Arc<Vec<ObservedNode>>,
+        plan: &Arc<Plan>,
+        now: Timestamp,
+        revision: Option<&str>,
+        plan_seconds: Option<f64>,
+    ) -> Option<BTreeMap<String, StartView>> {
+        let ident = SharedKey {
             revision: revision.map(str::to_string),
             observed: planned_from.clone(),
             nodes: nodes.clone(),
-        });
-        starts
+        };
+        let same = |key: &SharedKey| {
+            key.revision == ident.revision
+                && Arc::ptr_eq(&key.observed, &ident.observed)
+                && Arc::ptr_eq(&key.nodes, &ident.nodes)
+        };
+        {
+            let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some(key), Some((_, starts))) = (shared.as_ref(), last.as_ref())
+                && same(key)
+            {
+                return Some(starts.clone());
+            }
+        }
+        let plans = horizon_for(plan_seconds).max_plans as f64;
+        if plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
+            return Some(self.starts_of(
+                fleet,
+                planned_from,
+                nodes,
+                plan,
+                now,
+                revision,
+                plan_seconds,
+            ));
+        }
+        {
+            let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+            if asked.as_ref().is_some_and(same) {
+                return None;
+            }
+            *asked = Some(ident.clone());
+        }
+        let (last, shared, asked, ready) = (
+            self.last.clone(),
+            self.shared.clone(),
+            self.asked.clone(),
+            self.ready.clone(),
+        );
+        let (in_force, planned) = (fleet.clone(), plan.clone());
+        let asked_revision = revision.map(str::to_string);
+        let spawned = std::thread::Builder::new()
+            .name("gitfleet-expected-starts".into())
+            .spawn(move || {
+                let observed = ObservedState {
+                    nodes: ident.nodes.to_vec(),
+                    ..ObservedState::clone(&ident.observed)
+                };
+                starts_in(
+                    &last,
+                    (&shared, Some(ident.clone())),
+                    &in_force,
+                    &observed,
+                    &planned,
+                    now,
+                    asked_revision.as_deref(),
+                    plan_seconds,
+                );
+                let mut asked = asked.lock().unwrap_or_else(|e| e.into_inner());
+                if asked.as_ref().is_some_and(|a| {
+                    Arc::ptr_eq(&a.observed, &ident.observed)
+                        && Arc::ptr_eq(&a.nodes, &ident.nodes)
+                        && a.revision == ident.revision
+                }) {
+                    *asked = None;
+                }
+                ready.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no thread for the expected starts: computed in the loop");
+            *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            return Some(self.starts_of(
+                fleet,
+                planned_from,
+                nodes,
+                plan,
+                now,
+                revision,
+                plan_seconds,
+            ));
+        }
+        None
+    }
+
+    /// How many answers threads of [`StartsCache::starts_or_later`] have
+    /// given.
+    pub fn ready(&self) -> u64 {
+        self.ready.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether a thread computes expected starts now.
+    pub fn computing(&self) -> bool {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The expected starts of the first [`MAX_STARTS`] jobs pending in
@@ -119,33 +259,72 @@ impl StartsCache {
         revision: Option<&str>,
         plan_seconds: Option<f64>,
     ) -> BTreeMap<String, StartView> {
-        let key = format!(
-            "{}@{}",
-            revision.unwrap_or_default(),
-            crate::live::digest(observed)
-        );
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((k, starts)) = last.as_ref()
-            && *k == key
-        {
-            return starts.clone();
-        }
-        let input = PlanInput {
+        starts_in(
+            &self.last,
+            (&self.shared, None),
             fleet,
             observed,
+            plan,
             now,
             revision,
-        };
-        let took = std::time::Instant::now();
-        let starts = compute(&input, plan, horizon_for(plan_seconds));
-        tracing::debug!(
-            jobs = starts.len(),
-            ms = took.elapsed().as_secs_f64() * 1000.0,
-            "expected starts computed"
-        );
-        *last = Some((key, starts.clone()));
-        starts
+            plan_seconds,
+        )
     }
+}
+
+/// [`StartsCache::starts`] with the answer kept in `last` and the shared
+/// inputs it is for (if any) in `shared`, set with it.
+#[allow(clippy::too_many_arguments)] // the iteration's parts, as `starts`
+fn starts_in(
+    last: &Last,
+    shared: (&Mutex<Option<SharedKey>>, Option<SharedKey>),
+    fleet: &Fleet,
+    observed: &ObservedState,
+    plan: &Plan,
+    now: Timestamp,
+    revision: Option<&str>,
+    plan_seconds: Option<f64>,
+) -> BTreeMap<String, StartView> {
+    let key = format!(
+        "{}@{}",
+        revision.unwrap_or_default(),
+        crate::live::digest(observed)
+    );
+    let known = {
+        let last = last.lock().unwrap_or_else(|e| e.into_inner());
+        last.as_ref()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, starts)| starts.clone())
+    };
+    let starts = match known {
+        Some(starts) => starts,
+        None => {
+            // Computed with no lock held: the loop reads the last answer
+            // meanwhile.
+            let input = PlanInput {
+                fleet,
+                observed,
+                now,
+                revision,
+            };
+            let took = std::time::Instant::now();
+            let starts = compute(&input, plan, horizon_for(plan_seconds));
+            tracing::debug!(
+                jobs = starts.len(),
+                ms = took.elapsed().as_secs_f64() * 1000.0,
+                "expected starts computed"
+            );
+            starts
+        }
+    };
+    // Both at once (the order of `starts_of`'s reading): never an answer
+    // with the inputs of another.
+    let (slot, ident) = shared;
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+    *last = Some((key, starts.clone()));
+    *slot = ident;
+    starts
 }
 
 /// One simulation for the plan's first pending jobs.
@@ -326,6 +505,59 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
                 .starts_of(&fleet, &changed, &nodes, &emptied, later, Some("r1"), None)
                 .is_empty()
         );
+    }
+
+    /// Waits until `cache` has given `n` answers computed off the loop.
+    fn ready(cache: &StartsCache, n: u64) {
+        let waited = std::time::Instant::now();
+        while cache.ready() < n {
+            assert!(waited.elapsed().as_secs() < 60, "no answer");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn slow_starts_are_computed_off_the_loop_and_given_for_their_inputs_only() {
+        let fleet = Arc::new(fleet());
+        let now = at("2026-11-21T10:30:00Z");
+        let (mut observed, plan) = observed(&fleet, now);
+        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        let from = Arc::new(observed);
+        let plan = Arc::new(plan);
+        let inline =
+            StartsCache::default().starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        assert!(!inline.is_empty());
+        // Quick plans: computed at once.
+        let cache = StartsCache::default();
+        let quick = Some(0.001);
+        assert_eq!(
+            cache.starts_or_later(&fleet, &from, &nodes, &plan, now, Some("r1"), quick),
+            Some(inline.clone())
+        );
+        assert_eq!(cache.ready(), 0);
+        // 0.05 s a plan, 20 plans: a second, by a thread.
+        let cache = StartsCache::default();
+        let slow = Some(0.05);
+        let ask = |revision: &str, from: &Arc<ObservedState>| {
+            cache.starts_or_later(&fleet, from, &nodes, &plan, now, Some(revision), slow)
+        };
+        assert_eq!(ask("r1", &from), None);
+        ready(&cache, 1);
+        assert!(!cache.computing());
+        assert_eq!(ask("r1", &from), Some(inline.clone()));
+        // Another revision: never the answer of the first, until computed.
+        assert_eq!(ask("r2", &from), None);
+        ready(&cache, 2);
+        assert_eq!(ask("r2", &from), Some(inline.clone()));
+        // Another observed state (the running job gone): computed again.
+        let changed = Arc::new(ObservedState {
+            running: Vec::new(),
+            ..ObservedState::clone(&from)
+        });
+        assert_eq!(ask("r2", &changed), None);
+        ready(&cache, 3);
+        let after = ask("r2", &changed).unwrap();
+        assert_ne!(after, inline);
     }
 
     #[test]

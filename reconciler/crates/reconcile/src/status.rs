@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +32,9 @@ pub struct Status {
     pub jobs: BTreeMap<String, u64>,
     /// GPU totals.
     pub gpus: GpuTotals,
-    /// Every job that is not finished, then finished ones, by name.
-    pub job_list: Vec<JobLine>,
+    /// Every job that is not finished, then finished ones, by name (shared:
+    /// the loop's statuses of iterations that changed no job share it).
+    pub job_list: Arc<Vec<JobLine>>,
     /// The last iteration.
     pub last_iteration: IterationSummary,
 }
@@ -93,6 +95,30 @@ pub struct IterationSummary {
     pub recovered: u64,
 }
 
+impl IterationSummary {
+    /// What `iteration` did, having taken `duration_ms`.
+    pub fn of(iteration: &Iteration, duration_ms: f64) -> IterationSummary {
+        let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+        let mut failed_actions = 0;
+        for done in &iteration.executed {
+            match done.result {
+                ActionResult::Applied(_) => {
+                    *actions.entry(done.action.kind().to_string()).or_default() += 1
+                }
+                ActionResult::Failed(_) => failed_actions += 1,
+                ActionResult::AlreadyUnderway => {}
+            }
+        }
+        IterationSummary {
+            duration_ms: (duration_ms * 100.0).round() / 100.0,
+            actions,
+            failed_actions,
+            events: iteration.events.len() as u64,
+            recovered: iteration.recovered as u64,
+        }
+    }
+}
+
 impl Status {
     /// The status after `iteration`, from the job records.
     pub fn new(
@@ -144,17 +170,6 @@ impl Status {
             job_list
                 .sort_by(|a, b| (a.phase.is_final(), &a.job).cmp(&(b.phase.is_final(), &b.job)));
         }
-        let mut actions: BTreeMap<String, u64> = BTreeMap::new();
-        let mut failed_actions = 0;
-        for done in &iteration.executed {
-            match done.result {
-                ActionResult::Applied(_) => {
-                    *actions.entry(done.action.kind().to_string()).or_default() += 1
-                }
-                ActionResult::Failed(_) => failed_actions += 1,
-                ActionResult::AlreadyUnderway => {}
-            }
-        }
         Status {
             time: iteration.time,
             executor: executor.to_string(),
@@ -170,23 +185,19 @@ impl Status {
                     (allocated as f64 * 1000.0 / total as f64).round() / 10.0
                 },
             },
-            job_list,
-            last_iteration: IterationSummary {
-                duration_ms: (duration_ms * 100.0).round() / 100.0,
-                actions,
-                failed_actions,
-                events: iteration.events.len() as u64,
-                recovered: iteration.recovered as u64,
-            },
+            job_list: Arc::new(job_list),
+            last_iteration: IterationSummary::of(iteration, duration_ms),
         }
     }
 
     /// Writes the status to `dir/status.json` atomically (write, then rename).
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        let tmp = dir.join(format!("{STATUS_FILE}.tmp"));
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, dir.join(STATUS_FILE))
+        crate::recorded::write_pieces(dir, STATUS_FILE, &[&self.to_json()?, "\n"])
+    }
+
+    /// The text of `status.json` (without its final newline).
+    pub fn to_json(&self) -> std::io::Result<String> {
+        serde_json::to_string_pretty(self).map_err(std::io::Error::other)
     }
 
     /// Reads `dir/status.json`.
@@ -249,7 +260,7 @@ impl Status {
         if !self.job_list.is_empty() {
             out.push('\n');
             let width = self.job_list.iter().map(|j| j.job.len()).max().unwrap_or(0);
-            for job in &self.job_list {
+            for job in self.job_list.iter() {
                 let detail = match (&job.placement, &job.reason, &job.stopping) {
                     (Some(p), _, Some(s)) => format!("{p} ({s} under way)"),
                     (Some(p), _, None) => p.clone(),

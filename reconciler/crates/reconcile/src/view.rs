@@ -426,10 +426,17 @@ fn pools<'a>(
 
 /// Writes the view to `dir/dashboard.json` atomically (write, then rename).
 pub fn write(dir: &Path, view: &FleetView) -> std::io::Result<()> {
-    let text = serde_json::to_string(view).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!("{VIEW_FILE}.tmp"));
-    std::fs::write(&tmp, text + "\n")?;
-    std::fs::rename(&tmp, dir.join(VIEW_FILE))
+    crate::recorded::write_pieces(dir, VIEW_FILE, &[&to_json(view)?, "\n"])
+}
+
+/// The text of `dashboard.json` (without its final newline).
+pub fn to_json(view: &FleetView) -> std::io::Result<String> {
+    serde_json::to_string(view).map_err(std::io::Error::other)
+}
+
+/// How [`FleetView::time`] reads for `time`.
+pub fn view_time(time: Timestamp) -> String {
+    rfc3339(time)
 }
 
 /// Reads `dir/dashboard.json`.
