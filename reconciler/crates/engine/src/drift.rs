@@ -188,8 +188,13 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
         return;
     }
     running.sort_by(|a, b| a.job.cmp(&b.job));
-    let specs: BTreeMap<&str, &Object<JobSpec>> =
-        fleet.jobs.iter().rev().map(|j| (j.name(), j)).collect();
+    // By name, the first of a name winning (inserted last); hashed: a
+    // fleet's jobs outnumber its running ones, and only look-ups follow.
+    let mut specs: rustc_hash::FxHashMap<&str, &Object<JobSpec>> = rustc_hash::FxHashMap::default();
+    specs.reserve(fleet.jobs.len());
+    for j in fleet.jobs.iter().rev() {
+        specs.insert(j.name(), j);
+    }
     for r in running {
         let Some(spec) = specs.get(r.job.as_str()) else {
             continue;
