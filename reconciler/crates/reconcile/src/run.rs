@@ -664,6 +664,12 @@ async fn loop_until_stopped<E: Executor>(
     if let Ok(mut deadline) = shared.deadline.lock() {
         *deadline = Some(options.deadline);
     }
+    // A bounded run (`--once`, `--iterations N`) ends with complete files:
+    // its expected starts are computed in the loop, not left to a thread
+    // whose answer would come after the last iteration.
+    if options.iterations.is_some() {
+        shared.starts.compute_inline();
+    }
     if let Ok(mut secret) = shared.webhook_secret.lock() {
         secret.clone_from(&options.webhook_secret);
     }

@@ -67,6 +67,8 @@ pub struct StartsCache {
     asked: Arc<Mutex<Option<SharedKey>>>,
     /// How many answers threads have given.
     ready: Arc<std::sync::atomic::AtomicU64>,
+    /// Every answer computed in the loop ([`StartsCache::compute_inline`]).
+    inline: std::sync::atomic::AtomicBool,
 }
 
 /// What [`StartsCache::starts_of`] was last called with.
@@ -163,7 +165,7 @@ impl StartsCache {
             }
         }
         let plans = horizon_for(plan_seconds).max_plans as f64;
-        if plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
+        if self.inline() || plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
             return Some(self.starts_of(
                 fleet,
                 planned_from,
@@ -236,6 +238,18 @@ impl StartsCache {
     /// given.
     pub fn ready(&self) -> u64 {
         self.ready.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// From now on [`StartsCache::starts_or_later`] computes every answer
+    /// in the loop: for a run of a bounded number of iterations, whose last
+    /// files must hold them.
+    pub fn compute_inline(&self) {
+        self.inline.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`StartsCache::compute_inline`] was called.
+    fn inline(&self) -> bool {
+        self.inline.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether a thread computes expected starts now.
@@ -558,6 +572,27 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         ready(&cache, 3);
         let after = ask("r2", &changed).unwrap();
         assert_ne!(after, inline);
+    }
+
+    #[test]
+    fn a_bounded_run_computes_slow_starts_in_the_loop() {
+        let fleet = Arc::new(fleet());
+        let now = at("2026-11-21T10:30:00Z");
+        let (mut observed, plan) = observed(&fleet, now);
+        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        let from = Arc::new(observed);
+        let plan = Arc::new(plan);
+        let inline =
+            StartsCache::default().starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        let cache = StartsCache::default();
+        cache.compute_inline();
+        let slow = Some(0.05);
+        assert_eq!(
+            cache.starts_or_later(&fleet, &from, &nodes, &plan, now, Some("r1"), slow),
+            Some(inline)
+        );
+        assert_eq!(cache.ready(), 0);
+        assert!(!cache.computing());
     }
 
     #[test]
