@@ -530,8 +530,18 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         }
     }
 
-    #[test]
-    fn slow_starts_are_computed_off_the_loop_and_given_for_their_inputs_only() {
+    /// The shared inputs of one iteration at 10:30 and their starts
+    /// computed in the loop.
+    struct Shared {
+        fleet: Arc<Fleet>,
+        now: Timestamp,
+        from: Arc<ObservedState>,
+        nodes: Arc<Vec<ObservedNode>>,
+        plan: Arc<Plan>,
+        inline: BTreeMap<String, StartView>,
+    }
+
+    fn shared_inputs() -> Shared {
         let fleet = Arc::new(fleet());
         let now = at("2026-11-21T10:30:00Z");
         let (mut observed, plan) = observed(&fleet, now);
@@ -540,6 +550,26 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         let plan = Arc::new(plan);
         let inline =
             StartsCache::default().starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        Shared {
+            fleet,
+            now,
+            from,
+            nodes,
+            plan,
+            inline,
+        }
+    }
+
+    #[test]
+    fn slow_starts_are_computed_off_the_loop_and_given_for_their_inputs_only() {
+        let Shared {
+            fleet,
+            now,
+            from,
+            nodes,
+            plan,
+            inline,
+        } = shared_inputs();
         assert!(!inline.is_empty());
         // Quick plans: computed at once.
         let cache = StartsCache::default();
@@ -576,14 +606,14 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
 
     #[test]
     fn a_bounded_run_computes_slow_starts_in_the_loop() {
-        let fleet = Arc::new(fleet());
-        let now = at("2026-11-21T10:30:00Z");
-        let (mut observed, plan) = observed(&fleet, now);
-        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
-        let from = Arc::new(observed);
-        let plan = Arc::new(plan);
-        let inline =
-            StartsCache::default().starts_of(&fleet, &from, &nodes, &plan, now, Some("r1"), None);
+        let Shared {
+            fleet,
+            now,
+            from,
+            nodes,
+            plan,
+            inline,
+        } = shared_inputs();
         let cache = StartsCache::default();
         cache.compute_inline();
         let slow = Some(0.05);
