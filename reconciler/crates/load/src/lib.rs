@@ -10,6 +10,9 @@ pub mod observed;
 mod schema_check;
 pub mod validate;
 pub mod yaml;
+mod yaml_fast;
+#[cfg(test)]
+mod yaml_fast_tests;
 mod yaml_parse;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,2 @@
+//! The fast YAML path against the general parser (filled in by the
+//! differential tests).
