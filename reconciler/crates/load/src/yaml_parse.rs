@@ -309,7 +309,8 @@ fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Value {
     plain(text)
 }
 
-fn plain(text: &str) -> Value {
+/// The core-schema value of a plain scalar's text.
+pub(crate) fn plain(text: &str) -> Value {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
         "true" | "True" | "TRUE" => return Value::Bool(true),
