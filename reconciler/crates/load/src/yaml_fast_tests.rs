@@ -473,6 +473,11 @@ struct Render {
     /// Whether [`Render::stream`]'s shapes are what the text means (false
     /// once an unsafe scalar was written plain).
     exact: bool,
+    /// A block scalar ended the last line: no deeper comment or
+    /// whitespace-only line may follow.
+    after_block_scalar: bool,
+    /// Where the last block scalar's final line break is.
+    block_scalar_end: usize,
 }
 
 impl Render {
@@ -481,6 +486,8 @@ impl Render {
             out: String::new(),
             tame,
             exact: true,
+            after_block_scalar: false,
+            block_scalar_end: 0,
         }
     }
 
@@ -504,10 +511,13 @@ impl Render {
 
     /// Blank and comment lines before an entry at `col`.
     fn before(&mut self, bits: u32, col: usize) {
+        let shallow = std::mem::take(&mut self.after_block_scalar);
         match (bits >> 16) & 7 {
             5 => {
                 self.end_line();
-                self.spaces(((bits >> 19) & 3) as usize);
+                if !shallow {
+                    self.spaces(((bits >> 19) & 3) as usize);
+                }
                 self.out.push('\n');
             }
             6 => {
@@ -520,7 +530,7 @@ impl Render {
                 // A comment line at an odd column.
                 self.end_line();
                 let off = ((bits >> 19) & 3) as usize;
-                self.spaces(if bits & (1 << 21) != 0 {
+                self.spaces(if shallow || bits & (1 << 21) != 0 {
                     col.saturating_sub(off + 1)
                 } else {
                     col + off + 1
@@ -715,7 +725,8 @@ impl Render {
             };
         }
         let empty = matches!(v, Tree::Scalar(i, b) if SCALARS[*i].is_empty() && b & 15 < 4);
-        if !self.tame && !empty && (bits >> 11) & 7 == 7 {
+        let next_line = !self.tame && !empty && (bits >> 11) & 7 == 7;
+        if next_line {
             // On the next line, more indented.
             self.nl(col + self.width(bits));
         } else if !empty {
@@ -724,9 +735,75 @@ impl Render {
                 self.spaces(2);
             }
         }
-        let shape = self.inline_value(v, Ctx::Value);
-        self.after(bits);
+        let (shape, more) = match v {
+            Tree::Scalar(i, b) if !next_line => {
+                self.block_scalar(SCALARS[*i], *b, col + self.width(bits))
+            }
+            _ => (self.inline_value(v, Ctx::Value), true),
+        };
+        if more {
+            self.after(bits);
+        }
         shape
+    }
+
+    /// A scalar in block context whose continuation lines go at `cont`:
+    /// now and then (never in tame renderings) a block scalar, a scalar
+    /// over two lines, an anchor or a tag. `false` when nothing may follow
+    /// on its (last) line.
+    fn block_scalar(&mut self, text: &str, bits: u32, cont: usize) -> (Shape, bool) {
+        if self.tame {
+            return (self.scalar(text, bits, Ctx::Value), true);
+        }
+        let space = |out: &mut String| {
+            if !out.ends_with(' ') {
+                out.push(' ');
+            }
+        };
+        match (bits >> 28) & 15 {
+            15 if !text.is_empty() && plain_safe(text, Ctx::Value) => {
+                let (header, clip) = [("|-", false), ("|", true), (">-", false), (">", true)]
+                    [((bits >> 26) & 3) as usize];
+                space(&mut self.out);
+                self.out.push_str(header);
+                self.out.push('\n');
+                self.spaces(cont);
+                self.out.push_str(text);
+                self.out.push('\n');
+                self.after_block_scalar = true;
+                self.block_scalar_end = self.out.len();
+                let mut value = text.to_string();
+                if clip {
+                    value.push('\n');
+                }
+                (Shape::Scalar(Value::Str(value)), false)
+            }
+            14 => {
+                // Folded over two lines at an inner space.
+                let start = self.out.len();
+                let shape = self.scalar(text, bits, Ctx::Value);
+                let written = self.out[start..].as_bytes();
+                if let Some(k) = (1..written.len().saturating_sub(1)).find(|&k| {
+                    written[k] == b' ' && written[k - 1] != b' ' && written[k + 1] != b' '
+                }) {
+                    let fold = format!("\n{}", " ".repeat(cont));
+                    self.out.replace_range(start + k..start + k + 1, &fold);
+                }
+                (shape, true)
+            }
+            13 => {
+                space(&mut self.out);
+                self.out.push_str("&a ");
+                (self.scalar(text, bits, Ctx::Value), true)
+            }
+            12 if !text.is_empty() => {
+                space(&mut self.out);
+                self.out.push_str("!!str ");
+                self.scalar(text, bits, Ctx::Value);
+                (Shape::Scalar(Value::Str(text.to_string())), true)
+            }
+            _ => (self.scalar(text, bits, Ctx::Value), true),
+        }
     }
 
     /// A scalar or a flow collection.
@@ -779,8 +856,13 @@ impl Render {
                     if !empty {
                         self.spaces(d);
                     }
-                    let shape = self.inline_value(item, Ctx::Value);
-                    self.after(bits);
+                    let (shape, more) = match item {
+                        Tree::Scalar(i, b) => self.block_scalar(SCALARS[*i], *b, col + 1 + d),
+                        _ => (self.inline_value(item, Ctx::Value), true),
+                    };
+                    if more {
+                        self.after(bits);
+                    }
                     shape
                 }
             };
@@ -842,7 +924,7 @@ impl Render {
         self.before(s.bits >> 1, 0);
         if s.bits & (1 << 8) == 0 {
             self.end_line();
-        } else if self.out.ends_with('\n') {
+        } else if self.out.ends_with('\n') && self.out.len() != self.block_scalar_end {
             self.out.pop();
         }
         if !self.tame && (s.bits >> 9) & 15 == 15 {
