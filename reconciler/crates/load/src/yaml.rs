@@ -61,8 +61,18 @@ pub fn parse_documents(text: &str) -> Result<Vec<Node>, SyntaxError> {
 
 /// [`parse_documents`], taking its nodes from a budget shared by the files
 /// of one fleet.
+///
+/// Texts in the fast path's subset (`yaml_fast`: what fleets are made of)
+/// are parsed there; any other text, and one whose nodes would overrun the
+/// budget, goes through the general parser, which has every message.
 pub fn parse_documents_within(text: &str, nodes: &NodeBudget) -> Result<Vec<Node>, SyntaxError> {
-    let docs = super::yaml_parse::build_documents_within(text, nodes)?;
+    let fast = super::yaml_fast::documents_counted(text)
+        .filter(|(_, count)| nodes.take_if_left(*count))
+        .map(|(docs, _)| docs);
+    let docs = match fast {
+        Some(docs) => docs,
+        None => super::yaml_parse::build_documents_within(text, nodes)?,
+    };
     if let Some(err) = docs
         .iter()
         .filter_map(first_duplicate_key)

@@ -59,6 +59,16 @@ impl NodeBudget {
         self.used.load(Ordering::Relaxed)
     }
 
+    /// Takes `n` nodes if that many are left; `false` (and nothing taken)
+    /// otherwise.
+    pub(super) fn take_if_left(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(n).filter(|&total| total <= self.limit)
+            })
+            .is_ok()
+    }
+
     /// Takes `n` nodes; `false` once the budget is spent.
     fn take(&self, n: usize) -> bool {
         self.used.fetch_add(n, Ordering::Relaxed).saturating_add(n) <= self.limit
@@ -309,8 +319,8 @@ fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Value {
     plain(text)
 }
 
-/// The core-schema value of a plain scalar's text.
-pub(crate) fn plain(text: &str) -> Value {
+/// The value of a plain scalar (YAML 1.2 core schema).
+pub(super) fn plain(text: &str) -> Value {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
         "true" | "True" | "TRUE" => return Value::Bool(true),
