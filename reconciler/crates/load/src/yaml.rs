@@ -114,6 +114,22 @@ impl<'a> ScalarKey<'a> {
     }
 }
 
+/// Mappings up to this size are checked for repeated keys pair by pair.
+const SMALL_MAP: usize = 8;
+
+/// The error of `key` repeating `first`.
+fn duplicate(key: &Node, first: &Node) -> SyntaxError {
+    SyntaxError {
+        pos: key.pos,
+        message: format!(
+            "duplicate key {:?} (first at line {}, column {})",
+            key.key_text(),
+            first.pos.line,
+            first.pos.column
+        ),
+    }
+}
+
 /// The first (by position) scalar key that repeats an earlier key of the same mapping.
 fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
     let mut found: Option<SyntaxError> = None;
@@ -127,6 +143,22 @@ fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
             .iter()
             .filter_map(first_duplicate_key)
             .for_each(&mut keep),
+        Value::Map(entries) if entries.len() <= SMALL_MAP => {
+            // Pairs compared directly: cheaper than hashing for the few
+            // keys of a typical mapping.
+            for (i, (key, value)) in entries.iter().enumerate() {
+                if let Some(scalar) = ScalarKey::of(key)
+                    && let Some((first, _)) = entries[..i]
+                        .iter()
+                        .find(|(k, _)| ScalarKey::of(k) == Some(scalar))
+                {
+                    keep(duplicate(key, first));
+                }
+                if let Some(err) = first_duplicate_key(value) {
+                    keep(err);
+                }
+            }
+        }
         Value::Map(entries) => {
             // Linear in the mapping's size: a hostile 300k-key mapping must
             // not take minutes.
@@ -134,15 +166,7 @@ fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
             for (key, value) in entries {
                 if let Some(scalar) = ScalarKey::of(key) {
                     match seen.entry(scalar) {
-                        Entry::Occupied(first) => keep(SyntaxError {
-                            pos: key.pos,
-                            message: format!(
-                                "duplicate key {:?} (first at line {}, column {})",
-                                key.key_text(),
-                                first.get().pos.line,
-                                first.get().pos.column
-                            ),
-                        }),
+                        Entry::Occupied(first) => keep(duplicate(key, first.get())),
                         Entry::Vacant(slot) => {
                             slot.insert(key);
                         }
@@ -490,6 +514,25 @@ mod tests {
         );
         // Equal keys in different mappings are fine.
         assert!(parse_documents("a: {k: 1}\nb: {k: 2}\n").is_ok());
+    }
+
+    #[test]
+    fn small_and_large_mappings_report_the_same_repeat() {
+        // Mappings of 5, 8 (SMALL_MAP), 9 and 42 keys: the second repeat of k1 is reported,
+        // naming k1's first occurrence (not the first repeat).
+        for n in [3, SMALL_MAP - 2, SMALL_MAP - 1, 40] {
+            let mut text = String::new();
+            for i in 0..n {
+                text.push_str(&format!("k{i}: {i}\n"));
+            }
+            text.push_str("k1: x\nk1: y\n");
+            let err = parse_documents(&text).unwrap_err();
+            assert_eq!(err.pos, Pos::new(n as u32 + 1, 1), "{n}: {err:?}");
+            assert_eq!(
+                err.message, "duplicate key \"k1\" (first at line 2, column 1)",
+                "{n}"
+            );
+        }
     }
 
     #[test]
