@@ -302,6 +302,30 @@ const SCALARS: &[&str] = &[
     "---",
     "...",
     "a\tb",
+    "line\nbreak",
+    "\n",
+    "\t",
+    "$x",
+    "(a)",
+    "<<",
+    "=",
+    "~x",
+    "^",
+    ";",
+    "/x",
+    "\\x",
+    "+x",
+    ".x",
+    "_x",
+    "a]b",
+    "a}b",
+    "x-",
+    "a\"b",
+    "a   b",
+    "--x",
+    "-- x",
+    "--- x",
+    "... x",
     "é",
     "a × b",
 ];
@@ -317,6 +341,16 @@ const KEYS: &[&str] = &[
     "null",
     "0x1f",
     "k_2",
+    "True",
+    "NULL",
+    "007",
+    "1e3",
+    "1.",
+    "_",
+    "x-",
+    "a/",
+    "0o17",
+    "9223372036854775808",
     "0x-1",
     "-0",
     "1e400",
@@ -474,9 +508,11 @@ fn plain_safe(text: &str, ctx: Ctx) -> bool {
     !(ctx == Ctx::Flow && text.contains([',', '[', ']', '{', '}', ':']))
 }
 
-/// Texts in the fast path's subset: printable ASCII.
+/// Texts in the fast path's subset: printable ASCII, and tabs and line
+/// breaks (which it takes as `\\t` and `\\n` in double quotes).
 fn tame_text(text: &str) -> bool {
-    text.bytes().all(|b| (b' '..=b'~').contains(&b))
+    text.bytes()
+        .all(|b| (b' '..=b'~').contains(&b) || b == b'\t' || b == b'\n')
 }
 
 /// Keys in the fast path's subset: `[A-Za-z0-9_][A-Za-z0-9_./-]*`, plain.
@@ -679,6 +715,11 @@ impl Render {
         if !self.wild(Feature::ForcedPlain) && style == 0 && !safe {
             style = 1;
         }
+        // A line break only as `\n`; a tab only as `\t` unless wild.
+        if style == 1 && (text.contains('\n') || !self.wild(Feature::Texts) && text.contains('\t'))
+        {
+            style = 2;
+        }
         match style {
             0 => {
                 if !safe {
@@ -704,6 +745,8 @@ impl Render {
                         '"' => self.out.push_str("\\\""),
                         '\\' => self.out.push_str("\\\\"),
                         '\t' => self.out.push_str("\\t"),
+                        '\n' => self.out.push_str("\\n"),
+                        '/' if bits & (1 << 8) != 0 => self.out.push_str("\\/"),
                         c if c.is_control() => {
                             let _ = write!(self.out, "\\x{:02x}", c as u32);
                         }
