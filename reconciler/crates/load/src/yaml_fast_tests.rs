@@ -816,7 +816,16 @@ impl Render {
                     if !(spacing == 1 && quoted) {
                         self.out.push(' ');
                     }
-                    shapes.push((ks, self.flow(v)));
+                    // `{k: }`: an empty value is null.
+                    let empty = matches!(v, Tree::Scalar(i, b) if SCALARS[*i].is_empty() && b & 15 < 4);
+                    shapes.push((
+                        ks,
+                        if empty {
+                            Shape::Scalar(Value::Null)
+                        } else {
+                            self.flow(v)
+                        },
+                    ));
                 }
                 if spacing == 3 && !entries.is_empty() {
                     self.out.push(',');
