@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::suggest::hint;
 use crate::yaml::PathSegment::{Index, Key};
@@ -329,6 +329,11 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
         }
     }
     let classes: BTreeSet<&str> = docs.priority_classes.iter().map(|p| p.name()).collect();
+    // Hashed copies for the look-ups of every job; the ordered ones name
+    // suggestions in a stable order.
+    let queue_names: FxHashSet<&str> = queues.keys().copied().collect();
+    let parents: FxHashMap<&str, &Vec<&str>> = children.iter().map(|(k, v)| (*k, v)).collect();
+    let class_names: FxHashSet<&str> = classes.iter().copied().collect();
     let models = pool_models(docs);
     // Jobs share few selectors: whether a replica fits is decided once per
     // selector and per replica size.
@@ -340,7 +345,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
         let spec = &job.object.spec;
         let name = job.name();
         let queue = spec.queue.as_str();
-        if !queues.contains_key(queue) {
+        if !queue_names.contains(queue) {
             if docs.rejected.may_define(Kind::Queue, queue) {
                 // The queue's own errors are reported.
             } else {
@@ -352,8 +357,8 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
                     ),
                 ));
             }
-        } else if let Some(kids) = children.get(queue) {
-            let mut kids = kids.clone();
+        } else if let Some(kids) = parents.get(queue) {
+            let mut kids = (*kids).clone();
             kids.sort_unstable();
             out.push(Diagnostic::new(
                 job.origin_of(&["spec", "queue"]),
@@ -364,7 +369,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
             ));
         }
         if let Some(class) = spec.priority_class.as_deref()
-            && !classes.contains(class)
+            && !class_names.contains(class)
             && !docs.rejected.may_define(Kind::PriorityClass, class)
         {
             out.push(Diagnostic::new(
