@@ -817,7 +817,8 @@ impl Render {
                         self.out.push(' ');
                     }
                     // `{k: }`: an empty value is null.
-                    let empty = matches!(v, Tree::Scalar(i, b) if SCALARS[*i].is_empty() && b & 15 < 4);
+                    let empty =
+                        matches!(v, Tree::Scalar(i, b) if SCALARS[*i].is_empty() && b & 15 < 4);
                     shapes.push((
                         ks,
                         if empty {
@@ -1249,6 +1250,116 @@ fn random_renderings_agree() {
     property("renderings", (stream(), mode()), |(s, mode)| {
         check(&render(&s, mode).0)
     });
+}
+
+/// Characters of random scalar texts: what plain scalars may hold and what
+/// ends or breaks them.
+const SCALAR_CHARS: &[u8] = b"ab1 .-:#,[]{}'\"?!&*|>%@`~/\\";
+
+/// Where a random text goes, written as it is (plain or not).
+const SCALAR_SLOTS: [&str; 8] = [
+    "k: {}\n",
+    "- {}\n",
+    "k: [{}, x]\n",
+    "k: [x, {}]\n",
+    "k: {{a: {}}}\n",
+    "{}: v\n",
+    "- {}: v\n  m: n\n",
+    "k:\n- {}\nj: 1\n",
+];
+
+#[test]
+fn random_scalar_texts_agree() {
+    let text = vec(proptest::sample::select(SCALAR_CHARS), 1..8)
+        .prop_map(|b| String::from_utf8(b).unwrap());
+    property(
+        "scalar texts",
+        (text, 0..SCALAR_SLOTS.len()),
+        |(text, slot)| {
+            check(
+                &SCALAR_SLOTS[slot]
+                    .replace("{}", &text)
+                    .replace("{{", "{")
+                    .replace("}}", "}"),
+            )
+        },
+    );
+}
+
+/// One line of a random line soup.
+#[derive(Debug, Clone)]
+struct SoupLine {
+    indent: usize,
+    kind: usize,
+    key: usize,
+}
+
+/// Lines that block structure is made of, and some it is not.
+const SOUP: [&str; 22] = [
+    "K:",
+    "K: v",
+    "K: 1",
+    "K: ''",
+    "K: [a, b]",
+    "K: {a: 1}",
+    "K: # c",
+    "- v",
+    "- K: v",
+    "- K:",
+    "-   K: v",
+    "- [a]",
+    "-",
+    "- - v",
+    "# c",
+    "",
+    "   ",
+    "---",
+    "...",
+    "v",
+    "K: v # c",
+    "\"K\": v",
+];
+
+fn soup_line() -> impl Strategy<Value = SoupLine> {
+    (
+        prop_oneof![4 => 0usize..5, 1 => 5usize..9],
+        0..SOUP.len(),
+        0usize..4,
+    )
+        .prop_map(|(indent, kind, key)| SoupLine { indent, kind, key })
+}
+
+/// A random line soup: indentation and line kinds drawn at random, so that
+/// block structure (nesting, indentless sequences, compact mappings,
+/// dedents, documents) is tried beyond what the trees render.
+fn soup_text(lines: &[SoupLine], end_newline: bool) -> String {
+    let mut text = String::new();
+    for (n, line) in lines.iter().enumerate() {
+        if n > 0 {
+            text.push('\n');
+        }
+        let kind = SOUP[line.kind];
+        let indent = if kind == "---" || kind == "..." {
+            0
+        } else {
+            line.indent
+        };
+        text.push_str(&" ".repeat(indent));
+        text.push_str(&kind.replace('K', ["a", "b", "c", "a"][line.key]));
+    }
+    if end_newline {
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn random_line_soups_agree() {
+    property(
+        "line soups",
+        (vec(soup_line(), 1..12), any::<bool>()),
+        |(lines, end_newline)| check(&soup_text(&lines, end_newline)),
+    );
 }
 
 #[test]
