@@ -1644,6 +1644,18 @@ fn mismatches_found() {
     t.check("---\n---\n");
     t.check("a: 1\n---\n");
     t.check("---\n# only a comment\n---\na: 1\n");
+    // Implicit keys of more than 1024 characters: the general parser
+    // rejects them ("mapping values are not allowed in this context", in
+    // flow "did not find expected ',' or '}'", after a first entry "simple
+    // key expected ':'"); the fast path took them.
+    let key = "k".repeat(1025);
+    t.check(&format!("{key}: v\n"));
+    t.check(&format!("a:\n  {key}: v\n"));
+    t.check(&format!("- {key}: v\n"));
+    t.check(&format!("- a: 1\n  {key}: v\n"));
+    t.check(&format!("k: {{{key}: v}}\n"));
+    t.check(&format!("k: [{{a: 1, {key}: v}}]\n"));
+    t.check(&format!("{key}:\n- x\n"));
 }
 
 #[test]
@@ -1675,6 +1687,22 @@ fn positions_of_empty_values() {
     t.check("k: {a: }\n");
     t.check("- # c\n- # d\n");
     t.check("? a\n");
+}
+
+#[test]
+fn long_keys_and_lines() {
+    let mut t = Table::new("long_keys_and_lines");
+    for n in [1000, 1023, 1024, 1025, 1100, 5000] {
+        let key = "k".repeat(n);
+        t.check(&format!("{key}: v\n"));
+        t.check(&format!("a:\n  {key}: v\n"));
+        t.check(&format!("- {key}: v\n"));
+        t.check(&format!("k: {{{key}: v}}\n"));
+        t.check(&format!("k: {key}\n"));
+        t.check(&format!("k: [{key}]\n"));
+        t.check(&format!("k: '{key}'\n"));
+        t.check(&format!("{key}:\n- x\n"));
+    }
 }
 
 #[test]
