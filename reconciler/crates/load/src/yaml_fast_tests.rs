@@ -1286,6 +1286,16 @@ fn random_scalar_texts_agree() {
     );
 }
 
+/// Characters of random texts: structure, indicators, a few letters.
+const TEXT_CHARS: &[u8] = b"ab1 :- #,[]{}'\"\n\n  ?!&*|>.~\\/";
+
+#[test]
+fn random_texts_agree() {
+    let text = vec(proptest::sample::select(TEXT_CHARS), 0..48)
+        .prop_map(|b| String::from_utf8(b).unwrap());
+    property("texts", text, |text| check(&text));
+}
+
 /// One line of a random line soup.
 #[derive(Debug, Clone)]
 struct SoupLine {
