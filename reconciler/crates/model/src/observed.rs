@@ -18,7 +18,12 @@ pub use crate::time::Timestamp;
 #[serde(rename_all = "camelCase")]
 pub struct ObservedState {
     /// When this state was observed; `--now` overrides it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de::optional"
+    )]
+    #[schemars(with = "Option<Timestamp>")]
     pub time: Option<Timestamp>,
     /// Every node with its GPUs.
     #[serde(default)]
@@ -54,7 +59,12 @@ pub struct ObservedNode {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Since when no job has run on the node (for scale-down).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de::optional"
+    )]
+    #[schemars(with = "Option<Timestamp>")]
     pub idle_since: Option<Timestamp>,
     /// The node's GPUs.
     #[serde(default)]
@@ -204,11 +214,18 @@ pub struct RunningJob {
     /// The Job's name.
     pub job: String,
     /// When it started (time limits count from here).
+    #[serde(deserialize_with = "crate::time::de::timestamp")]
+    #[schemars(with = "Timestamp")]
     pub started: Timestamp,
     /// GPUs held, per node.
     pub placement: Vec<NodeGpus>,
     /// Set while a preemption's grace period runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::time::de::optional"
+    )]
+    #[schemars(with = "Option<Timestamp>")]
     pub preempting_since: Option<Timestamp>,
     /// The job the preemption makes room for (its GPUs are kept for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,6 +255,8 @@ pub struct QueuedJob {
     /// The Job's name.
     pub job: String,
     /// First seen by the reconciler.
+    #[serde(deserialize_with = "crate::time::de::timestamp")]
+    #[schemars(with = "Timestamp")]
     pub since: Timestamp,
     /// GPUs that preemptions made free for this job (written by executors when
     /// a victim with `preemptedFor` stops); kept for it while it is pending.
@@ -252,6 +271,8 @@ pub struct CompletedJob {
     /// The Job's name.
     pub job: String,
     /// When it ended.
+    #[serde(deserialize_with = "crate::time::de::timestamp")]
+    #[schemars(with = "Timestamp")]
     pub finished: Timestamp,
     /// Process exit code, when known (0: success).
     #[serde(default, skip_serializing_if = "Option::is_none")]
