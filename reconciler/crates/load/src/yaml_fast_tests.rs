@@ -554,7 +554,7 @@ enum Feature {
     BlockScalars,
     /// `- - a`, `-\n  - a`, `-\n  k: v`, empty items.
     SeqItems,
-    /// Indented roots, scalar and flow roots, `--- value`.
+    /// Scalar and flow roots, `--- value`.
     Roots,
     /// `...`, `--- # c`.
     Markers,
@@ -1052,7 +1052,8 @@ impl Render {
 
     /// A document's root; `marker` when the cursor stands after `---`.
     fn root(&mut self, t: &Tree, bits: u32, marker: bool) -> Shape {
-        let col = if self.wild(Feature::Roots) && (bits >> 6) & 7 == 7 {
+        // An indented root (in the subset).
+        let col = if (bits >> 6) & 7 == 7 {
             1 + ((bits >> 9) & 1) as usize
         } else {
             0
