@@ -26,6 +26,9 @@ use super::yaml_parse::plain;
 /// higher and has its own message).
 const MAX_DEPTH: usize = 64;
 
+/// Longer keys are declined.
+const MAX_KEY_LEN: usize = 512;
+
 /// The non-empty documents of `text`, as the general parser would build
 /// them; `None` when `text` uses anything beyond the fast path's subset.
 #[cfg(test)]
@@ -52,6 +55,11 @@ pub(crate) fn documents_counted(text: &str) -> Option<(Vec<Node>, usize)> {
     while let Some(line) = p.peek() {
         if p.is_document_start(&line) {
             p.consume(&line);
+            // An explicit document with nothing in it holds one (null)
+            // node, as the general parser counts it.
+            if p.peek().is_none_or(|next| p.is_document_start(&next)) {
+                p.nodes += 1;
+            }
             continue;
         }
         docs.push(p.block(line, line.start + line.indent, 0)?);
@@ -158,7 +166,13 @@ impl Fast<'_> {
         while i < end && is_key_char(self.s[i]) {
             i += 1;
         }
-        (i < end && self.s[i] == b':' && (i + 1 == line.end || self.s[i + 1] == b' ')).then_some(i)
+        // YAML bounds implicit keys (1,024 characters); long ones are left
+        // to the general parser, well before that bound.
+        (i - at <= MAX_KEY_LEN
+            && i < end
+            && self.s[i] == b':'
+            && (i + 1 == line.end || self.s[i + 1] == b' '))
+            .then_some(i)
     }
 
     fn skip_spaces(&self, line: &Line, mut at: usize) -> usize {
@@ -542,6 +556,37 @@ mod tests {
         ] {
             declined(text);
         }
+    }
+
+    #[test]
+    fn nodes_are_counted_as_the_general_parser_counts_them() {
+        for text in [
+            "a: 1\n",
+            "---\na: 1\n",
+            "---\n---\na: 1\n",
+            "a: 1\n---\n",
+            "a: 1\n---\n# c\n",
+            "---\n",
+            "# c\n",
+            "",
+            "a: 1\n---\n---\n",
+            "a: [1, {b: c}]\nd:\n- e\n- f: g\n",
+        ] {
+            let budget = NodeBudget::new(MAX_FLEET_NODES);
+            build_documents_within(text, &budget).unwrap();
+            assert_eq!(
+                documents_counted(text).map(|(_, n)| n),
+                Some(budget.used()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_keys_are_left_to_the_general_parser() {
+        same(&format!("{}: 1\n", "k".repeat(MAX_KEY_LEN)));
+        declined(&format!("{}: 1\n", "k".repeat(MAX_KEY_LEN + 1)));
+        declined(&format!("a: {{{}: 1}}\n", "k".repeat(2000)));
     }
 
     #[test]
