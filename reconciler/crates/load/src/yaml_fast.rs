@@ -1,6 +1,7 @@
 //! A fast path for the YAML that fleets are made of: block mappings and
 //! sequences of plain keys, single-line scalars and single-line flow
-//! collections, in printable ASCII. It builds the same [`Node`] trees as
+//! collections, in printable ASCII (comments may hold any printable
+//! character). It builds the same [`Node`] trees as
 //! the general parser (`yaml_parse`, granit) for every text it accepts, and
 //! declines (`None`) anything else, which then goes through the general
 //! parser: errors, positions and rare forms always come from there.
@@ -15,7 +16,7 @@
 //!   scalar, a quoted scalar (`\\ \" \/ \n \t` escapes only) or a flow
 //!   collection that closes on its own line, then an optional comment.
 //!
-//! Anything else (tabs, `\r`, non-ASCII, anchors, aliases, tags, block and
+//! Anything else (tabs, `\r`, non-ASCII outside comments, anchors, aliases, tags, block and
 //! multi-line scalars, quoted or complex keys, empty sequence items, trailing
 //! commas, `...`, a `:` inside a flow scalar) is declined as a whole file.
 
@@ -40,7 +41,7 @@ pub(crate) fn documents(text: &str) -> Option<Vec<Node>> {
 /// general parser counts them).
 pub(crate) fn documents_counted(text: &str) -> Option<(Vec<Node>, usize)> {
     let s = text.as_bytes();
-    if !s.iter().all(|&b| (b' '..=b'~').contains(&b) || b == b'\n') {
+    if !printable(text) {
         return None;
     }
     let mut p = Fast {
@@ -330,6 +331,7 @@ impl Fast<'_> {
                 b' ' if i + 1 < line.end && self.s[i + 1] == b'#' => break,
                 b' ' => {}
                 b':' if i + 1 == line.end || self.s[i + 1] == b' ' => return None,
+                b if !b.is_ascii() => return None,
                 _ => end = i + 1,
             }
             i += 1;
@@ -352,6 +354,7 @@ impl Fast<'_> {
             match self.s[i] {
                 b',' | b']' | b'}' => break,
                 b':' | b'#' | b'[' | b'{' => return None,
+                b if !b.is_ascii() => return None,
                 b' ' => {}
                 _ => end = i + 1,
             }
@@ -379,6 +382,7 @@ impl Fast<'_> {
                     out.push(escaped);
                     i += 2;
                 }
+                b if !b.is_ascii() => return None,
                 b => {
                     out.push(b as char);
                     i += 1;
@@ -398,6 +402,7 @@ impl Fast<'_> {
                     i += 2;
                 }
                 b'\'' => break,
+                b if !b.is_ascii() => return None,
                 b => {
                     out.push(b as char);
                     i += 1;
@@ -485,6 +490,27 @@ impl Fast<'_> {
             }
         }
     }
+}
+
+/// Printable ASCII and line feeds; beyond ASCII, characters YAML prints
+/// as themselves and that no parser may take for a line break or a byte
+/// order mark. The scanner declines any byte beyond ASCII it meets, so
+/// these are taken only where it never looks: in comments (where they
+/// shift no column of a node).
+fn printable(text: &str) -> bool {
+    if text.is_ascii() {
+        return text
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) || b == b'\n');
+    }
+    text.chars().all(|c| {
+        matches!(c, ' '..='~' | '\n')
+            || (c >= '\u{a0}'
+                && !matches!(
+                    c,
+                    '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                ))
+    })
 }
 
 fn is_key_char(b: u8) -> bool {
@@ -579,6 +605,24 @@ mod tests {
                 Some(budget.used()),
                 "{text:?}"
             );
+        }
+    }
+
+    #[test]
+    fn comments_may_hold_any_printable_character() {
+        same("# é\na: 1 # ü — ×\nb: [x, y] # 日本\nc:   # ø\n  - d # é\n");
+        for text in [
+            "a: \"x #é\"\n",
+            "a: 'é' # é\n",
+            "a: [\"é\", b]\n",
+            "a: x é # é\n",
+            "é: 1\n",
+            "# \u{85}\na: 1\n",
+            "# \u{2028}\na: 1\n",
+            "# \u{feff}\na: 1\n",
+            "# \u{9f}\na: 1\n",
+        ] {
+            declined(text);
         }
     }
 

@@ -533,7 +533,14 @@ fn tame_plain(text: &str, ctx: Ctx) -> bool {
     !(text.starts_with('?') || ctx == Ctx::Flow && text.contains('#'))
 }
 
-const COMMENTS: [&str; 4] = ["# note", "#", "# a: 'b' - [c] {d} \"e\" #f", "#no-space"];
+/// Comments of renderings; beyond ASCII too (the fast path takes any
+/// printable character in a comment).
+const COMMENTS: [&str; 4] = [
+    "# note é",
+    "#",
+    "# a: 'b' - [c] {d} \"e\" #f × 日本",
+    "#no-space",
+];
 
 /// What renderings may use beyond the fast path's subset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
