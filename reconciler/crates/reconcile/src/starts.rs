@@ -164,9 +164,8 @@ impl StartsCache {
                 return Some(starts.clone());
             }
         }
-        let plans = horizon_for(plan_seconds).max_plans as f64;
-        if self.inline() || plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
-            return Some(self.starts_of(
+        let in_the_loop = || {
+            self.starts_of(
                 fleet,
                 planned_from,
                 nodes,
@@ -174,7 +173,11 @@ impl StartsCache {
                 now,
                 revision,
                 plan_seconds,
-            ));
+            )
+        };
+        let plans = horizon_for(plan_seconds).max_plans as f64;
+        if self.inline() || plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
+            return Some(in_the_loop());
         }
         {
             let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
@@ -221,15 +224,7 @@ impl StartsCache {
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "no thread for the expected starts: computed in the loop");
             *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            return Some(self.starts_of(
-                fleet,
-                planned_from,
-                nodes,
-                plan,
-                now,
-                revision,
-                plan_seconds,
-            ));
+            return Some(in_the_loop());
         }
         None
     }
