@@ -466,7 +466,7 @@ impl<R: Runner> Scheduler<R> {
             time_limit: spec.spec.time_limit,
             command: spec.spec.command.clone(),
             env,
-            options: spec.spec.slurm.clone().unwrap_or_default(),
+            options: spec.spec.slurm.as_deref().cloned().unwrap_or_default(),
             requeue: self.requeues(),
             image,
         })

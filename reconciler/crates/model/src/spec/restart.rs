@@ -91,11 +91,11 @@ impl JobSpec {
             topology: &self.topology,
             kubernetes: self
                 .kubernetes
-                .as_ref()
+                .as_deref()
                 .filter(|k| **k != super::KubernetesSpec::default()),
             slurm: self
                 .slurm
-                .as_ref()
+                .as_deref()
                 .filter(|s| **s != super::SlurmSpec::default()),
         };
         // Serialising plain data cannot fail; a failure part-way would only
@@ -254,8 +254,8 @@ mod tests {
         assert_eq!(plain.runtime_digest(), "602631f2d892de69");
         // Empty sections count as none.
         let mut empty = plain.clone();
-        empty.kubernetes = Some(super::super::KubernetesSpec::default());
-        empty.slurm = Some(super::super::SlurmSpec::default());
+        empty.kubernetes = Some(Box::new(super::super::KubernetesSpec::default()));
+        empty.slurm = Some(Box::new(super::super::SlurmSpec::default()));
         assert_eq!(empty.runtime_digest(), "602631f2d892de69");
     }
 
@@ -264,18 +264,18 @@ mod tests {
         let plain = job(&[("A", "1")], Some("img:1"));
         let with_k8s = |account: &str| {
             let mut j = plain.clone();
-            j.kubernetes = Some(super::super::KubernetesSpec {
+            j.kubernetes = Some(Box::new(super::super::KubernetesSpec {
                 service_account_name: Some(account.into()),
                 ..Default::default()
-            });
+            }));
             j
         };
         let with_slurm = |cpus: u32| {
             let mut j = plain.clone();
-            j.slurm = Some(super::super::SlurmSpec {
+            j.slurm = Some(Box::new(super::super::SlurmSpec {
                 cpus_per_task: Some(cpus),
                 ..Default::default()
-            });
+            }));
             j
         };
         let digests = [
@@ -300,12 +300,12 @@ mod tests {
             j.runtime_fields_text(),
             "image, command, env, replicas, gpusPerReplica, gpu or topology"
         );
-        j.kubernetes = Some(super::super::KubernetesSpec::default());
+        j.kubernetes = Some(Box::new(super::super::KubernetesSpec::default()));
         assert_eq!(
             j.runtime_fields_text(),
             "image, command, env, replicas, gpusPerReplica, gpu, topology or kubernetes"
         );
-        j.slurm = Some(super::super::SlurmSpec::default());
+        j.slurm = Some(Box::new(super::super::SlurmSpec::default()));
         assert!(
             j.runtime_fields_text()
                 .ends_with("gpu, topology, kubernetes or slurm"),
