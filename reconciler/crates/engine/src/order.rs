@@ -28,6 +28,11 @@ pub struct FairShare {
     /// tree's epoch it was computed at (capacity is fixed for the life of a
     /// `FairShare`).
     shares: Vec<(u64, Share)>,
+    /// Per level (0: the roots; `q + 1`: the children of `q`): the queue
+    /// picked there last and the queue tree's epoch it was picked at. At
+    /// the same epoch the shares are the same and queues only empty, so
+    /// the same queue goes next while it has jobs left.
+    picked: Vec<(u64, QueueId)>,
 }
 
 impl FairShare {
@@ -86,14 +91,16 @@ impl FairShare {
             leaf_jobs,
             remaining,
             shares: vec![(u64::MAX, (0, 1)); n],
+            picked: vec![(u64::MAX, 0); n + 1],
         }
     }
 
     /// The next job, or `None` when every queue is empty.
     pub fn next(&mut self, tree: &QueueTree, capacity: &[u64]) -> Option<JobId> {
         let mut level: &[QueueId] = &tree.roots;
+        let mut slot = 0;
         loop {
-            let q = self.pick(tree, level, capacity)?;
+            let q = self.pick(tree, level, slot, capacity)?;
             if tree.is_leaf(q) {
                 let job = self.leaf_jobs[q as usize].pop_front()?;
                 for a in tree.path(q) {
@@ -102,6 +109,7 @@ impl FairShare {
                 return Some(job);
             }
             level = &tree.get(q).children;
+            slot = q as usize + 1;
         }
     }
 
@@ -110,7 +118,34 @@ impl FairShare {
         self.remaining.get(q as usize).copied().unwrap_or(0)
     }
 
-    fn pick(&mut self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
+    /// The queue of `level` (the level's `picked` slot: `slot`) that goes
+    /// next: the lowest weighted share among those with jobs left.
+    fn pick(
+        &mut self,
+        tree: &QueueTree,
+        level: &[QueueId],
+        slot: usize,
+        capacity: &[u64],
+    ) -> Option<QueueId> {
+        let (epoch, last) = self.picked[slot];
+        if epoch == tree.epoch && self.remaining[last as usize] > 0 {
+            debug_assert_eq!(self.pick_fresh(tree, level, capacity), Some(last));
+            return Some(last);
+        }
+        let best = self.pick_fresh(tree, level, capacity);
+        if let Some(q) = best {
+            self.picked[slot] = (tree.epoch, q);
+        }
+        best
+    }
+
+    /// [`FairShare::pick`] without the last pick.
+    fn pick_fresh(
+        &mut self,
+        tree: &QueueTree,
+        level: &[QueueId],
+        capacity: &[u64],
+    ) -> Option<QueueId> {
         let mut best: Option<(Share, QueueId)> = None;
         for &q in level {
             if self.remaining[q as usize] == 0 {
