@@ -1281,12 +1281,21 @@ impl<'a> Engine<'a> {
                 .reservation
                 .as_ref()
                 .map(|res| backfill::ends_before(self.now, job, res.start)),
-            started_before: self.run_starts.get(&job.priority).map_or(0, |starts| {
-                job.first_seen.map_or(starts.len(), |seen| {
-                    starts.partition_point(|started| *started < seen)
-                })
-            }),
+            started_before: self.started_before(job),
             attained_tier: job.attained.map(|a| a.tier),
+        })
+    }
+
+    /// [`OutcomeKey::started_before`]: how many preemptible running jobs of
+    /// lower priority than `job` started before it was first seen (all,
+    /// never seen). Jobs of one priority with the same count may preempt
+    /// the same lower-priority borrowers (rule 5c): no such job started
+    /// between their first-seen times.
+    fn started_before(&self, job: &JobInfo) -> usize {
+        self.run_starts.get(&job.priority).map_or(0, |starts| {
+            job.first_seen.map_or(starts.len(), |seen| {
+                starts.partition_point(|started| *started < seen)
+            })
         })
     }
 
