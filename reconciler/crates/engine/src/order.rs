@@ -284,20 +284,33 @@ impl LeafOrder {
 }
 
 /// [`within_leaf`] as a key that settles almost every comparison without
-/// reading the job table again: priority (high first), rank
-/// ([`LeafOrder::rank`]), first seen (old first, never seen last), the
-/// name's first 16 bytes. Equal keys are settled by the whole names.
-type LeafKey = (std::cmp::Reverse<i32>, Rank, bool, i64, u32, u128);
+/// reading the job table again, packed in three words compared in order:
+/// priority (high first), rank ([`LeafOrder::rank`]), whether never seen;
+/// first seen (old first); the name's first 16 bytes. Equal keys are
+/// settled by the whole names.
+type LeafKey = (u128, u128, u128);
 
 fn leaf_key(job: &JobInfo, order: LeafOrder) -> LeafKey {
-    (
-        std::cmp::Reverse(job.priority),
-        order.rank(job),
-        job.first_seen.is_none(),
-        job.first_seen.map_or(0, |t| t.timestamp()),
-        job.first_seen.map_or(0, |t| t.timestamp_subsec_nanos()),
-        name_prefix(job.name),
-    )
+    let (head, seen) = leaf_words(job.priority, order.rank(job), job.first_seen);
+    (head, seen, name_prefix(job.name))
+}
+
+/// [`LeafKey`]'s first two words: ordered as `(Reverse(priority), rank,
+/// never seen, first seen)` are.
+fn leaf_words(priority: i32, (ranked, rank): Rank, first_seen: Option<Timestamp>) -> (u128, u128) {
+    // Signed numbers as unsigned ones of the same order.
+    let flip32 = |v: i32| u128::from((v as u32) ^ (1 << 31));
+    let flip64 = |v: i64| u128::from((v as u64) ^ (1 << 63));
+    // Bits 96..128: the priority reversed (high first); 95: ranked; 31..95:
+    // the rank; 30: never seen.
+    let head = (!flip32(priority) & 0xffff_ffff) << 96
+        | u128::from(ranked) << 95
+        | flip64(rank) << 31
+        | u128::from(first_seen.is_none()) << 30;
+    let seen = first_seen.map_or(0, |t| {
+        flip64(t.timestamp()) << 32 | u128::from(t.timestamp_subsec_nanos())
+    });
+    (head, seen)
 }
 
 /// The first 16 bytes of `name`, zero-padded, big-endian: ordered as the
@@ -323,4 +336,37 @@ pub fn within_leaf(a: &JobInfo, b: &JobInfo, order: LeafOrder) -> Ordering {
             (None, None) => Ordering::Equal,
         })
         .then_with(|| a.name.cmp(b.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64, nanos: u32) -> Option<Timestamp> {
+        chrono::DateTime::from_timestamp(secs, nanos)
+    }
+
+    proptest::proptest! {
+        /// The packed words order jobs as the fields they pack do.
+        #[test]
+        fn leaf_words_order_as_the_fields(
+            a in (-3i32..3, proptest::bool::ANY, -3i64..3, proptest::option::of((-3i64..3, 0u32..3))),
+            b in (-3i32..3, proptest::bool::ANY, -3i64..3, proptest::option::of((-3i64..3, 0u32..3))),
+            big in proptest::bool::ANY,
+        ) {
+            let scale = |(p, ranked, rank, seen): (i32, bool, i64, Option<(i64, u32)>)| {
+                let (p, rank) = if big { (p.saturating_mul(i32::MAX / 3), rank.saturating_mul(i64::MAX / 3)) } else { (p, rank) };
+                let seen = seen.and_then(|(s, n)| at(s * 1_000_000_000, n * 400_000_000));
+                (p, (ranked, rank), seen)
+            };
+            let (a, b) = (scale(a), scale(b));
+            let fields = |(p, rank, seen): (i32, Rank, Option<Timestamp>)| {
+                (std::cmp::Reverse(p), rank, seen.is_none(), seen)
+            };
+            proptest::prop_assert_eq!(
+                leaf_words(a.0, a.1, a.2).cmp(&leaf_words(b.0, b.1, b.2)),
+                fields(a).cmp(&fields(b))
+            );
+        }
+    }
 }
