@@ -422,10 +422,27 @@ impl<'a> Engine<'a> {
     /// them by name.
     fn load_runs(&mut self, observed: &'a ObservedState) {
         let running = &observed.running;
-        let mut by_name: Vec<u32> = (0..running.len() as u32).collect();
-        by_name.sort_by(|a, b| running[*a as usize].job.cmp(&running[*b as usize].job));
+        // By name, a name's records in file order (as a stable sort by name
+        // puts them); the names' first bytes settle almost every comparison.
+        let mut by_name: Vec<(u128, u32)> = running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (order::name_prefix(&r.job), i as u32))
+            .collect();
+        by_name.sort_unstable();
+        // Names that share their first bytes (rare) by the whole names.
+        for same in by_name.chunk_by_mut(|a, b| a.0 == b.0) {
+            if same.len() > 1 {
+                same.sort_by(|(_, a), (_, b)| {
+                    running[*a as usize]
+                        .job
+                        .cmp(&running[*b as usize].job)
+                        .then(a.cmp(b))
+                });
+            }
+        }
         let mut run_of = vec![0 as RunId; running.len()];
-        for (rank, i) in by_name.iter().enumerate() {
+        for (rank, (_, i)) in by_name.iter().enumerate() {
             run_of[*i as usize] = rank as RunId;
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
@@ -559,7 +576,7 @@ impl<'a> Engine<'a> {
         }
         self.runs = by_name
             .iter()
-            .filter_map(|i| unordered[*i as usize].take())
+            .filter_map(|(_, i)| unordered[*i as usize].take())
             .collect();
         stops.sort_by_key(|(run, _)| *run);
         for (_, action) in stops {

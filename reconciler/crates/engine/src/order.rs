@@ -315,7 +315,7 @@ fn leaf_words(priority: i32, (ranked, rank): Rank, first_seen: Option<Timestamp>
 
 /// The first 16 bytes of `name`, zero-padded, big-endian: ordered as the
 /// names are, up to ties between names that share those bytes.
-fn name_prefix(name: &str) -> u128 {
+pub(crate) fn name_prefix(name: &str) -> u128 {
     let mut bytes = [0u8; 16];
     let head = &name.as_bytes()[..name.len().min(16)];
     bytes[..head.len()].copy_from_slice(head);
@@ -367,6 +367,15 @@ mod tests {
                 leaf_words(a.0, a.1, a.2).cmp(&leaf_words(b.0, b.1, b.2)),
                 fields(a).cmp(&fields(b))
             );
+        }
+
+        /// Names order as their prefixes do, where the prefixes differ.
+        #[test]
+        fn name_prefixes_order_as_names(a in "[a-c\\x00]{0,20}", b in "[a-c\\x00]{0,20}") {
+            let (pa, pb) = (name_prefix(&a), name_prefix(&b));
+            if pa != pb {
+                proptest::prop_assert_eq!(pa.cmp(&pb), a.cmp(&b));
+            }
         }
     }
 }
