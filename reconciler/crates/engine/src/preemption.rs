@@ -598,23 +598,16 @@ fn candidates(
             });
         }
     }
-    type Key = (
-        u8,
-        i32,
-        Reverse<model::observed::Timestamp>,
-        RunId,
-        usize,
-        usize,
-    );
+    // The tier, then the victim's rank ([`super::Victim::rank`]: priority,
+    // most recent start, run) in one number, unique per victim; then where
+    // it is (source, position).
+    type Key = (u64, u32, u32);
     let key = |src: usize, pos: usize| -> Key {
         let v = &sources[src].list[pos];
         (
-            sources[src].tier,
-            v.priority,
-            Reverse(v.started),
-            v.run,
-            src,
-            pos,
+            u64::from(sources[src].tier) << 32 | u64::from(v.rank),
+            src as u32,
+            pos as u32,
         )
     };
     // The next victim of a source at or after `from`: lists are in priority
@@ -639,10 +632,12 @@ fn candidates(
         .collect::<Vec<_>>()
         .into();
     let mut out = Vec::with_capacity(limit.min(1024));
-    while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
+    while let Some(Reverse((_, src, pos))) = heap.pop() {
+        let (src, pos) = (src as usize, pos as usize);
         if let Some(pos) = next(src, pos + 1) {
             heap.push(Reverse(key(src, pos)));
         }
+        let r = sources[src].list[pos].run;
         let run = &e.runs[r as usize];
         if run.stopping != Stopping::No {
             continue; // preempted earlier in this plan
