@@ -179,7 +179,7 @@ pub(crate) fn detect_kept(
 /// recorded when they started; a job the plan restarts is not listed (its
 /// `preempt` says so), nor one that is stopping anyway.
 fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>) {
-    let mut running: Vec<&RunningJob> = observed
+    let running: Vec<&RunningJob> = observed
         .running
         .iter()
         .filter(|r| r.spec_digest.is_some() && r.preempting_since.is_none())
@@ -187,7 +187,6 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
     if running.is_empty() {
         return;
     }
-    running.sort_by(|a, b| a.job.cmp(&b.job));
     // By name, the first of a name winning (inserted last); hashed: a
     // fleet's jobs outnumber its running ones, and only look-ups follow.
     let mut specs: rustc_hash::FxHashMap<&str, &Object<JobSpec>> = rustc_hash::FxHashMap::default();
@@ -195,6 +194,9 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
     for j in fleet.jobs.iter().rev() {
         specs.insert(j.name(), j);
     }
+    // Found in file order, listed by name (a job's records in file order):
+    // only the jobs with drift are sorted.
+    let mut found: Vec<(&str, Drift)> = Vec::new();
     for r in running {
         let Some(spec) = specs.get(r.job.as_str()) else {
             continue;
@@ -202,7 +204,7 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
         if spec.restart_requested(r).is_some() || !spec.runs_older_spec(r) {
             continue;
         }
-        out.push(Drift {
+        let drift = Drift {
             kind: DriftKind::JobSpec,
             pool: None,
             node: None,
@@ -214,8 +216,11 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
                 spec.spec.runtime_fields_text()
             ),
             action: DriftAction::Report,
-        });
+        };
+        found.push((&r.job, drift));
     }
+    found.sort_by(|a, b| a.0.cmp(b.0));
+    out.extend(found.into_iter().map(|(_, drift)| drift));
 }
 
 /// `declared`: the node's pool and its spec, when its pool is declared.

@@ -90,6 +90,20 @@ struct Victim {
     started: Timestamp,
     /// Its attained-service tier in a `least-attained` leaf (0 elsewhere).
     tier: u8,
+    /// Its place in victim order among all preemptible running jobs (lower
+    /// priority, then most recently started, then run): one number for the
+    /// candidate merge to compare.
+    rank: u32,
+}
+
+/// Victim order's first keys in one number: lower priority first, then the
+/// most recently started (seconds, then nanoseconds, as timestamps order).
+fn victim_order(priority: i32, started: Timestamp) -> u128 {
+    const SECONDS_AND_NANOS: u128 = (1 << 96) - 1;
+    let priority = u128::from((priority as u32) ^ (1 << 31));
+    let seconds = u128::from((started.timestamp() as u64) ^ (1 << 63));
+    let at = seconds << 32 | u128::from(started.timestamp_subsec_nanos());
+    priority << 96 | (SECONDS_AND_NANOS ^ at)
 }
 
 /// One queue's preemptible running jobs of one model in victim order (lower
@@ -422,10 +436,27 @@ impl<'a> Engine<'a> {
     /// them by name.
     fn load_runs(&mut self, observed: &'a ObservedState) {
         let running = &observed.running;
-        let mut by_name: Vec<u32> = (0..running.len() as u32).collect();
-        by_name.sort_by(|a, b| running[*a as usize].job.cmp(&running[*b as usize].job));
+        // By name, a name's records in file order (as a stable sort by name
+        // puts them); the names' first bytes settle almost every comparison.
+        let mut by_name: Vec<(u128, u32)> = running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (order::name_prefix(&r.job), i as u32))
+            .collect();
+        by_name.sort_unstable();
+        // Names that share their first bytes (rare) by the whole names.
+        for same in by_name.chunk_by_mut(|a, b| a.0 == b.0) {
+            if same.len() > 1 {
+                same.sort_by(|(_, a), (_, b)| {
+                    running[*a as usize]
+                        .job
+                        .cmp(&running[*b as usize].job)
+                        .then(a.cmp(b))
+                });
+            }
+        }
         let mut run_of = vec![0 as RunId; running.len()];
-        for (rank, i) in by_name.iter().enumerate() {
+        for (rank, (_, i)) in by_name.iter().enumerate() {
             run_of[*i as usize] = rank as RunId;
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
@@ -559,7 +590,7 @@ impl<'a> Engine<'a> {
         }
         self.runs = by_name
             .iter()
-            .filter_map(|i| unordered[*i as usize].take())
+            .filter_map(|(_, i)| unordered[*i as usize].take())
             .collect();
         stops.sort_by_key(|(run, _)| *run);
         for (_, action) in stops {
@@ -605,6 +636,10 @@ impl<'a> Engine<'a> {
     /// Builds `victim_lists` and `victim_index` from the running jobs that may be preempted.
     fn index_victims(&mut self) {
         let mut lists: Vec<Vec<VictimList>> = vec![Vec::new(); self.tree.queues.len()];
+        // Every victim, ranked in victim order, then dealt to its list in
+        // that order (by its key, run and place in `all`).
+        let mut all: Vec<(QueueId, ModelId, Victim)> = Vec::new();
+        let mut order: Vec<(u128, RunId, u32)> = Vec::new();
         for (r, run) in self.runs.iter().enumerate() {
             let (Stopping::No, Some(j), Some(m)) = (run.stopping, run.job, run.model) else {
                 continue;
@@ -618,22 +653,38 @@ impl<'a> Engine<'a> {
                 priority: job.priority,
                 started: run.started,
                 tier: job.attained.map_or(0, |a| a.tier),
+                rank: 0,
             };
+            // Lists in the order their first victims' runs come.
             let per_model = &mut lists[q as usize];
-            match per_model.iter_mut().find(|list| list.model == m) {
-                Some(list) => list.victims.push(victim),
-                None => per_model.push(VictimList {
+            if !per_model.iter().any(|list| list.model == m) {
+                per_model.push(VictimList {
                     model: m,
-                    victims: vec![victim],
+                    victims: Vec::new(),
                     head: 0,
                     gpus_range: (0, 0),
-                }),
+                });
+            }
+            let key = victim_order(job.priority, run.started);
+            order.push((key, r as RunId, all.len() as u32));
+            all.push((q, m, victim));
+        }
+        // Runs are unique: the order is total.
+        order.sort_unstable();
+        debug_assert!(order.is_sorted_by_key(|(_, _, k)| {
+            let v = &all[*k as usize].2;
+            (v.priority, std::cmp::Reverse(v.started), v.run)
+        }));
+        for (rank, (_, _, k)) in order.into_iter().enumerate() {
+            let (q, m, mut victim) = all[k as usize];
+            victim.rank = rank as u32;
+            if let Some(list) = lists[q as usize].iter_mut().find(|list| list.model == m) {
+                list.victims.push(victim);
             }
         }
         for per_model in &mut lists {
             for list in per_model.iter_mut() {
-                list.victims
-                    .sort_by_key(|v| (v.priority, std::cmp::Reverse(v.started), v.run));
+                debug_assert!(list.victims.is_sorted_by_key(|v| v.rank));
                 let gpus = list.victims.iter().map(|v| self.runs[v.run as usize].gpus);
                 list.gpus_range = (gpus.clone().min().unwrap_or(0), gpus.max().unwrap_or(0));
             }
@@ -1281,12 +1332,21 @@ impl<'a> Engine<'a> {
                 .reservation
                 .as_ref()
                 .map(|res| backfill::ends_before(self.now, job, res.start)),
-            started_before: self.run_starts.get(&job.priority).map_or(0, |starts| {
-                job.first_seen.map_or(starts.len(), |seen| {
-                    starts.partition_point(|started| *started < seen)
-                })
-            }),
+            started_before: self.started_before(job),
             attained_tier: job.attained.map(|a| a.tier),
+        })
+    }
+
+    /// [`OutcomeKey::started_before`]: how many preemptible running jobs of
+    /// lower priority than `job` started before it was first seen (all,
+    /// never seen). Jobs of one priority with the same count may preempt
+    /// the same lower-priority borrowers (rule 5c): no such job started
+    /// between their first-seen times.
+    fn started_before(&self, job: &JobInfo) -> usize {
+        self.run_starts.get(&job.priority).map_or(0, |starts| {
+            job.first_seen.map_or(starts.len(), |seen| {
+                starts.partition_point(|started| *started < seen)
+            })
         })
     }
 
@@ -1687,5 +1747,34 @@ fn cluster_node_from(
         is_virtual: false,
         planned: false,
         idle_since: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// [`victim_order`] orders as (priority, most recent start first) does.
+        #[test]
+        fn victim_order_orders_as_priority_then_latest_start(
+            a in (-3i32..3, -3i64..3, 0u32..5),
+            b in (-3i32..3, -3i64..3, 0u32..5),
+            big in proptest::bool::ANY,
+        ) {
+            let at = |(p, s, n): (i32, i64, u32)| {
+                // The 59th second of a minute: nanoseconds past 1 s (up to
+                // 1.6 s) make a leap second there.
+                let (p, s) = if big { (p.saturating_mul(i32::MAX / 3), s * 6_000_000_000 + 59) } else { (p, s * 60 + 59) };
+                chrono::DateTime::from_timestamp(s, n * 400_000_000).map(|t| (p, t))
+            };
+            let (Some(a), Some(b)) = (at(a), at(b)) else {
+                return Ok(());
+            };
+            proptest::prop_assert_eq!(
+                victim_order(a.0, a.1).cmp(&victim_order(b.0, b.1)),
+                (a.0, std::cmp::Reverse(a.1)).cmp(&(b.0, std::cmp::Reverse(b.1)))
+            );
+        }
     }
 }

@@ -28,6 +28,11 @@ pub struct FairShare {
     /// tree's epoch it was computed at (capacity is fixed for the life of a
     /// `FairShare`).
     shares: Vec<(u64, Share)>,
+    /// Per level (0: the roots; `q + 1`: the children of `q`): the queue
+    /// picked there last and the queue tree's epoch it was picked at. At
+    /// the same epoch the shares are the same and queues only empty, so
+    /// the same queue goes next while it has jobs left.
+    picked: Vec<(u64, QueueId)>,
 }
 
 impl FairShare {
@@ -86,14 +91,16 @@ impl FairShare {
             leaf_jobs,
             remaining,
             shares: vec![(u64::MAX, (0, 1)); n],
+            picked: vec![(u64::MAX, 0); n + 1],
         }
     }
 
     /// The next job, or `None` when every queue is empty.
     pub fn next(&mut self, tree: &QueueTree, capacity: &[u64]) -> Option<JobId> {
         let mut level: &[QueueId] = &tree.roots;
+        let mut slot = 0;
         loop {
-            let q = self.pick(tree, level, capacity)?;
+            let q = self.pick(tree, level, slot, capacity)?;
             if tree.is_leaf(q) {
                 let job = self.leaf_jobs[q as usize].pop_front()?;
                 for a in tree.path(q) {
@@ -102,6 +109,7 @@ impl FairShare {
                 return Some(job);
             }
             level = &tree.get(q).children;
+            slot = q as usize + 1;
         }
     }
 
@@ -110,7 +118,34 @@ impl FairShare {
         self.remaining.get(q as usize).copied().unwrap_or(0)
     }
 
-    fn pick(&mut self, tree: &QueueTree, level: &[QueueId], capacity: &[u64]) -> Option<QueueId> {
+    /// The queue of `level` (the level's `picked` slot: `slot`) that goes
+    /// next: the lowest weighted share among those with jobs left.
+    fn pick(
+        &mut self,
+        tree: &QueueTree,
+        level: &[QueueId],
+        slot: usize,
+        capacity: &[u64],
+    ) -> Option<QueueId> {
+        let (epoch, last) = self.picked[slot];
+        if epoch == tree.epoch && self.remaining[last as usize] > 0 {
+            debug_assert_eq!(self.pick_fresh(tree, level, capacity), Some(last));
+            return Some(last);
+        }
+        let best = self.pick_fresh(tree, level, capacity);
+        if let Some(q) = best {
+            self.picked[slot] = (tree.epoch, q);
+        }
+        best
+    }
+
+    /// [`FairShare::pick`] without the last pick.
+    fn pick_fresh(
+        &mut self,
+        tree: &QueueTree,
+        level: &[QueueId],
+        capacity: &[u64],
+    ) -> Option<QueueId> {
         let mut best: Option<(Share, QueueId)> = None;
         for &q in level {
             if self.remaining[q as usize] == 0 {
@@ -249,25 +284,38 @@ impl LeafOrder {
 }
 
 /// [`within_leaf`] as a key that settles almost every comparison without
-/// reading the job table again: priority (high first), rank
-/// ([`LeafOrder::rank`]), first seen (old first, never seen last), the
-/// name's first 16 bytes. Equal keys are settled by the whole names.
-type LeafKey = (std::cmp::Reverse<i32>, Rank, bool, i64, u32, u128);
+/// reading the job table again, packed in three words compared in order:
+/// priority (high first), rank ([`LeafOrder::rank`]), whether never seen;
+/// first seen (old first); the name's first 16 bytes. Equal keys are
+/// settled by the whole names.
+type LeafKey = (u128, u128, u128);
 
 fn leaf_key(job: &JobInfo, order: LeafOrder) -> LeafKey {
-    (
-        std::cmp::Reverse(job.priority),
-        order.rank(job),
-        job.first_seen.is_none(),
-        job.first_seen.map_or(0, |t| t.timestamp()),
-        job.first_seen.map_or(0, |t| t.timestamp_subsec_nanos()),
-        name_prefix(job.name),
-    )
+    let (head, seen) = leaf_words(job.priority, order.rank(job), job.first_seen);
+    (head, seen, name_prefix(job.name))
+}
+
+/// [`LeafKey`]'s first two words: ordered as `(Reverse(priority), rank,
+/// never seen, first seen)` are.
+fn leaf_words(priority: i32, (ranked, rank): Rank, first_seen: Option<Timestamp>) -> (u128, u128) {
+    // Signed numbers as unsigned ones of the same order.
+    let flip32 = |v: i32| u128::from((v as u32) ^ (1 << 31));
+    let flip64 = |v: i64| u128::from((v as u64) ^ (1 << 63));
+    // Bits 96..128: the priority reversed (high first); 95: ranked; 31..95:
+    // the rank; 30: never seen.
+    let head = (!flip32(priority) & 0xffff_ffff) << 96
+        | u128::from(ranked) << 95
+        | flip64(rank) << 31
+        | u128::from(first_seen.is_none()) << 30;
+    let seen = first_seen.map_or(0, |t| {
+        flip64(t.timestamp()) << 32 | u128::from(t.timestamp_subsec_nanos())
+    });
+    (head, seen)
 }
 
 /// The first 16 bytes of `name`, zero-padded, big-endian: ordered as the
 /// names are, up to ties between names that share those bytes.
-fn name_prefix(name: &str) -> u128 {
+pub(crate) fn name_prefix(name: &str) -> u128 {
     let mut bytes = [0u8; 16];
     let head = &name.as_bytes()[..name.len().min(16)];
     bytes[..head.len()].copy_from_slice(head);
@@ -288,4 +336,46 @@ pub fn within_leaf(a: &JobInfo, b: &JobInfo, order: LeafOrder) -> Ordering {
             (None, None) => Ordering::Equal,
         })
         .then_with(|| a.name.cmp(b.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64, nanos: u32) -> Option<Timestamp> {
+        chrono::DateTime::from_timestamp(secs, nanos)
+    }
+
+    proptest::proptest! {
+        /// The packed words order jobs as the fields they pack do.
+        #[test]
+        fn leaf_words_order_as_the_fields(
+            a in (-3i32..3, proptest::bool::ANY, -3i64..3, proptest::option::of((-3i64..3, 0u32..3))),
+            b in (-3i32..3, proptest::bool::ANY, -3i64..3, proptest::option::of((-3i64..3, 0u32..3))),
+            big in proptest::bool::ANY,
+        ) {
+            let scale = |(p, ranked, rank, seen): (i32, bool, i64, Option<(i64, u32)>)| {
+                let (p, rank) = if big { (p.saturating_mul(i32::MAX / 3), rank.saturating_mul(i64::MAX / 3)) } else { (p, rank) };
+                let seen = seen.and_then(|(s, n)| at(s * 1_000_000_000, n * 400_000_000));
+                (p, (ranked, rank), seen)
+            };
+            let (a, b) = (scale(a), scale(b));
+            let fields = |(p, rank, seen): (i32, Rank, Option<Timestamp>)| {
+                (std::cmp::Reverse(p), rank, seen.is_none(), seen)
+            };
+            proptest::prop_assert_eq!(
+                leaf_words(a.0, a.1, a.2).cmp(&leaf_words(b.0, b.1, b.2)),
+                fields(a).cmp(&fields(b))
+            );
+        }
+
+        /// Names order as their prefixes do, where the prefixes differ.
+        #[test]
+        fn name_prefixes_order_as_names(a in "[a-c\\x00]{0,20}", b in "[a-c\\x00]{0,20}") {
+            let (pa, pb) = (name_prefix(&a), name_prefix(&b));
+            if pa != pb {
+                proptest::prop_assert_eq!(pa.cmp(&pb), a.cmp(&b));
+            }
+        }
+    }
 }

@@ -181,13 +181,17 @@ enum Rule {
 }
 
 /// The memo key of a failed search: nothing about it changes until the
-/// engine admits another job.
-pub type MemoKey = (QueueId, i32, Option<Timestamp>, u16, u32, u32, u8, u8, u8);
+/// engine admits another job. The preemptor's first-seen time matters only
+/// through the victims rule 5c lets it take: it counts as
+/// [`Engine::started_before`].
+pub type MemoKey = (QueueId, i32, usize, u16, u32, u32, u8, u8, u8);
 
 /// What a candidate list depends on besides the running jobs: the
-/// preemptor's queue, priority and first-seen time, where it reclaims (its
-/// queues within their guarantees), the model, the length.
-pub type CandidateKey = (QueueId, i32, Option<Timestamp>, u64, u16, usize, u8);
+/// preemptor's queue, priority and first-seen time (as
+/// [`Engine::started_before`]: the lower-priority jobs that started before
+/// it), where it reclaims (its queues within their guarantees), the model,
+/// the length.
+pub type CandidateKey = (QueueId, i32, usize, u64, u16, usize, u8);
 
 /// A candidate list, and whether there are more candidates past it. Valid
 /// until the next preemption: only choosing victims changes which running
@@ -206,7 +210,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let key: MemoKey = (
         q,
         job.priority,
-        job.first_seen,
+        e.started_before(&job),
         req.model,
         req.replicas,
         req.per_replica,
@@ -319,7 +323,7 @@ fn candidates_cached(
     let key: CandidateKey = (
         q,
         job.priority,
-        job.first_seen,
+        e.started_before(job),
         reclaim,
         req.model,
         limit,
@@ -594,23 +598,16 @@ fn candidates(
             });
         }
     }
-    type Key = (
-        u8,
-        i32,
-        Reverse<model::observed::Timestamp>,
-        RunId,
-        usize,
-        usize,
-    );
+    // The tier, then the victim's rank ([`super::Victim::rank`]: priority,
+    // most recent start, run) in one number, unique per victim; then where
+    // it is (source, position).
+    type Key = (u64, u32, u32);
     let key = |src: usize, pos: usize| -> Key {
         let v = &sources[src].list[pos];
         (
-            sources[src].tier,
-            v.priority,
-            Reverse(v.started),
-            v.run,
-            src,
-            pos,
+            u64::from(sources[src].tier) << 32 | u64::from(v.rank),
+            src as u32,
+            pos as u32,
         )
     };
     // The next victim of a source at or after `from`: lists are in priority
@@ -635,10 +632,12 @@ fn candidates(
         .collect::<Vec<_>>()
         .into();
     let mut out = Vec::with_capacity(limit.min(1024));
-    while let Some(Reverse((_, _, _, r, src, pos))) = heap.pop() {
+    while let Some(Reverse((_, src, pos))) = heap.pop() {
+        let (src, pos) = (src as usize, pos as usize);
         if let Some(pos) = next(src, pos + 1) {
             heap.push(Reverse(key(src, pos)));
         }
+        let r = sources[src].list[pos].run;
         let run = &e.runs[r as usize];
         if run.stopping != Stopping::No {
             continue; // preempted earlier in this plan
