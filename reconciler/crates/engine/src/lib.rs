@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use model::observed::{NodeGpus, ObservedState, Timestamp};
 use model::plan::{Action, Pending, Plan, Summary};
-use model::spec::{Fleet, NodePoolSpec, NvLink};
+use model::spec::{Duration, Fleet, NodePoolSpec, NvLink};
 use model::time::after;
 
 use cluster::{Cluster, Owner};
@@ -283,6 +283,9 @@ struct Engine<'a> {
     /// limit's words: the cluster epoch and the reservation they were
     /// worded for.
     reserved_reason_memo: HashMap<ShapeKey, (u64, backfill::Reservation, String)>,
+    /// Those time limit's words by time limit (they depend on the plan's
+    /// time only).
+    reserved_limit_memo: HashMap<Option<Duration>, String>,
     reservation_memo: HashMap<ShapeKey, (u64, bool)>,
     /// Pending outcomes by job key, with the cluster and quota epochs.
     outcome_memo: HashMap<OutcomeKey, KnownOutcome>,
@@ -407,6 +410,7 @@ impl<'a> Engine<'a> {
             preempt_memo: HashMap::default(),
             reason_memo: HashMap::default(),
             reserved_reason_memo: HashMap::default(),
+            reserved_limit_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
             run_starts: HashMap::default(),
@@ -1385,16 +1389,16 @@ impl<'a> Engine<'a> {
             return reasons::blocked(self, job, blocked);
         };
         let key = shape_key(req);
+        let limit = self.reserved_limit(job);
         if let Some((epoch, held, head)) = self.reserved_reason_memo.get(&key)
             && *epoch == self.cluster.epoch
             && *held == reservation
         {
-            let text = format!("{head}{}", reasons::reserved_limit(self, job));
+            let text = format!("{head}{limit}");
             debug_assert_eq!(text, reasons::blocked(self, job, blocked).0);
             return (text, "reservation");
         }
         let (text, waiting) = reasons::blocked(self, job, blocked);
-        let limit = reasons::reserved_limit(self, job);
         if waiting == "reservation"
             && let Some(head) = text.strip_suffix(limit.as_str())
         {
@@ -1402,6 +1406,18 @@ impl<'a> Engine<'a> {
                 .insert(key, (self.cluster.epoch, reservation, head.to_string()));
         }
         (text, waiting)
+    }
+
+    /// [`reasons::reserved_limit`], remembered by time limit.
+    fn reserved_limit(&mut self, job: &JobInfo) -> String {
+        if let Some(text) = self.reserved_limit_memo.get(&job.time_limit) {
+            debug_assert_eq!(*text, reasons::reserved_limit(self, job));
+            return text.clone();
+        }
+        let text = reasons::reserved_limit(self, job);
+        self.reserved_limit_memo
+            .insert(job.time_limit, text.clone());
+        text
     }
 
     /// [`backfill::blocked_by_reservation`], remembered while the cluster is
