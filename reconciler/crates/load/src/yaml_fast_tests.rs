@@ -2106,15 +2106,3 @@ fn the_renderer_writes_the_plainest_style_at_zero_bits() {
     assert!(exact);
     assert_eq!(shapes.len(), 2);
 }
-
-#[test]
-#[ignore = "prints sample renderings"]
-fn print_samples() {
-    use proptest::strategy::ValueTree;
-    let mut runner = TestRunner::new(Config::default());
-    for _ in 0..12 {
-        let s = stream().new_tree(&mut runner).unwrap().current();
-        let (text, _, exact) = render(&s, Mode::Wild);
-        eprintln!("=== exact={exact}\n{text}");
-    }
-}
