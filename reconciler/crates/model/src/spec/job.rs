@@ -46,13 +46,15 @@ pub struct JobSpec {
     pub env: BTreeMap<String, super::EnvValue>,
     /// What the kube executor adds to each Pod (service account, pull
     /// secrets, labels, annotations, tolerations, CPU/memory, shared
-    /// memory, volumes); other executors ignore it. Boxed: most jobs have
-    /// none, and a fleet's jobs are moved and copied in bulk.
+    /// memory, volumes); other executors ignore it.
+    // Boxed (not a doc comment: the schema's description comes from those):
+    // most jobs have none, and a fleet's jobs are moved in bulk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Box<super::KubernetesSpec>>,
     /// The `sbatch` options gitfleet does not own (CPUs and memory per
     /// task, constraints, output paths), passed by the Slurm executor in
-    /// scheduler mode; other executors ignore it. Boxed, as `kubernetes`.
+    /// scheduler mode; other executors ignore it.
+    // Boxed, as `kubernetes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<Box<super::SlurmSpec>>,
 }
