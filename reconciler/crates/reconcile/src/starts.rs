@@ -69,6 +69,9 @@ pub struct StartsCache {
     ready: Arc<std::sync::atomic::AtomicU64>,
     /// Every answer computed in the loop ([`StartsCache::compute_inline`]).
     inline: std::sync::atomic::AtomicBool,
+    /// The engine's time for the last plan it made: a re-used plan has
+    /// none of its own, and costs as much to look ahead from.
+    plan_seconds_seen: Mutex<Option<f64>>,
 }
 
 /// What [`StartsCache::starts_of`] was last called with.
@@ -175,8 +178,18 @@ impl StartsCache {
                 plan_seconds,
             )
         };
+        let cost = {
+            let mut seen = self
+                .plan_seconds_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if plan_seconds.is_some() {
+                *seen = plan_seconds;
+            }
+            seen.unwrap_or(0.0)
+        };
         let plans = horizon_for(plan_seconds).max_plans as f64;
-        if self.inline() || plan_seconds.unwrap_or(0.0) * plans <= INLINE_SECONDS {
+        if self.inline() || cost * plans <= INLINE_SECONDS {
             return Some(in_the_loop());
         }
         {
@@ -597,6 +610,44 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         ready(&cache, 3);
         let after = ask("r2", &changed).unwrap();
         assert_ne!(after, inline);
+    }
+
+    #[test]
+    fn a_reused_plan_looks_ahead_off_the_loop_when_its_plan_was_slow() {
+        let Shared {
+            fleet,
+            now,
+            from,
+            nodes,
+            plan,
+            ..
+        } = shared_inputs();
+        // A slow plan (0.05 s), then the same plan re-used (no time of its
+        // own) for another observed state: still a thread's work, not the
+        // loop's (which once computed it in the loop, for seconds).
+        let cache = StartsCache::default();
+        let slow = Some(0.05);
+        assert_eq!(
+            cache.starts_or_later(&fleet, &from, &nodes, &plan, now, Some("r1"), slow),
+            None
+        );
+        ready(&cache, 1);
+        let changed = Arc::new(ObservedState {
+            running: Vec::new(),
+            ..ObservedState::clone(&from)
+        });
+        assert_eq!(
+            cache.starts_or_later(&fleet, &changed, &nodes, &plan, now, Some("r1"), None),
+            None
+        );
+        ready(&cache, 2);
+        // Never a slow plan seen: computed at once, as before.
+        let fresh = StartsCache::default();
+        assert!(
+            fresh
+                .starts_or_later(&fleet, &changed, &nodes, &plan, now, Some("r1"), None)
+                .is_some()
+        );
     }
 
     #[test]
