@@ -6,12 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
 
-use load::{SourceFile, load_fleet};
-use model::spec::{Duration, Fleet};
+use model::spec::Fleet;
 use proptest::prelude::*;
-use trace::TraceJob;
 
 use crate::{Limits, Options, Policy};
+
+#[allow(dead_code)] // the long jobs serve tests/conservation.rs only
+#[path = "../tests/support/random_traces.rs"]
+mod random_traces;
+use random_traces::{Spec, fleet_with_classes, job, policy, trace};
 
 const FLEET: &str = "\
 apiVersion: gitfleet/v1
@@ -42,61 +45,10 @@ metadata: {name: b}
 spec:
   quota: [{model: A, guaranteed: 8, limit: 16}, {model: B, guaranteed: 4, limit: 8}]
 ---
-apiVersion: gitfleet/v1
-kind: PriorityClass
-metadata: {name: low}
-spec: {value: 0, default: true, gracePeriod: 20s}
----
-apiVersion: gitfleet/v1
-kind: PriorityClass
-metadata: {name: high}
-spec: {value: 10}
 ";
 
 fn fleet() -> Fleet {
-    let loaded = load_fleet(&[SourceFile::new("fleet.yaml", FLEET.as_bytes().to_vec())]);
-    assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
-    loaded.fleet
-}
-
-/// (submit s, queue a, replicas, GPUs per replica, duration s, high, model)
-type Spec = (u64, bool, u32, u32, u64, bool, u8);
-
-fn job() -> impl Strategy<Value = Spec> {
-    (
-        0u64..600,
-        any::<bool>(),
-        1u32..=2,
-        prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
-        1u64..400,
-        any::<bool>(),
-        0u8..3,
-    )
-}
-
-fn trace(specs: &[Spec]) -> Vec<TraceJob> {
-    specs
-        .iter()
-        .enumerate()
-        .map(
-            |(i, &(submit, queue_a, replicas, per, duration, high, model))| TraceJob {
-                line: i as u64 + 2,
-                submit: Duration::from_secs(submit),
-                queue: if queue_a { "a" } else { "b" }.to_string(),
-                replicas,
-                // Model B's nodes have 4 GPUs.
-                gpus_per_replica: if model == 2 { per.min(4) } else { per },
-                model: match model {
-                    1 => Some("A".to_string()),
-                    2 => Some("B".to_string()),
-                    _ => None,
-                },
-                duration: Duration::from_secs(duration),
-                priority_class: Some(if high { "high" } else { "low" }.to_string()),
-                time_limit: None,
-            },
-        )
-        .collect()
+    fleet_with_classes(FLEET)
 }
 
 /// Replays with every plan checked against `engine::plan`; the plans made.
@@ -105,22 +57,6 @@ fn checked_replay(specs: &[Spec], options: &Options) -> u64 {
     let prepared = crate::jobs::prepare(&fleet, &trace(specs), options).unwrap();
     let outcome = super::run_with(&fleet, &prepared, options, false, &mut |_| {}, true).unwrap();
     outcome.plans
-}
-
-fn policy() -> impl Strategy<Value = (Policy, Limits)> {
-    (
-        prop_oneof![
-            Just(Policy::Gitfleet),
-            Just(Policy::Fifo),
-            Just(Policy::FifoSkip),
-            Just(Policy::SjfOracle)
-        ],
-        prop_oneof![
-            Just(Limits::Trace),
-            Just(Limits::Exact),
-            Just(Limits::Noisy)
-        ],
-    )
 }
 
 proptest! {
@@ -133,7 +69,7 @@ proptest! {
 
     #[test]
     fn every_plan_is_the_one_built_from_scratch(
-        specs in prop::collection::vec(job(), 1..30),
+        specs in prop::collection::vec(job(3), 1..30),
         (policy, limits) in policy(),
     ) {
         let options = Options { policy, limits, ..Options::default() };

@@ -12,10 +12,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests stop at the first surprise
 
 use gitfleet_simulate::{Limits, Options, Policy, replay};
-use load::{SourceFile, load_fleet};
 use model::spec::{Duration, Fleet};
 use proptest::prelude::*;
 use trace::TraceJob;
+
+#[path = "support/random_traces.rs"]
+mod random_traces;
+use random_traces::{fleet_with_classes, job, long_job, policy, trace};
 
 const FLEET: &str = "\
 apiVersion: gitfleet/v1
@@ -38,15 +41,6 @@ metadata: {name: b}
 spec:
   quota: [{model: A, guaranteed: 8, limit: 16}]
 ---
-apiVersion: gitfleet/v1
-kind: PriorityClass
-metadata: {name: low}
-spec: {value: 0, default: true, gracePeriod: 20s}
----
-apiVersion: gitfleet/v1
-kind: PriorityClass
-metadata: {name: high}
-spec: {value: 10}
 ";
 
 /// The most GPUs the fleet can have.
@@ -60,36 +54,63 @@ fn env_u32(name: &str, default: u32) -> u32 {
 }
 
 fn fleet() -> Fleet {
-    let loaded = load_fleet(&[SourceFile::new("fleet.yaml", FLEET.as_bytes().to_vec())]);
-    assert!(loaded.is_valid(), "{:?}", loaded.diagnostics);
-    loaded.fleet
+    fleet_with_classes(FLEET)
 }
 
-fn job() -> impl Strategy<Value = (u64, bool, u32, u32, u64, bool)> {
-    (
-        0u64..600,
-        any::<bool>(),
-        1u32..=2,
-        prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
-        1u64..400,
-        any::<bool>(),
-    )
-}
-
-fn policy() -> impl Strategy<Value = (Policy, Limits)> {
-    (
-        prop_oneof![
-            Just(Policy::Gitfleet),
-            Just(Policy::Fifo),
-            Just(Policy::FifoSkip),
-            Just(Policy::SjfOracle)
-        ],
-        prop_oneof![
-            Just(Limits::Trace),
-            Just(Limits::Exact),
-            Just(Limits::Noisy)
-        ],
-    )
+/// What a replay must conserve: every job starts at least once and ends
+/// exactly once, starts again only after a preemption, its runs never
+/// overlap nor start before its submit time, the GPUs held at any instant
+/// never exceed the fleet, the report counts every job and preemption; with
+/// `work_kept` (checkpoints) a job's runs add up to exactly its duration.
+fn conserved(
+    jobs: &[TraceJob],
+    report: &gitfleet_simulate::Report,
+    lives: &[gitfleet_simulate::JobLife],
+    work_kept: bool,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(lives.len(), jobs.len());
+    prop_assert_eq!(report.jobs, jobs.len() as u64);
+    let mut edges: Vec<(Duration, i64)> = Vec::new();
+    for life in lives {
+        // Lives come in arrival order: the job by its trace line.
+        let job = &jobs[(life.line - 2) as usize];
+        prop_assert!(life.end.is_some(), "job of line {} never ended", life.line);
+        // A preempted job may still finish within its grace period.
+        prop_assert!(!life.runs.is_empty());
+        prop_assert!(life.runs.len() as u32 <= life.preemptions + 1);
+        prop_assert!(life.runs[0].0 >= life.submit);
+        for pair in life.runs.windows(2) {
+            prop_assert!(pair[0].1.unwrap() <= pair[1].0, "runs overlap");
+        }
+        let mut ran = 0u64;
+        for (start, end) in &life.runs {
+            let end = end.unwrap();
+            prop_assert!(*start <= end);
+            ran += end.as_millis() - start.as_millis();
+            edges.push((*start, life.gpus as i64));
+            edges.push((end, -(life.gpus as i64)));
+        }
+        prop_assert_eq!(life.runs.last().and_then(|r| r.1), life.end);
+        if work_kept {
+            prop_assert_eq!(
+                ran,
+                job.duration.as_millis(),
+                "line {}: {:?}",
+                life.line,
+                life.runs
+            );
+        }
+    }
+    // Ends before starts at the same instant (completions come first).
+    edges.sort();
+    let mut held = 0i64;
+    for (_, delta) in edges {
+        held += delta;
+        prop_assert!(held <= MAX_GPUS as i64, "{held} GPUs held at once");
+    }
+    let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
+    prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
+    Ok(())
 }
 
 proptest! {
@@ -104,56 +125,31 @@ proptest! {
 
     #[test]
     fn every_job_starts_and_ends_once(
-        specs in prop::collection::vec(job(), 1..30),
+        specs in prop::collection::vec(job(1), 1..30),
         (policy, limits) in policy(),
     ) {
-        let fleet = fleet();
-        let jobs: Vec<TraceJob> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, &(submit, queue_a, replicas, per, duration, high))| TraceJob {
-                line: i as u64 + 2,
-                submit: Duration::from_secs(submit),
-                queue: if queue_a { "a" } else { "b" }.to_string(),
-                replicas,
-                gpus_per_replica: per,
-                model: None,
-                duration: Duration::from_secs(duration),
-                priority_class: Some(if high { "high" } else { "low" }.to_string()),
-                time_limit: None,
-            })
-            .collect();
+        let jobs = trace(&specs);
         let options = Options { policy, limits, ..Options::default() };
-        let (report, lives) = replay(&fleet, &jobs, 0, &options, &mut |_| {}).unwrap();
-        prop_assert_eq!(lives.len(), jobs.len());
-        prop_assert_eq!(report.jobs, jobs.len() as u64);
-        let mut edges: Vec<(Duration, i64)> = Vec::new();
-        for life in &lives {
-            prop_assert!(life.end.is_some(), "job of line {} never ended", life.line);
-            // A preempted job may still finish within its grace period.
-            prop_assert!(!life.runs.is_empty());
-            prop_assert!(life.runs.len() as u32 <= life.preemptions + 1);
-            prop_assert!(life.runs[0].0 >= life.submit);
-            for pair in life.runs.windows(2) {
-                prop_assert!(pair[0].1.unwrap() <= pair[1].0, "runs overlap");
-            }
-            for (start, end) in &life.runs {
-                let end = end.unwrap();
-                prop_assert!(*start <= end);
-                edges.push((*start, life.gpus as i64));
-                edges.push((end, -(life.gpus as i64)));
-            }
-            prop_assert_eq!(life.runs.last().and_then(|r| r.1), life.end);
-        }
-        // Ends before starts at the same instant (completions come first).
-        edges.sort();
-        let mut held = 0i64;
-        for (_, delta) in edges {
-            held += delta;
-            prop_assert!(held <= MAX_GPUS as i64, "{held} GPUs held at once");
-        }
-        let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
-        prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
+        let (report, lives) = replay(&fleet(), &jobs, 0, &options, &mut |_| {}).unwrap();
+        conserved(&jobs, &report, &lives, false)?;
+    }
+
+    /// `ordering: least-attained` (rule (d) preemptions at tier
+    /// crossings), with and without `--checkpoint`: jobs are conserved;
+    /// with checkpoints no work is lost and none done twice.
+    #[test]
+    fn least_attained_conserves_jobs_and_work(
+        specs in prop::collection::vec(long_job(), 1..20),
+        checkpoint in any::<bool>(),
+    ) {
+        let jobs = trace(&specs);
+        let options = Options {
+            ordering: Some(model::spec::QueueOrdering::LeastAttained),
+            checkpoint,
+            ..Options::default()
+        };
+        let (report, lives) = replay(&fleet(), &jobs, 0, &options, &mut |_| {}).unwrap();
+        conserved(&jobs, &report, &lives, checkpoint)?;
     }
 }
 
@@ -201,94 +197,5 @@ fn strict_fifo_starts_a_gang_that_needs_a_scale_up() {
     let (_, lives) = replay(&fleet(), &jobs, 0, &options, &mut |_| {}).unwrap();
     for life in &lives {
         assert!(life.end.is_some(), "job of line {} never ended", life.line);
-    }
-}
-
-/// Jobs long enough to reach the attained-service tiers (1 and 10
-/// GPU-hours): up to 16 GPUs for up to 6 hours.
-fn long_job() -> impl Strategy<Value = (u64, bool, u32, u32, u64, bool)> {
-    (
-        0u64..20_000,
-        any::<bool>(),
-        1u32..=2,
-        prop_oneof![Just(1u32), Just(2), Just(4), Just(8)],
-        prop_oneof![1u64..600, 600u64..21_600],
-        prop::bool::weighted(0.2),
-    )
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: env_u32("GITFLEET_CONSERVATION_CASES", 48),
-        rng_seed: prop::test_runner::RngSeed::Fixed(
-            env_u32("GITFLEET_CONSERVATION_SEED", 1).into(),
-        ),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
-
-    /// `ordering: least-attained` (rule (d) preemptions at tier
-    /// crossings), with and without `--checkpoint`: every job starts and
-    /// ends, its runs never overlap, the GPUs held never exceed the fleet;
-    /// with checkpoints a job's runs add up to exactly its duration (no
-    /// work lost, none done twice).
-    #[test]
-    fn least_attained_conserves_jobs_and_work(
-        specs in prop::collection::vec(long_job(), 1..20),
-        checkpoint in any::<bool>(),
-    ) {
-        let fleet = fleet();
-        let jobs: Vec<TraceJob> = specs
-            .iter()
-            .enumerate()
-            .map(|(i, &(submit, queue_a, replicas, per, duration, high))| TraceJob {
-                line: i as u64 + 2,
-                submit: Duration::from_secs(submit),
-                queue: if queue_a { "a" } else { "b" }.to_string(),
-                replicas,
-                gpus_per_replica: per,
-                model: None,
-                duration: Duration::from_secs(duration),
-                priority_class: Some(if high { "high" } else { "low" }.to_string()),
-                time_limit: None,
-            })
-            .collect();
-        let options = Options {
-            ordering: Some(model::spec::QueueOrdering::LeastAttained),
-            checkpoint,
-            ..Options::default()
-        };
-        let (report, lives) = replay(&fleet, &jobs, 0, &options, &mut |_| {}).unwrap();
-        prop_assert_eq!(lives.len(), jobs.len());
-        let mut edges: Vec<(Duration, i64)> = Vec::new();
-        for life in &lives {
-            // Lives come in arrival order: the job by its trace line.
-            let job = &jobs[(life.line - 2) as usize];
-            prop_assert!(life.end.is_some(), "job of line {} never ended", life.line);
-            prop_assert!(life.runs.len() as u32 <= life.preemptions + 1);
-            prop_assert!(life.runs[0].0 >= life.submit);
-            for pair in life.runs.windows(2) {
-                prop_assert!(pair[0].1.unwrap() <= pair[1].0, "runs overlap");
-            }
-            let mut ran = 0u64;
-            for (start, end) in &life.runs {
-                let end = end.unwrap();
-                prop_assert!(*start <= end);
-                ran += end.as_millis() - start.as_millis();
-                edges.push((*start, life.gpus as i64));
-                edges.push((end, -(life.gpus as i64)));
-            }
-            if checkpoint {
-                prop_assert_eq!(ran, job.duration.as_millis(), "line {}: {:?}", life.line, life.runs);
-            }
-        }
-        edges.sort();
-        let mut held = 0i64;
-        for (_, delta) in edges {
-            held += delta;
-            prop_assert!(held <= MAX_GPUS as i64, "{held} GPUs held at once");
-        }
-        let preemptions: u32 = lives.iter().map(|l| l.preemptions).sum();
-        prop_assert_eq!(report.metrics.preemptions, u64::from(preemptions));
     }
 }
