@@ -192,6 +192,8 @@ fn burst() {
         std::fs::write(&file, text).expect("write");
     }
     let (mut plans, mut engines, mut firsts) = (Vec::new(), Vec::new(), Vec::new());
+    // Open the state and the sim, load, observe, plan, note the pending jobs, the rest (apply).
+    let mut splits: Vec<[Duration; 6]> = Vec::new();
     let mut placed = 0;
     let mut actions = 0;
     for run in 0..BURST_RUNS {
@@ -228,8 +230,20 @@ fn burst() {
             path: fleet_dir.clone(),
         };
         let mut reconciler = Reconciler::new(source, store, sim);
+        let opened = t.elapsed();
         let iteration = block_on(reconciler.iterate(now)).expect("first iteration");
         firsts.push(t.elapsed());
+        let p = &iteration.phases;
+        let engine = Duration::from_secs_f64(iteration.plan_seconds.unwrap_or_default());
+        let before_apply = opened + p.fetch + p.load + p.observe + p.observed + engine + p.noted;
+        splits.push([
+            opened,
+            p.load,
+            p.observe + p.observed,
+            engine,
+            p.noted,
+            t.elapsed().saturating_sub(before_apply),
+        ]);
         assert_eq!(iteration.executed.len(), actions, "the plan's actions");
         assert!(
             iteration
@@ -251,6 +265,16 @@ fn burst() {
     println!(
         "  first reconcile / plan:      {:.2}x",
         first_med.as_secs_f64() / plan_med.as_secs_f64()
+    );
+    let part = |i: usize| ms(median(splits.iter().map(|s| s[i]).collect()));
+    println!(
+        "  its parts: open {}, load {}, observe {}, engine {}, pending noted {}, apply {}",
+        part(0),
+        part(1),
+        part(2),
+        part(3),
+        part(4),
+        part(5)
     );
 }
 
