@@ -109,6 +109,86 @@ pub mod de {
     }
 }
 
+/// Writing timestamps as `chrono`'s `Serialize` does (RFC 3339 in UTC,
+/// `Z`, a fraction of 3, 6 or 9 digits only when there is one), without
+/// `chrono`'s general formatter: the state's records, the audit and
+/// `observed.json` hold hundreds of thousands. Years outside 0–9999 and
+/// leap seconds are written by `chrono`.
+pub mod ser {
+    use chrono::{Datelike, Timelike};
+    use serde::Serializer;
+
+    use super::Timestamp;
+
+    /// `#[serde(serialize_with)]` for a [`Timestamp`].
+    pub fn timestamp<S: Serializer>(t: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 30];
+        match rfc3339(t, &mut buf) {
+            Some(text) => serializer.serialize_str(text),
+            None => serde::Serialize::serialize(t, serializer),
+        }
+    }
+
+    /// `#[serde(serialize_with)]` for an `Option<Timestamp>`.
+    pub fn optional<S: Serializer>(
+        t: &Option<Timestamp>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => serializer.serialize_some(&Fast(t)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// A timestamp serialized by [`timestamp`].
+    struct Fast<'a>(&'a Timestamp);
+
+    impl serde::Serialize for Fast<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            timestamp(self.0, serializer)
+        }
+    }
+
+    /// `t` as `chrono` serializes it, written into `buf`; `None` where the
+    /// fast form does not apply.
+    pub(crate) fn rfc3339<'b>(t: &Timestamp, buf: &'b mut [u8; 30]) -> Option<&'b str> {
+        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        let nanos = t.nanosecond();
+        if nanos >= 1_000_000_000 {
+            return None;
+        }
+        let mut at = 0;
+        let mut put = |n: u32, digits: u32, after: u8| {
+            for i in (0..digits).rev() {
+                buf[at] = b'0' + (n / 10u32.pow(i) % 10) as u8;
+                at += 1;
+            }
+            buf[at] = after;
+            at += 1;
+        };
+        put(year, 4, b'-');
+        put(t.month(), 2, b'-');
+        put(t.day(), 2, b'T');
+        put(t.hour(), 2, b':');
+        put(t.minute(), 2, b':');
+        match nanos {
+            0 => put(t.second(), 2, b'Z'),
+            n => {
+                put(t.second(), 2, b'.');
+                let (value, digits) = if n % 1_000_000 == 0 {
+                    (n / 1_000_000, 3)
+                } else if n % 1_000 == 0 {
+                    (n / 1_000, 6)
+                } else {
+                    (n, 9)
+                };
+                put(value, digits, b'Z');
+            }
+        }
+        std::str::from_utf8(&buf[..at]).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +266,58 @@ mod tests {
                 proptest::prop_assert_eq!(Some(fast), chrono, "{}", text);
             }
         }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_serialization_agrees_with_chrono(
+            secs in -62_135_596_800i64..253_402_300_800,
+            nanos in proptest::prop_oneof![
+                proptest::strategy::Just(0u32),
+                proptest::strategy::Strategy::prop_map(0u32..1000, |m| m * 1_000_000),
+                proptest::strategy::Strategy::prop_map(0u32..1_000_000, |u| u * 1_000),
+                0u32..1_000_000_000,
+            ],
+        ) {
+            let t = chrono::DateTime::from_timestamp(secs, nanos).unwrap();
+            let fast = serde_json::to_string(&Fast(t)).unwrap();
+            let slow = serde_json::to_string(&t).unwrap();
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
+    /// A timestamp through [`ser::timestamp`] and [`ser::optional`].
+    #[derive(serde::Serialize)]
+    struct Fast(#[serde(serialize_with = "ser::timestamp")] Timestamp);
+
+    #[derive(serde::Serialize)]
+    struct FastOption(#[serde(serialize_with = "ser::optional")] Option<Timestamp>);
+
+    #[test]
+    fn fast_serialization_of_edges_equals_chrono_s() {
+        for t in [
+            chrono::DateTime::<chrono::Utc>::MIN_UTC,
+            chrono::DateTime::<chrono::Utc>::MAX_UTC,
+            chrono::DateTime::from_timestamp(0, 0).unwrap(),
+            chrono::DateTime::from_timestamp(-1, 999_999_999).unwrap(),
+            chrono::DateTime::from_timestamp(1_700_000_039, 1_500_000_000).unwrap(),
+            chrono::DateTime::from_timestamp(253_402_300_799, 123).unwrap(),
+            chrono::DateTime::from_timestamp(253_402_300_800, 0).unwrap(),
+            "2026-11-21T10:00:00.5Z".parse().unwrap(),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&Fast(t)).unwrap(),
+                serde_json::to_string(&t).unwrap(),
+                "{t:?}"
+            );
+            assert_eq!(
+                serde_json::to_string(&FastOption(Some(t))).unwrap(),
+                serde_json::to_string(&Some(t)).unwrap()
+            );
+        }
+        assert_eq!(serde_json::to_string(&FastOption(None)).unwrap(), "null");
+        let mut buf = [0u8; 30];
+        let t: Timestamp = "2026-11-21T10:00:00.123Z".parse().unwrap();
+        assert_eq!(ser::rfc3339(&t, &mut buf), Some("2026-11-21T10:00:00.123Z"));
     }
 }

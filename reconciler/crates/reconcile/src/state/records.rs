@@ -60,9 +60,18 @@ pub struct JobRecord {
     /// Where it is now.
     pub phase: Phase,
     /// When the reconciler first saw it pending (its age in fair-share order).
+    #[serde(
+        serialize_with = "model::time::ser::timestamp",
+        deserialize_with = "model::time::de::timestamp"
+    )]
     pub first_seen: Timestamp,
     /// When it started running (time limits count from here).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "model::time::ser::optional",
+        deserialize_with = "model::time::de::optional"
+    )]
     pub started: Option<Timestamp>,
     /// The GPUs it holds while running.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -74,7 +83,12 @@ pub struct JobRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nominated: Vec<NodeGpus>,
     /// When it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "model::time::ser::optional",
+        deserialize_with = "model::time::de::optional"
+    )]
     pub finished: Option<Timestamp>,
     /// Its exit code, when it ended by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +138,10 @@ pub struct LastStop {
     /// `preempt`, `terminate` or `cancel`.
     pub kind: StopKind,
     /// When the plan's action was carried out.
+    #[serde(
+        serialize_with = "model::time::ser::timestamp",
+        deserialize_with = "model::time::de::timestamp"
+    )]
     pub at: Timestamp,
     /// The revision whose plan asked for it.
     pub revision: String,
@@ -159,6 +177,10 @@ pub struct Stopping {
     /// Why.
     pub kind: StopKind,
     /// When the signal was sent (a preemption's grace period counts from here).
+    #[serde(
+        serialize_with = "model::time::ser::timestamp",
+        deserialize_with = "model::time::de::timestamp"
+    )]
     pub since: Timestamp,
     /// The job a preemption makes room for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -223,6 +245,10 @@ pub struct Intent {
     /// The revision whose plan asked for it.
     pub revision: String,
     /// When it was planned.
+    #[serde(
+        serialize_with = "model::time::ser::timestamp",
+        deserialize_with = "model::time::de::timestamp"
+    )]
     pub time: Timestamp,
     /// The action.
     pub action: Action,
@@ -232,6 +258,10 @@ pub struct Intent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// When it happened (the reconciler's clock).
+    #[serde(
+        serialize_with = "model::time::ser::timestamp",
+        deserialize_with = "model::time::de::timestamp"
+    )]
     pub time: Timestamp,
     /// The revision whose plan caused it (empty for events the fleet caused).
     pub revision: String,
