@@ -142,10 +142,11 @@ impl SimExecutor {
         let rules = self.rules;
         let world = self.world(now)?;
         let believed: BTreeSet<&str> = running.iter().map(|v| v.job).collect();
+        // Only the names of the jobs gone are copied (not every running one's).
         let gone: Vec<String> = world
             .jobs()
+            .filter(|j| !believed.contains(j.job.as_str()))
             .map(|j| j.job.clone())
-            .filter(|j| !believed.contains(j.as_str()))
             .collect();
         for job in gone {
             world.forget_job(&job, now);

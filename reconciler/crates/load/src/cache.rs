@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use model::diag::Origin;
 use model::spec::{Fleet, JobSpec, Object};
 
-use crate::validate::check_documents;
+use crate::validate::check_fleet;
 use crate::yaml::{MAX_FLEET_NODES, NodeBudget};
 use crate::{Document, Documents, Loaded, SourceFile, load_fleet, map_files, parse_file};
 
@@ -268,14 +268,19 @@ impl DocumentCache {
         if clean {
             let reused = previous.take_if(|fleet| self.is_given(fleet));
             let took = reused.is_some();
-            let (docs, retired) = match reused {
-                Some(fleet) => self.moved_into(fleet, &in_order),
-                None => (copied(&in_order), HashMap::new()),
+            let (fleet, retired) = match reused {
+                Some(fleet) if self.same_paths(&in_order) => self.spliced(fleet, &in_order),
+                Some(fleet) => {
+                    let (docs, retired) = self.moved_into(fleet, &in_order);
+                    (docs.into_fleet(), retired)
+                }
+                None => (copied(&in_order).into_fleet(), HashMap::new()),
             };
             stats.assemble = started.elapsed();
             let started = Instant::now();
             let mut diagnostics = Vec::new();
-            check_documents(&docs, &mut diagnostics);
+            // The documents have no trees: checked as the fleet's objects.
+            check_fleet(&fleet, &mut diagnostics);
             stats.validate = started.elapsed();
             if diagnostics.is_empty() {
                 let given = in_order
@@ -291,10 +296,7 @@ impl DocumentCache {
                     self.previous = Some((before, retired));
                 }
                 self.files = kept;
-                let loaded = Loaded {
-                    fleet: docs.into_fleet(),
-                    diagnostics,
-                };
+                let loaded = Loaded { fleet, diagnostics };
                 return Ok((loaded, stats));
             }
             if took {
@@ -326,6 +328,52 @@ impl DocumentCache {
         stats.full = true;
         stats.fallback = started.elapsed();
         Ok((loaded, stats))
+    }
+
+    /// Whether the files `in_order` are those of the fleet given, path by
+    /// path in the same order (their contents may differ): the fleet given
+    /// can then be changed in place ([`DocumentCache::spliced`]).
+    fn same_paths(&self, in_order: &[(&ListedFile, Arc<Parsed>)]) -> bool {
+        in_order.len() == self.given.len()
+            && in_order
+                .iter()
+                .zip(&self.given)
+                .all(|((file, _), given)| file.path == given.key.0)
+    }
+
+    /// [`DocumentCache::moved_into`] when [`DocumentCache::same_paths`]
+    /// holds, without moving the documents: the fleet given (`fleet`, which
+    /// [`DocumentCache::is_given`]) keeps its lists; the documents of the
+    /// files that did not change are renamed where they are, those of the
+    /// files that changed replaced by copies of the new ones. On a large
+    /// fleet with one file changed this touches each document's file name
+    /// only, where moving them all into new lists took tens of milliseconds.
+    fn spliced(&self, fleet: Fleet, in_order: &[(&ListedFile, Arc<Parsed>)]) -> (Fleet, Held) {
+        let changed: Vec<bool> = in_order
+            .iter()
+            .zip(&self.given)
+            .map(|((file, _), given)| file.id != given.key.1)
+            .collect();
+        let files = Splice {
+            given: &self.given,
+            in_order,
+            changed: &changed,
+        };
+        let fleet = Fleet {
+            pools: files.kind(fleet.pools, 0, |d| &d.pools),
+            queues: files.kind(fleet.queues, 1, |d| &d.queues),
+            priority_classes: files.kind(fleet.priority_classes, 2, |d| &d.priority_classes),
+            jobs: files.kind(fleet.jobs, 3, |d| &d.jobs),
+            policies: files.kind(fleet.policies, 4, |d| &d.policies),
+        };
+        let retired = self
+            .given
+            .iter()
+            .zip(&changed)
+            .filter(|(_, changed)| **changed)
+            .filter_map(|(g, _)| Some((g.key.clone(), self.files.get(&g.key)?.clone())))
+            .collect();
+        (fleet, retired)
     }
 
     /// The documents of the files `in_order`, those of files of the fleet
@@ -377,6 +425,51 @@ impl DocumentCache {
             .filter_map(|(g, _)| Some((g.key.clone(), self.files.get(&g.key)?.clone())))
             .collect();
         (docs, retired)
+    }
+}
+
+/// The files of the fleet given and those of the new revision, path by path
+/// ([`DocumentCache::spliced`]).
+struct Splice<'a, 'f> {
+    given: &'a [Given],
+    in_order: &'a [(&'f ListedFile, Arc<Parsed>)],
+    /// Whether each file's contents changed.
+    changed: &'a [bool],
+}
+
+impl Splice<'_, '_> {
+    /// The objects of one kind (`kind`, the index of [`Given::counts`]) of
+    /// the fleet given, made those of the new revision in place.
+    fn kind<S: Clone>(
+        &self,
+        mut objects: Vec<Object<S>>,
+        kind: usize,
+        of: impl Fn(&Documents) -> &Vec<Document<S>>,
+    ) -> Vec<Object<S>> {
+        let mut at = 0;
+        for (((file, entry), given), changed) in
+            self.in_order.iter().zip(self.given).zip(self.changed)
+        {
+            let old = given.counts[kind].min(objects.len().saturating_sub(at));
+            if *changed {
+                let new = of(&entry.docs);
+                objects.splice(
+                    at..at + old,
+                    new.iter().map(|d| Object {
+                        metadata: d.object.metadata.clone(),
+                        spec: d.object.spec.clone(),
+                        origin: Origin::new(file.name.clone(), d.object.origin.pos),
+                    }),
+                );
+                at += new.len();
+            } else {
+                for object in &mut objects[at..at + old] {
+                    object.origin.file = file.name.clone();
+                }
+                at += old;
+            }
+        }
+        objects
     }
 }
 
@@ -686,6 +779,65 @@ mod tests {
         let (_, reads) = load_reusing(&mut cache, "r3", &r2, &mut other);
         assert_eq!(reads, 0, "held since r2");
         assert_eq!(other, Some(elsewhere), "left alone");
+    }
+
+    #[test]
+    fn the_fleet_given_is_changed_in_place_when_only_contents_change() {
+        let mut cache = DocumentCache::new();
+        let jobs = |names: &[(&str, &str)]| -> String {
+            let texts: Vec<String> = names.iter().map(|(n, g)| job(n, g)).collect();
+            texts.join("---\n")
+        };
+        // The contents of a.yaml, b.yaml and d.yaml, revision by revision
+        // (same paths, same order): fewer documents, more, other values,
+        // back again, and one revision with nothing changed.
+        let revisions = [
+            [
+                jobs(&[("a", "1")]),
+                jobs(&[("b", "1"), ("c", "1")]),
+                jobs(&[("d", "1")]),
+            ],
+            [
+                jobs(&[("a", "2")]),
+                jobs(&[("b", "1")]),
+                jobs(&[("d", "1")]),
+            ],
+            [
+                jobs(&[("a", "2")]),
+                jobs(&[("b", "2"), ("c", "1"), ("e", "1")]),
+                jobs(&[("d", "3")]),
+            ],
+            [
+                jobs(&[("a", "2")]),
+                jobs(&[("b", "2"), ("c", "1"), ("e", "1")]),
+                jobs(&[("d", "3")]),
+            ],
+            [
+                jobs(&[("a", "1")]),
+                jobs(&[("b", "1"), ("c", "1")]),
+                jobs(&[("d", "1")]),
+            ],
+        ];
+        let mut fleet: Option<Fleet> = None;
+        for (i, texts) in revisions.iter().enumerate() {
+            let files = [
+                ("a.yaml", texts[0].as_str()),
+                ("b.yaml", texts[1].as_str()),
+                ("d.yaml", texts[2].as_str()),
+                ("pools.yaml", POOL),
+                ("queues.yaml", QUEUE),
+            ];
+            let rev = format!("r{i}");
+            // Every fleet the load gives equals a full load's (checked by
+            // `load_reusing`) and is lent to the next load.
+            let mut previous = fleet.take();
+            let lent = previous.is_some();
+            assert_eq!(lent, i > 0);
+            let (loaded, _) = load_reusing(&mut cache, &rev, &files, &mut previous);
+            assert!(previous.is_none(), "{rev}: taken");
+            assert!(cache.is_given(&loaded.fleet), "{rev}: the fleet given");
+            fleet = Some(loaded.fleet);
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! first problem: every file is read and every error is collected.
 
 pub mod cache;
+pub mod doc_view;
 pub mod fs;
 pub mod observed;
 mod schema_check;

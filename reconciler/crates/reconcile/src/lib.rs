@@ -332,7 +332,8 @@ fn mirrored<'a>(
 /// Job specs by name, for look-ups while observing, building the observed
 /// state and carrying actions out (never walked: a hash table, built in a
 /// fraction of a sorted map's time for 150,000 jobs).
-type Specs<'a> = std::collections::HashMap<&'a str, &'a Object<JobSpec>>;
+// Fx-hashed, as the load's and the engine's tables of names.
+type Specs<'a> = rustc_hash::FxHashMap<&'a str, &'a Object<JobSpec>>;
 
 fn specs_of(fleet: &Fleet) -> Specs<'_> {
     fleet.jobs.iter().map(|j| (j.name(), j)).collect()
@@ -1251,8 +1252,12 @@ impl<E: Executor> Reconciler<E> {
             revisions,
             ..Batch::default()
         };
+        // One hash look-up per pending job (a sorted map's took about half
+        // a microsecond each: 50 ms for 100,000 pending jobs).
+        let by_name: rustc_hash::FxHashMap<&str, &JobRecord> =
+            records.iter().map(|(name, r)| (name.as_str(), r)).collect();
         for pending in &plan.pending {
-            let mut record = match records.get(&pending.job) {
+            let mut record = match by_name.get(pending.job.as_str()).copied() {
                 Some(r) if r.phase != Phase::Pending => continue,
                 Some(r) if r.reason.as_deref() == Some(&*pending.reason) => continue,
                 Some(r) => r.clone(),
@@ -1261,6 +1266,7 @@ impl<E: Executor> Reconciler<E> {
             record.reason = Some(pending.reason.to_string());
             batch.jobs.push(record);
         }
+        drop(by_name);
         // Deferred: lost by a crash before the next durable commit (the
         // plan's intents, or the iteration's end), the jobs are noted again.
         self.store.commit_deferred(&batch)?;

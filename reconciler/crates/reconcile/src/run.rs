@@ -451,7 +451,7 @@ fn record_all<E: Executor>(
     // Those the reconciler keeps in memory: no read of every record.
     let records = reconciler.job_records()?;
     let starts = expected_starts(reconciler, iteration, shared).unwrap_or_default();
-    let view = fleet_view(&ViewInput {
+    let input = ViewInput {
         time: iteration.time,
         executor: reconciler.executor_name(),
         fleet: reconciler.fleet(),
@@ -461,21 +461,44 @@ fn record_all<E: Executor>(
         revisions: &key.revisions,
         audit: &key.audit,
         starts: &starts,
+    };
+    // The view on a thread of its own beside the status and
+    // `observed.json` (each built and written as in the loop; on a large
+    // fleet each takes tenths of a second).
+    let view_part = || {
+        let view = fleet_view(&input);
+        let text = written(
+            crate::view::to_json(&view),
+            state_dir,
+            crate::view::VIEW_FILE,
+        );
+        (view, text)
+    };
+    let rest = || {
+        let status = Status::new(
+            iteration,
+            reconciler.executor_name(),
+            key.revisions.clone(),
+            &records,
+            seconds * 1000.0,
+        );
+        let status_text = written(status.to_json(), state_dir, crate::status::STATUS_FILE);
+        let observed_text = write_observed(reconciler, iteration, &records, state_dir);
+        (status, status_text, observed_text)
+    };
+    let ((view, view_text), (status, status_text, observed_text)) = std::thread::scope(|s| {
+        match std::thread::Builder::new().spawn_scoped(s, view_part) {
+            Ok(viewing) => {
+                let rest = rest();
+                match viewing.join() {
+                    Ok(view) => (view, rest),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            // No thread to be had: one after the other.
+            Err(_) => (view_part(), rest()),
+        }
     });
-    let view_text = written(
-        crate::view::to_json(&view),
-        state_dir,
-        crate::view::VIEW_FILE,
-    );
-    let status = Status::new(
-        iteration,
-        reconciler.executor_name(),
-        key.revisions.clone(),
-        &records,
-        seconds * 1000.0,
-    );
-    let status_text = written(status.to_json(), state_dir, crate::status::STATUS_FILE);
-    let observed_text = write_observed(reconciler, iteration, &records, state_dir);
     // A finished job recorded without an end time ends "now" in it.
     let observed_timeless = records
         .values()

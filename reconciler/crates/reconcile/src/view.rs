@@ -7,6 +7,7 @@
 //! Queue counts cover the queue's subtree (a leaf is its own subtree), as
 //! quotas do: a parent's use is compared with the parent's quota.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
@@ -70,12 +71,12 @@ fn rfc3339(t: Timestamp) -> String {
 /// Builds the view.
 pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
     // Looked up, never walked: a hash table (150,000 jobs on a large fleet).
-    let specs: HashMap<&str, &JobSpec> = input
+    let specs: FxHashMap<&str, &JobSpec> = input
         .fleet
         .map(|f| f.jobs.iter().map(|j| (j.name(), &j.spec)).collect())
         .unwrap_or_default();
-    // (node, GPU) → running job.
-    let mut held: BTreeMap<(&str, u32), &str> = BTreeMap::new();
+    // (node, GPU) → running job (looked up, and walked only to count).
+    let mut held: FxHashMap<(&str, u32), &str> = FxHashMap::default();
     for record in input.records.values().filter(|r| r.phase == Phase::Running) {
         for part in &record.placement {
             for gpu in &part.gpus {
@@ -205,14 +206,14 @@ impl<'a> Tally<'a> {
 
 fn queues(
     input: &ViewInput<'_>,
-    specs: &HashMap<&str, &JobSpec>,
-    held: &BTreeMap<(&str, u32), &str>,
+    specs: &FxHashMap<&str, &JobSpec>,
+    held: &FxHashMap<(&str, u32), &str>,
 ) -> Vec<QueueView> {
     let Some(fleet) = input.fleet else {
         return Vec::new();
     };
     let models = models(input);
-    let gpu_model: BTreeMap<(&str, u32), &str> = input
+    let gpu_model: FxHashMap<(&str, u32), &str> = input
         .nodes
         .iter()
         .flat_map(|n| {
@@ -322,7 +323,7 @@ fn queues(
 
 fn pools<'a>(
     input: &ViewInput<'a>,
-    held: &BTreeMap<(&str, u32), &'a str>,
+    held: &FxHashMap<(&str, u32), &'a str>,
     queue_of: &dyn Fn(&str) -> Option<&'a str>,
 ) -> Vec<PoolView> {
     let drained_by_plan: BTreeSet<&str> = input
@@ -352,10 +353,11 @@ fn pools<'a>(
         }
     }
     let mut racks: BTreeMap<(String, String), Vec<NodeView>> = BTreeMap::new();
-    let mut tallies: BTreeMap<(String, String), GpuTally> = BTreeMap::new();
+    // By (pool, model) borrowed: no copy of either per GPU.
+    let mut tallies: BTreeMap<(&str, &str), GpuTally> = BTreeMap::new();
     for (pool, model) in &declared_model {
         tallies.insert(
-            (pool.to_string(), model.to_string()),
+            (*pool, *model),
             GpuTally {
                 model: model.to_string(),
                 ..GpuTally::default()
@@ -379,7 +381,7 @@ fn pools<'a>(
             .map(|g| {
                 let job = held.get(&(node.name.as_str(), g.index)).copied();
                 let t = tallies
-                    .entry((pool_name.clone(), g.model.clone()))
+                    .entry((node.pool.as_deref().unwrap_or_default(), g.model.as_str()))
                     .or_insert_with(|| GpuTally {
                         model: g.model.clone(),
                         ..GpuTally::default()
@@ -408,7 +410,7 @@ fn pools<'a>(
     }
     for ((pool, model), tally) in tallies {
         let _ = model;
-        if let Some(view) = pools.get_mut(&pool) {
+        if let Some(view) = pools.get_mut(pool) {
             view.gpus.push(tally);
         }
     }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::Document;
+use crate::doc_view::DocRef;
 use crate::yaml::PathSegment::{self, Index, Key};
 use model::diag::Diagnostic;
 use model::spec::JobSpec;
@@ -21,7 +21,7 @@ fn reserved_key(key: &str) -> bool {
 }
 
 /// Checks the section of `job`, if it has one.
-pub fn check(job: &Document<JobSpec>, out: &mut Vec<Diagnostic>) {
+pub fn check(job: DocRef<'_, JobSpec>, out: &mut Vec<Diagnostic>) {
     let Some(k8s) = &job.object.spec.kubernetes else {
         return;
     };
@@ -89,7 +89,7 @@ pub fn check(job: &Document<JobSpec>, out: &mut Vec<Diagnostic>) {
 
 /// Init containers: not named as the main container or as gitfleet's, each
 /// name once, and no env gitfleet sets (the GPUs, the rendezvous).
-fn init_containers(job: &Document<JobSpec>, k8s: &KubernetesSpec, out: &mut Vec<Diagnostic>) {
+fn init_containers(job: DocRef<'_, JobSpec>, k8s: &KubernetesSpec, out: &mut Vec<Diagnostic>) {
     let name = job.name();
     let mut names = BTreeSet::new();
     for (i, c) in k8s.init_containers.iter().enumerate() {
@@ -135,7 +135,7 @@ fn init_containers(job: &Document<JobSpec>, k8s: &KubernetesSpec, out: &mut Vec<
 }
 
 /// A `Localhost` seccomp profile names its file; other types name none.
-fn seccomp(job: &Document<JobSpec>, k8s: &KubernetesSpec, out: &mut Vec<Diagnostic>) {
+fn seccomp(job: DocRef<'_, JobSpec>, k8s: &KubernetesSpec, out: &mut Vec<Diagnostic>) {
     let Some(profile) = k8s
         .security_context
         .as_ref()

@@ -5,25 +5,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::suggest::hint;
+use crate::doc_view::{DocRef, DocSlice, DocsView};
 use crate::yaml::PathSegment::{Index, Key};
-use crate::{Document, Documents};
 use model::diag::Diagnostic;
 use model::spec::limits::{MAX_FLEET_GPUS, MAX_FLEET_NODES};
 use model::spec::{Kind, QueueSpec};
 
-pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
-    duplicates("NodePool", &docs.pools, out);
-    duplicates("Queue", &docs.queues, out);
-    duplicates("PriorityClass", &docs.priority_classes, out);
-    duplicates("Job", &docs.jobs, out);
-    duplicates("Policy", &docs.policies, out);
+pub fn check(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
+    duplicates("NodePool", docs.pools, out);
+    duplicates("Queue", docs.queues, out);
+    duplicates("PriorityClass", docs.priority_classes, out);
+    duplicates("Job", docs.jobs, out);
+    duplicates("Policy", docs.policies, out);
     pools(docs, out);
     queues(docs, out);
     priority_classes(docs, out);
     jobs(docs, out);
 }
 
-fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
+fn duplicates<S>(kind: &str, docs: DocSlice<'_, S>, out: &mut Vec<Diagnostic>) {
     // Positions are looked up only for duplicates: this runs over every Job.
     let mut first: FxHashMap<&str, usize> = FxHashMap::default();
     first.reserve(docs.len());
@@ -34,7 +34,9 @@ fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
                 format!(
                     "{kind} {}: duplicate name (first defined at {})",
                     doc.name(),
-                    docs[original].origin_of(&["metadata", "name"])
+                    docs.get(original)
+                        .unwrap_or(doc)
+                        .origin_of(&["metadata", "name"])
                 ),
             )),
             None => {
@@ -44,10 +46,10 @@ fn duplicates<S>(kind: &str, docs: &[Document<S>], out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn pools(docs: &Documents, out: &mut Vec<Diagnostic>) {
+fn pools(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
     let (mut nodes, mut gpus) = (0_u64, 0_u64);
     let mut over_reported = false;
-    for pool in &docs.pools {
+    for pool in docs.pools.iter() {
         let size = pool.object.spec.size;
         nodes += u64::from(size.max);
         gpus += u64::from(size.max) * u64::from(pool.object.spec.gpu.count);
@@ -76,19 +78,19 @@ fn pools(docs: &Documents, out: &mut Vec<Diagnostic>) {
 }
 
 /// The provided models, for reference checks.
-fn pool_models(docs: &Documents) -> BTreeSet<&str> {
+fn pool_models<'a>(docs: &DocsView<'a>) -> BTreeSet<&'a str> {
     docs.pools
         .iter()
         .map(|p| p.object.spec.gpu.model.as_str())
         .collect()
 }
 
-fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
-    let by_name: BTreeMap<&str, &Document<QueueSpec>> =
+fn queues(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
+    let by_name: BTreeMap<&str, DocRef<'_, QueueSpec>> =
         docs.queues.iter().map(|q| (q.name(), q)).collect();
     let models = pool_models(docs);
 
-    for queue in &docs.queues {
+    for queue in docs.queues.iter() {
         let spec = &queue.object.spec;
         if let Some(parent) = &spec.parent
             && !by_name.contains_key(parent.as_str())
@@ -153,8 +155,8 @@ fn queues(docs: &Documents, out: &mut Vec<Diagnostic>) {
 /// in linear time (each queue has one parent, so every walk up the tree stops
 /// at a queue already seen).
 fn cycles(
-    docs: &Documents,
-    by_name: &BTreeMap<&str, &Document<QueueSpec>>,
+    docs: &DocsView<'_>,
+    by_name: &BTreeMap<&str, DocRef<'_, QueueSpec>>,
     out: &mut Vec<Diagnostic>,
 ) {
     /// Names shown in full before a long cycle is abbreviated.
@@ -163,7 +165,7 @@ fn cycles(
     let mut cycle_of: FxHashMap<&str, std::rc::Rc<Vec<&str>>> = FxHashMap::default();
     // 1: on the walk under way; 2: finished.
     let mut state: FxHashMap<&str, u8> = FxHashMap::default();
-    for queue in &docs.queues {
+    for queue in docs.queues.iter() {
         let mut walk: Vec<&str> = Vec::new();
         let mut name = queue.name();
         loop {
@@ -198,7 +200,7 @@ fn cycles(
         }
     }
     let mut reported: BTreeSet<&str> = BTreeSet::new();
-    for queue in &docs.queues {
+    for queue in docs.queues.iter() {
         let Some(members) = cycle_of.get(queue.name()) else {
             continue;
         };
@@ -232,12 +234,12 @@ fn cycles(
 
 /// Children's guaranteed per model must sum to at most the parent's.
 fn guaranteed_sums(
-    docs: &Documents,
-    by_name: &BTreeMap<&str, &Document<QueueSpec>>,
+    docs: &DocsView<'_>,
+    by_name: &BTreeMap<&str, DocRef<'_, QueueSpec>>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let mut children: BTreeMap<&str, Vec<&Document<QueueSpec>>> = BTreeMap::new();
-    for queue in &docs.queues {
+    let mut children: BTreeMap<&str, Vec<DocRef<'_, QueueSpec>>> = BTreeMap::new();
+    for queue in docs.queues.iter() {
         if let Some(parent) = queue.object.spec.parent.as_deref() {
             children.entry(parent).or_default().push(queue);
         }
@@ -289,7 +291,7 @@ fn guaranteed_sums(
     }
 }
 
-fn priority_classes(docs: &Documents, out: &mut Vec<Diagnostic>) {
+fn priority_classes(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
     let defaults: Vec<&str> = docs
         .priority_classes
         .iter()
@@ -319,11 +321,11 @@ fn priority_classes(docs: &Documents, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
-    let queues: BTreeMap<&str, &Document<QueueSpec>> =
+fn jobs(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
+    let queues: BTreeMap<&str, DocRef<'_, QueueSpec>> =
         docs.queues.iter().map(|q| (q.name(), q)).collect();
     let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for queue in &docs.queues {
+    for queue in docs.queues.iter() {
         if let Some(parent) = queue.object.spec.parent.as_deref() {
             children.entry(parent).or_default().push(queue.name());
         }
@@ -339,7 +341,7 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
     // selector and per replica size.
     let mut fits: FxHashMap<(Option<&[String]>, u32), bool> = FxHashMap::default();
 
-    for job in &docs.jobs {
+    for job in docs.jobs.iter() {
         super::kubernetes::check(job, out);
         super::slurm::check(job, out);
         let spec = &job.object.spec;
@@ -417,9 +419,9 @@ fn jobs(docs: &Documents, out: &mut Vec<Diagnostic>) {
 /// The pool with the most GPUs per node among those of a model `spec`
 /// accepts (ties: the first by name).
 fn largest_acceptable_pool<'d>(
-    docs: &'d Documents,
+    docs: &DocsView<'d>,
     spec: &model::spec::JobSpec,
-) -> Option<&'d Document<model::spec::NodePoolSpec>> {
+) -> Option<DocRef<'d, model::spec::NodePoolSpec>> {
     docs.pools
         .iter()
         .filter(|p| spec.accepts_model(&p.object.spec.gpu.model))
@@ -435,8 +437,8 @@ fn largest_acceptable_pool<'d>(
 
 /// A replica never spans nodes: it must fit the largest node of an acceptable model.
 fn replica_fits_a_node(
-    docs: &Documents,
-    job: &Document<model::spec::JobSpec>,
+    docs: &DocsView<'_>,
+    job: DocRef<'_, model::spec::JobSpec>,
     out: &mut Vec<Diagnostic>,
 ) {
     let spec = &job.object.spec;

@@ -2,13 +2,13 @@
 //! (docs/slurm.md). Slurm takes one of `--mem`, `--mem-per-cpu` and
 //! `--mem-per-gpu`; a second one is refused where it is written.
 
-use crate::Document;
+use crate::doc_view::DocRef;
 use crate::yaml::PathSegment::Key;
 use model::diag::Diagnostic;
 use model::spec::JobSpec;
 
 /// Checks the section of `job`, if it has one.
-pub fn check(job: &Document<JobSpec>, out: &mut Vec<Diagnostic>) {
+pub fn check(job: DocRef<'_, JobSpec>, out: &mut Vec<Diagnostic>) {
     let Some(slurm) = &job.object.spec.slurm else {
         return;
     };

@@ -19,8 +19,8 @@ use std::time::Duration;
 use cel_interpreter::Value as Cel;
 use serde::Serialize;
 
+use crate::doc_view::{DocRef, DocSlice, DocsView};
 use crate::yaml::PathSegment::{Index, Key};
-use crate::{Document, Documents};
 use model::diag::{Diagnostic, Origin};
 use model::spec::{API_VERSION, Kind, Metadata, PolicySpec};
 
@@ -63,11 +63,11 @@ pub enum PolicyError {
 
 /// Compiles every policy's rules and evaluates them against every matching
 /// document, appending what is wrong to `out`.
-pub fn check(docs: &Documents, out: &mut Vec<Diagnostic>) {
+pub fn check(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
     check_within(docs, out, DEADLINE);
 }
 
-fn check_within(docs: &Documents, out: &mut Vec<Diagnostic>, deadline: Duration) {
+fn check_within(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>, deadline: Duration) {
     if docs.policies.iter().all(|p| p.object.spec.rules.is_empty()) {
         return;
     }
@@ -86,27 +86,21 @@ fn check_within(docs: &Documents, out: &mut Vec<Diagnostic>, deadline: Duration)
         })
         .collect();
     let mut documents = Vec::new();
-    let policy_docs = &docs.policies;
-    add_kind(
-        policy_docs,
-        Kind::NodePool,
-        &docs.pools,
-        &mut documents,
-        out,
-    );
-    add_kind(policy_docs, Kind::Queue, &docs.queues, &mut documents, out);
+    let policy_docs = docs.policies;
+    add_kind(policy_docs, Kind::NodePool, docs.pools, &mut documents, out);
+    add_kind(policy_docs, Kind::Queue, docs.queues, &mut documents, out);
     add_kind(
         policy_docs,
         Kind::PriorityClass,
-        &docs.priority_classes,
+        docs.priority_classes,
         &mut documents,
         out,
     );
-    add_kind(policy_docs, Kind::Job, &docs.jobs, &mut documents, out);
+    add_kind(policy_docs, Kind::Job, docs.jobs, &mut documents, out);
     add_kind(
         policy_docs,
         Kind::Policy,
-        &docs.policies,
+        docs.policies,
         &mut documents,
         out,
     );
@@ -119,7 +113,7 @@ fn check_within(docs: &Documents, out: &mut Vec<Diagnostic>, deadline: Duration)
     ));
 }
 
-fn rule_origin(doc: &Document<PolicySpec>, i: usize) -> Origin {
+fn rule_origin(doc: DocRef<'_, PolicySpec>, i: usize) -> Origin {
     doc.origin_at(&[Key("spec"), Key("rules"), Index(i), Key("expression")])
 }
 
@@ -185,13 +179,13 @@ struct Object<'a, S> {
 /// The documents of one kind that some policy with rules matches, as
 /// policies see them.
 fn add_kind<S: Serialize>(
-    policies: &[Document<PolicySpec>],
+    policies: DocSlice<'_, PolicySpec>,
     kind: Kind,
-    docs: &[Document<S>],
+    docs: DocSlice<'_, S>,
     documents: &mut Vec<DocumentInput>,
     out: &mut Vec<Diagnostic>,
 ) {
-    for doc in docs {
+    for doc in docs.iter() {
         let matching: Vec<usize> = (policies.iter().enumerate())
             .filter(|(_, p)| {
                 let spec = &p.object.spec;
@@ -230,7 +224,7 @@ fn add_kind<S: Serialize>(
     }
 }
 
-fn violation_origin<S>(doc: &Document<S>) -> Origin {
+fn violation_origin<S>(doc: DocRef<'_, S>) -> Origin {
     doc.origin_of(&["metadata", "name"])
 }
 
@@ -323,7 +317,11 @@ mod tests {
         let docs = crate::parse_files(&[SourceFile::new("f.yaml", text)], &mut diagnostics);
         assert_eq!(diagnostics.len(), 0, "{diagnostics:?}");
         let start = std::time::Instant::now();
-        check_within(&docs, &mut diagnostics, Duration::from_millis(1));
+        check_within(
+            &DocsView::of_documents(&docs),
+            &mut diagnostics,
+            Duration::from_millis(1),
+        );
         let took = start.elapsed();
         assert!(took < Duration::from_millis(500), "{took:?}");
         let [late] = diagnostics.as_slice() else {
