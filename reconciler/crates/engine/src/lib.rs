@@ -216,6 +216,9 @@ enum Blocked {
     Reserved(Request),
 }
 
+/// Per (leaf, model): queues and the preemption count they were found at.
+type SourceMemo = HashMap<(QueueId, ModelId), (u64, std::rc::Rc<[QueueId]>)>;
+
 /// Borrowing chains by (preemptor's leaf, victim's queue).
 type ChainMemo = HashMap<(QueueId, QueueId), std::rc::Rc<[QueueId]>>;
 
@@ -308,6 +311,10 @@ struct Engine<'a> {
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
+    /// Per (leaf, model): the other queues whose victims a preemptor of
+    /// the leaf may take, with the preemption count they were found at
+    /// ([`preemption::cross_queue_sources`]).
+    source_memo: SourceMemo,
     /// Per model: stopping runs whose GPUs are kept for one job (its
     /// preemptor, or itself when restarting), from `index_freeing` on; the
     /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
@@ -416,6 +423,7 @@ impl<'a> Engine<'a> {
             run_starts: HashMap::default(),
             preemptions: 0,
             candidate_memo: HashMap::default(),
+            source_memo: HashMap::default(),
             kept_runs: Vec::new(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),

@@ -227,10 +227,24 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let m = req.model;
     let reclaim = within_guarantees(e, q, m, job.gpus);
     let own_path = on_path(e, q);
+    let others = cross_queue_sources(e, q, m, &own_path);
     let stopping = waitable(e, j, m);
     let stopping_gpus: u64 = stopping.total(&e.cluster, m);
-    let ub = upper_bound(e, &job, q, m, reclaim, &own_path) + stopping_gpus;
-    if ub < job.gpus {
+    let (victims_bound, released) = upper_bound(e, &job, q, m, reclaim, &own_path, &others);
+    let ub = victims_bound + stopping_gpus;
+    // The limits with every victim it could take gone (the search checks
+    // them with its candidates first): when the job does not fit them, no
+    // list of candidates helps.
+    let quota_hopeless = !e.tree.fits_releasing(q, m, job.gpus, &released);
+    #[cfg(debug_assertions)]
+    if quota_hopeless {
+        let (all, _) = candidates(e, j, q, req, reclaim, &own_path, &others, usize::MAX);
+        debug_assert!(
+            !quota_fits_without(e, q, m, job.gpus, &all, &all_of(&all)),
+            "the quota bound turned down a job its candidates fit"
+        );
+    }
+    if ub < job.gpus || quota_hopeless {
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
@@ -246,7 +260,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         last *= 4;
     }
     let mut limit = first;
-    let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, limit);
+    let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, limit);
     let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0) + stopping_gpus;
     loop {
         let (cands, more) = (&list.cands, list.more);
@@ -276,7 +290,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
         if cands.len() <= limit {
             // Widen once to the most it may grow to; every wider search
             // looks at a prefix of these.
-            list = candidates_cached(e, j, q, req, reclaim, &own_path, last);
+            list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, last);
             // What cannot fit with all of them fits with no prefix either.
             let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
             if possible < job.gpus
@@ -310,6 +324,7 @@ pub fn carry_out(e: &mut Engine, j: JobId, found: Found) {
 
 /// [`candidates`], remembered until the next preemption (jobs of one queue
 /// and priority with other shapes see the same list).
+#[allow(clippy::too_many_arguments)]
 fn candidates_cached(
     e: &mut Engine,
     j: JobId,
@@ -317,6 +332,7 @@ fn candidates_cached(
     req: &Request,
     reclaim: Within,
     own_path: &[bool],
+    others: &[QueueId],
     limit: usize,
 ) -> std::rc::Rc<CandidateList> {
     let job = &e.jobs[j as usize];
@@ -334,7 +350,7 @@ fn candidates_cached(
     {
         return list.clone();
     }
-    let (cands, more) = candidates(e, j, q, req, reclaim, own_path, limit);
+    let (cands, more) = candidates(e, j, q, req, reclaim, own_path, others, limit);
     let list = std::rc::Rc::new(CandidateList { cands, more });
     // Lists of an earlier preemption count are never read again: dropped,
     // or a storm keeps tens of thousands of them (all entries share one
@@ -368,6 +384,41 @@ fn on_path(e: &Engine, q: QueueId) -> Vec<bool> {
         marks[a as usize] = true;
     }
     marks
+}
+
+/// The queues other than leaf `q` with victims of model `m` that a
+/// preemptor of `q` may take (every queue from theirs up to below the
+/// common ancestor borrows, [`chain_borrows`]), in id order. What a queue
+/// runs only falls during a plan (as victims are chosen), so a queue that
+/// stops borrowing never borrows again: the list found for a leaf is
+/// narrowed after each preemption, not found again among every queue
+/// (debug builds compare with a fresh search).
+pub(super) fn cross_queue_sources(
+    e: &mut Engine,
+    q: QueueId,
+    m: u16,
+    own_path: &[bool],
+) -> std::rc::Rc<[QueueId]> {
+    let fresh = |e: &Engine, from: &mut dyn Iterator<Item = QueueId>| -> std::rc::Rc<[QueueId]> {
+        from.filter(|&vq| {
+            vq != q
+                && e.victim_lists[vq as usize].iter().any(|l| l.model == m)
+                && chain_borrows(e, vq, m, own_path)
+        })
+        .collect()
+    };
+    let list = match e.source_memo.get(&(q, m)) {
+        Some((at, list)) if *at == e.preemptions => return list.clone(),
+        Some((_, list)) => fresh(e, &mut list.iter().copied()),
+        None => fresh(e, &mut (0..e.victim_lists.len() as QueueId)),
+    };
+    debug_assert_eq!(
+        list,
+        fresh(e, &mut (0..e.victim_lists.len() as QueueId)),
+        "a queue borrowed again"
+    );
+    e.source_memo.insert((q, m), (e.preemptions, list.clone()));
+    list
 }
 
 /// Whether every queue a cross-queue victim of `vq` would be taken from
@@ -435,7 +486,10 @@ fn reclaims(e: &Engine, q: QueueId, vq: QueueId, within: Within, own_path: &[boo
 }
 
 /// At most how many GPUs preemption could free for the job (plus free ones):
-/// a cheap bound from the per-queue victim index, without building candidates.
+/// a cheap bound from the per-queue victim index, without building
+/// candidates; and at most how much usage it could take off each queue of
+/// the job's path (the leaf is 0: [`super::quota::QueueTree::fits_releasing`]),
+/// each victim's where its queue meets the path.
 fn upper_bound(
     e: &Engine,
     job: &super::jobs::JobInfo,
@@ -443,38 +497,53 @@ fn upper_bound(
     m: u16,
     reclaim: Within,
     own_path: &[bool],
-) -> u64 {
+    others: &[QueueId],
+) -> (u64, Vec<u64>) {
     let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
-    for (vq, index) in e.victim_index.iter().enumerate() {
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let mut released = vec![0u64; path.len()];
+    // The own leaf and the queues whose victims it may take across queues.
+    for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let index = &e.victim_index[vq as usize];
         let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
             continue;
         };
-        let vq = vq as QueueId;
         let below = |p: i32| {
             let k = by_priority.partition_point(|(pr, _)| *pr < p);
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
-        if vq == q {
-            bound += match job.attained {
+        let gpus = if vq == q {
+            match job.attained {
                 Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
                 None => below(job.priority),
-            };
+            }
         } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
             && chain_borrows(e, vq, m, own_path)
         {
-            bound += if reclaims(e, q, vq, reclaim, own_path) {
+            if reclaims(e, q, vq, reclaim, own_path) {
                 by_priority.last().map_or(0, |(_, total)| *total)
             } else {
                 below(job.priority)
-            };
+            }
+        } else {
+            0
+        };
+        bound += gpus;
+        if let Some(k) = e
+            .tree
+            .path(vq)
+            .find_map(|a| path.iter().position(|p| *p == a))
+        {
+            released[k] += gpus;
         }
     }
-    bound
+    (bound, released)
 }
 
 /// The first `limit` candidates in victim order — borrowing queues first,
 /// then lower priority, most recently started, name — and whether there are
 /// more. Merges the per-queue victim lists, which are already in that order.
+#[allow(clippy::too_many_arguments)]
 fn candidates(
     e: &Engine,
     j: JobId,
@@ -482,6 +551,7 @@ fn candidates(
     req: &Request,
     reclaim: Within,
     own_path: &[bool],
+    others: &[QueueId],
     limit: usize,
 ) -> (Vec<Candidate>, bool) {
     use std::cmp::Reverse;
@@ -509,14 +579,17 @@ fn candidates(
         las: Option<(i32, u8)>,
         list: &'l [super::Victim],
     }
-    let mut sources: Vec<Source> = Vec::with_capacity(2 * e.victim_lists.len());
+    let mut sources: Vec<Source> = Vec::with_capacity(2 * (others.len() + 1));
     let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
-    for (vq, lists) in e.victim_lists.iter().enumerate() {
+    // The own leaf and the queues whose victims it may take across queues
+    // (the order of the sources does not matter: victims are merged by
+    // tier and rank, unique per victim).
+    for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let lists = &e.victim_lists[vq as usize];
         let Some(victims) = lists.iter().find(|list| list.model == m) else {
             continue;
         };
         let list = &victims.victims[victims.head..];
-        let vq = vq as QueueId;
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
@@ -993,7 +1066,18 @@ fn search_inner(
     // the one found without a victim that holds no GPU on its nodes: each
     // replica's node keeps its key and every other node's can only worsen
     // (checked against the search in debug builds).
+    // Seeded with the placement for exactly these victims when some of them
+    // hold no GPU on the nodes of the placement found (the quota's victims,
+    // added after it): each of those is then dropped without a search.
     let mut known: Option<Placement> = None;
+    if topology.is_none()
+        && chosen.len() > 1
+        && chosen
+            .iter()
+            .any(|&i| !runs_on(e, cands[i].run, &placement))
+    {
+        known = placement_with(e, area, req, cands, &chosen, stopping, None);
+    }
     // Taking fewer victims never breaks the borrowing rule (each queue's
     // last victim finds it running as much or more): when the victims are
     // allowed, every set without some of them is. The victims' usage is
