@@ -21,8 +21,7 @@ pub struct ObservedState {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::time::de::optional",
-        serialize_with = "crate::time::ser::optional"
+        with = "crate::time::fast::option"
     )]
     #[schemars(with = "Option<Timestamp>")]
     pub time: Option<Timestamp>,
@@ -63,8 +62,7 @@ pub struct ObservedNode {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::time::de::optional",
-        serialize_with = "crate::time::ser::optional"
+        with = "crate::time::fast::option"
     )]
     #[schemars(with = "Option<Timestamp>")]
     pub idle_since: Option<Timestamp>,
@@ -216,10 +214,7 @@ pub struct RunningJob {
     /// The Job's name.
     pub job: String,
     /// When it started (time limits count from here).
-    #[serde(
-        deserialize_with = "crate::time::de::timestamp",
-        serialize_with = "crate::time::ser::timestamp"
-    )]
+    #[serde(with = "crate::time::fast")]
     #[schemars(with = "Timestamp")]
     pub started: Timestamp,
     /// GPUs held, per node.
@@ -228,8 +223,7 @@ pub struct RunningJob {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::time::de::optional",
-        serialize_with = "crate::time::ser::optional"
+        with = "crate::time::fast::option"
     )]
     #[schemars(with = "Option<Timestamp>")]
     pub preempting_since: Option<Timestamp>,
@@ -261,10 +255,7 @@ pub struct QueuedJob {
     /// The Job's name.
     pub job: String,
     /// First seen by the reconciler.
-    #[serde(
-        deserialize_with = "crate::time::de::timestamp",
-        serialize_with = "crate::time::ser::timestamp"
-    )]
+    #[serde(with = "crate::time::fast")]
     #[schemars(with = "Timestamp")]
     pub since: Timestamp,
     /// GPUs that preemptions made free for this job (written by executors when
@@ -280,10 +271,7 @@ pub struct CompletedJob {
     /// The Job's name.
     pub job: String,
     /// When it ended.
-    #[serde(
-        deserialize_with = "crate::time::de::timestamp",
-        serialize_with = "crate::time::ser::timestamp"
-    )]
+    #[serde(with = "crate::time::fast")]
     #[schemars(with = "Timestamp")]
     pub finished: Timestamp,
     /// Process exit code, when known (0: success).

@@ -189,6 +189,21 @@ pub mod ser {
     }
 }
 
+/// `#[serde(with = "model::time::fast")]` for a [`Timestamp`]: read by
+/// [`de::timestamp`], written by [`ser::timestamp`].
+pub mod fast {
+    pub use super::de::timestamp as deserialize;
+    pub use super::ser::timestamp as serialize;
+
+    /// `#[serde(with = "model::time::fast::option")]` for an
+    /// `Option<Timestamp>`: read by [`de::optional`](super::de::optional),
+    /// written by [`ser::optional`](super::ser::optional).
+    pub mod option {
+        pub use super::super::de::optional as deserialize;
+        pub use super::super::ser::optional as serialize;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

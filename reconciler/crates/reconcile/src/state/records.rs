@@ -60,17 +60,13 @@ pub struct JobRecord {
     /// Where it is now.
     pub phase: Phase,
     /// When the reconciler first saw it pending (its age in fair-share order).
-    #[serde(
-        serialize_with = "model::time::ser::timestamp",
-        deserialize_with = "model::time::de::timestamp"
-    )]
+    #[serde(with = "model::time::fast")]
     pub first_seen: Timestamp,
     /// When it started running (time limits count from here).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        serialize_with = "model::time::ser::optional",
-        deserialize_with = "model::time::de::optional"
+        with = "model::time::fast::option"
     )]
     pub started: Option<Timestamp>,
     /// The GPUs it holds while running.
@@ -86,8 +82,7 @@ pub struct JobRecord {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        serialize_with = "model::time::ser::optional",
-        deserialize_with = "model::time::de::optional"
+        with = "model::time::fast::option"
     )]
     pub finished: Option<Timestamp>,
     /// Its exit code, when it ended by itself.
@@ -138,10 +133,7 @@ pub struct LastStop {
     /// `preempt`, `terminate` or `cancel`.
     pub kind: StopKind,
     /// When the plan's action was carried out.
-    #[serde(
-        serialize_with = "model::time::ser::timestamp",
-        deserialize_with = "model::time::de::timestamp"
-    )]
+    #[serde(with = "model::time::fast")]
     pub at: Timestamp,
     /// The revision whose plan asked for it.
     pub revision: String,
@@ -177,10 +169,7 @@ pub struct Stopping {
     /// Why.
     pub kind: StopKind,
     /// When the signal was sent (a preemption's grace period counts from here).
-    #[serde(
-        serialize_with = "model::time::ser::timestamp",
-        deserialize_with = "model::time::de::timestamp"
-    )]
+    #[serde(with = "model::time::fast")]
     pub since: Timestamp,
     /// The job a preemption makes room for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,10 +234,7 @@ pub struct Intent {
     /// The revision whose plan asked for it.
     pub revision: String,
     /// When it was planned.
-    #[serde(
-        serialize_with = "model::time::ser::timestamp",
-        deserialize_with = "model::time::de::timestamp"
-    )]
+    #[serde(with = "model::time::fast")]
     pub time: Timestamp,
     /// The action.
     pub action: Action,
@@ -258,10 +244,7 @@ pub struct Intent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// When it happened (the reconciler's clock).
-    #[serde(
-        serialize_with = "model::time::ser::timestamp",
-        deserialize_with = "model::time::de::timestamp"
-    )]
+    #[serde(with = "model::time::fast")]
     pub time: Timestamp,
     /// The revision whose plan caused it (empty for events the fleet caused).
     pub revision: String,
