@@ -276,9 +276,11 @@ pub trait Executor: Send {
     /// Whether the last observation still stands at `now`: an observation
     /// at `now`, given the same running jobs as the last one, would report
     /// no events and the same nodes. Only asked while nothing was carried
-    /// out and the fleet given to `set_fleet` is the same since that
-    /// observation (the reconciler then skips observing). When in doubt,
-    /// `false` (the default: observe every time).
+    /// out since that observation, after `set_fleet` with the fleet in
+    /// force — a new revision's too: answer `false` when that fleet could
+    /// change what an observation reports (the sim: other pools). The
+    /// reconciler then skips observing. When in doubt, `false` (the
+    /// default: observe every time).
     fn observation_stands(&self, now: Timestamp) -> bool {
         let _ = now;
         false

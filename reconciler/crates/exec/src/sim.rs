@@ -79,11 +79,17 @@ impl SimExecutor {
     /// new state without an observed file) the derived inventory as its
     /// first nodes.
     pub fn adopt_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
-        if self
-            .fleet
-            .as_ref()
-            .is_none_or(|kept| kept.pools != fleet.pools)
-        {
+        // Compared without their origins: those name the revision, and the
+        // world only sees names and specs.
+        let same_pools = |kept: &Fleet| {
+            kept.pools.len() == fleet.pools.len()
+                && kept
+                    .pools
+                    .iter()
+                    .zip(&fleet.pools)
+                    .all(|(a, b)| a.metadata == b.metadata && a.spec == b.spec)
+        };
+        if !self.fleet.as_ref().is_some_and(same_pools) {
             self.stands = None;
         }
         if let Some(world) = &mut self.world {

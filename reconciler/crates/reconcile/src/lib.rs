@@ -248,6 +248,9 @@ pub struct Phases {
     pub observed: Duration,
     /// Noting the plan's pending jobs in the records.
     pub noted: Duration,
+    /// Whether the last observation was used again instead of observing
+    /// (it still stood: [`Reconciler`]'s `standing_nodes`).
+    pub observation_reused: bool,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -287,6 +290,31 @@ struct LastPlan {
     /// The observed state planned from, less its nodes.
     observed: Arc<ObservedState>,
     nodes: Arc<Vec<ObservedNode>>,
+}
+
+/// The nodes of the last observation and the records it holds for: while
+/// no job record was written since and the executor says it still stands
+/// ([`Executor::observation_stands`]), observing again would report no
+/// event and these nodes.
+#[derive(Debug)]
+struct LastObservation {
+    /// The store's [`Store::job_writes`] when the records were last known
+    /// to be those the observation was made with (running jobs as the
+    /// executor has them; pending jobs noted since do not count).
+    writes: u64,
+    nodes: Arc<Vec<ObservedNode>>,
+}
+
+/// Forgets, in `records` and in `batch`, the pending jobs no longer in Git
+/// (`specs`): they never ran.
+fn forget_gone(specs: &Specs<'_>, records: &mut Records, batch: &mut Batch) {
+    records.retain(|name, record| {
+        let forget = record.phase == Phase::Pending && !specs.contains_key(name.as_str());
+        if forget {
+            batch.remove_jobs.push(name.clone());
+        }
+        !forget
+    });
 }
 
 /// Job records by name.
@@ -370,6 +398,9 @@ pub struct Reconciler<E> {
     keep_records: bool,
     /// The last plan made in full, while it may be re-used.
     last: Option<LastPlan>,
+    /// The last observation, while it may be used again (a new revision
+    /// whose pools are the same).
+    seen: Option<LastObservation>,
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
     /// The engine's planner: its view of the observed nodes (the cluster)
@@ -411,6 +442,7 @@ impl<E: Executor> Reconciler<E> {
             keep_records: true,
             lent: None,
             last: None,
+            seen: None,
             reuse_plans: true,
             planner: Planner::new(),
         }
@@ -593,7 +625,19 @@ impl<E: Executor> Reconciler<E> {
         let observing = Instant::now();
         // One look-up table by name for observing and for the observed state.
         let specs = specs_of(&fleet);
-        let Observation { events, nodes } = self.observe(&fleet, &specs, now, &mut records).await?;
+        let Observation { events, nodes } = match self.standing_nodes(now) {
+            Some(nodes) => {
+                self.phases.observation_reused = true;
+                let mut batch = Batch::default();
+                forget_gone(&specs, &mut records, &mut batch);
+                self.store.commit_deferred(&batch)?;
+                Observation {
+                    events: Vec::new(),
+                    nodes,
+                }
+            }
+            None => self.observe(&fleet, &specs, now, &mut records).await?,
+        };
         // The records the observed state is built from.
         let observed_writes = self.store.job_writes();
         self.phases.observe = observing.elapsed();
@@ -635,6 +679,14 @@ impl<E: Executor> Reconciler<E> {
         self.phases.noted = noting.elapsed();
         self.loading = false;
         let nodes = Arc::new(std::mem::take(&mut observed.nodes));
+        if self.reuse_plans {
+            // Noting pending jobs wrote no running job's record: the
+            // observation holds for the records as they are now.
+            self.seen = Some(LastObservation {
+                writes: self.store.job_writes(),
+                nodes: nodes.clone(),
+            });
+        }
         let (plan, observed) = (Arc::new(plan), Arc::new(observed));
         if self.reuse_plans {
             self.last = Some(LastPlan {
@@ -1110,6 +1162,20 @@ impl<E: Executor> Reconciler<E> {
         Ok(())
     }
 
+    /// The nodes of the last observation when it may stand in for a new
+    /// one at `now`: plans may be re-used (the same switch), no job record
+    /// was written since it was made, and the executor says it stands —
+    /// asked after [`Executor::set_fleet`] with the fleet in force, which
+    /// may be a new revision's: the executor answers `false` when the new
+    /// fleet could change what it observes (the sim: other pools).
+    fn standing_nodes(&self, now: Timestamp) -> Option<Vec<ObservedNode>> {
+        let seen = self.seen.as_ref()?;
+        (self.reuse_plans
+            && seen.writes == self.store.job_writes()
+            && self.executor.observation_stands(now))
+        .then(|| seen.nodes.to_vec())
+    }
+
     /// Observes the fleet through the executor and records what it did.
     async fn observe(
         &mut self,
@@ -1155,14 +1221,7 @@ impl<E: Executor> Reconciler<E> {
             touched.insert(event.job().to_string());
             touched.extend(apply_event(records, event, &mut batch.audit));
         }
-        // Pending jobs no longer in Git are forgotten (they never ran).
-        records.retain(|name, record| {
-            let forget = record.phase == Phase::Pending && !specs.contains_key(name.as_str());
-            if forget {
-                batch.remove_jobs.push(name.clone());
-            }
-            !forget
-        });
+        forget_gone(specs, records, &mut batch);
         batch.jobs = touched
             .iter()
             .filter_map(|name| records.get(name).cloned())

@@ -32,7 +32,11 @@ fn job(name: &str, gpus: u32, limit: &str, sim: u32) -> String {
 }
 
 fn commit(repo: &Path, jobs: &[String]) {
-    let mut docs = vec![format!("{HEADER}{FLEET}")];
+    commit_fleet(repo, FLEET, jobs);
+}
+
+fn commit_fleet(repo: &Path, fleet: &str, jobs: &[String]) {
+    let mut docs = vec![format!("{HEADER}{fleet}")];
     docs.extend(jobs.iter().cloned());
     std::fs::write(repo.join("fleet.yaml"), docs.join("---\n")).unwrap();
     git(&["add", "-A"], repo);
@@ -161,7 +165,12 @@ fn unchanged_iterations_reuse_the_plan_until_something_changes() {
     jobs[1] = job("wait", 8, "3h", 600);
     commit(&repo, &jobs);
     now += minutes(1);
-    assert!(!pair.iterate(now).reused, "a commit plans again");
+    let committed = pair.iterate(now);
+    assert!(!committed.reused, "a commit plans again");
+    assert!(
+        committed.phases.observation_reused,
+        "the same pools, nothing carried out: the observation stands"
+    );
     now = pair.until_reused(now, 4);
 
     // Someone else writes a job record: planned again.
@@ -229,4 +238,51 @@ fn a_job_that_ends_in_the_sim_is_observed() {
         "{:?}",
         ended.executed
     );
+}
+
+#[test]
+fn a_commit_observes_again_only_when_the_pools_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    // `long` holds the only node; `wait` and `gone` wait for it.
+    let jobs = [
+        job("long", 8, "2h", 600),
+        job("wait", 8, "2h", 600),
+        job("gone", 8, "2h", 600),
+    ];
+    commit(&repo, &jobs);
+    let mut pair = Pair::new(&repo, &dir.path().join("state"));
+    let start = t("2026-11-21T10:00:00Z");
+    pair.iterate(start);
+    let now = pair.until_reused(start, 4);
+
+    // `gone` leaves Git: the observation stands (no event, the same
+    // nodes), and the pending job is cancelled all the same.
+    commit(&repo, &jobs[..2]);
+    let now = now + minutes(1);
+    let left = pair.iterate(now);
+    assert!(left.phases.observation_reused);
+    let gone = pair.stores[0].jobs().unwrap().remove("gone").unwrap();
+    assert_eq!(gone.reason.as_deref(), Some("removed from Git"), "{gone:?}");
+    let now = pair.until_reused(now, 4);
+
+    // The pool may grow: the sim observes again.
+    let grown = FLEET.replace("max: 1", "max: 2");
+    commit_fleet(&repo, &grown, &jobs[..2]);
+    let now = now + minutes(1);
+    let scaled = pair.iterate(now);
+    assert!(!scaled.phases.observation_reused, "other pools");
+    assert!(
+        scaled
+            .executed
+            .iter()
+            .any(|e| matches!(&e.action, Action::Scale { .. })),
+        "{:?}",
+        scaled.executed
+    );
+    // Something was carried out: the next iteration observes too.
+    let next = pair.iterate(now + minutes(1));
+    assert!(!next.phases.observation_reused, "after actions");
 }
