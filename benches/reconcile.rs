@@ -297,7 +297,7 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
 /// protection, the observed state built, the pending jobs noted, the rest;
 /// and what the loop does after the iteration (`run::record`: the status,
 /// the dashboard's view, `observed.json`, the metrics, the expected starts).
-type Row = [Duration; 19];
+type Row = [Duration; 20];
 
 /// What the loop keeps beside the reconciler for [`run::record`].
 struct Loop {
@@ -364,6 +364,7 @@ fn timed_iteration_reused(
                 + phases.noted,
         ),
         record,
+        Duration::from_secs(u64::from(stats.in_place)),
     ];
     (row, reused)
 }
@@ -565,7 +566,7 @@ fn large() {
         );
     }
     println!(
-        "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed"
+        "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed | in place"
     );
     println!(
         "  plans re-used: {} of {LARGE_RUNS} at +15 s, {} of {LARGE_RUNS} at +30 s",
@@ -574,13 +575,14 @@ fn large() {
     for (name, rows) in &cases[3..] {
         let m = medians(rows);
         println!(
-            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {}",
+            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {:>12} | {}",
             ms(m[8]),
             ms(m[9]),
             ms(m[10]),
             ms(m[11]),
             ms(m[12]),
-            m[13].as_secs()
+            m[13].as_secs(),
+            rows.iter().filter(|r| r[19] > Duration::ZERO).count()
         );
     }
     println!(

@@ -66,6 +66,9 @@ pub struct LoadStats {
     pub validate: Duration,
     /// The load from scratch, when there was one.
     pub fallback: Duration,
+    /// Whether the fleet lent to the load was changed in place (the same
+    /// files, only contents changed; [`DocumentCache::load_reusing`]).
+    pub in_place: bool,
 }
 
 /// The documents of one file, parsed without their YAML trees.
@@ -269,7 +272,10 @@ impl DocumentCache {
             let reused = previous.take_if(|fleet| self.is_given(fleet));
             let took = reused.is_some();
             let (fleet, retired) = match reused {
-                Some(fleet) if self.same_paths(&in_order) => self.spliced(fleet, &in_order),
+                Some(fleet) if self.same_paths(&in_order) => {
+                    stats.in_place = true;
+                    self.spliced(fleet, &in_order)
+                }
                 Some(fleet) => {
                     let (docs, retired) = self.moved_into(fleet, &in_order);
                     (docs.into_fleet(), retired)

@@ -251,6 +251,9 @@ pub struct Phases {
     /// Whether the last observation was used again instead of observing
     /// (it still stood: [`Reconciler`]'s `standing_nodes`).
     pub observation_reused: bool,
+    /// Whether the plan's pending jobs were those of the last plan, with
+    /// the same reasons, already noted (nothing to note again).
+    pub pending_already_noted: bool,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -282,6 +285,8 @@ struct LastPlan {
     /// The store's [`Store::job_writes`] when the observed state was built
     /// from the records: equal now, no record changed since.
     writes: u64,
+    /// The store's [`Store::job_writes`] once its pending jobs were noted.
+    noted: u64,
     /// When it was planned.
     time: Timestamp,
     /// When time alone could change it ([`engine::plan_with_horizon`]).
@@ -303,6 +308,15 @@ struct LastObservation {
     /// executor has them; pending jobs noted since do not count).
     writes: u64,
     nodes: Arc<Vec<ObservedNode>>,
+}
+
+/// Whether two plans leave the same jobs pending for the same reasons, in
+/// the same order.
+fn same_pending(a: &[model::plan::Pending], b: &[model::plan::Pending]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.job == b.job && a.reason == b.reason)
 }
 
 /// Forgets, in `records` and in `batch`, the pending jobs no longer in Git
@@ -596,8 +610,12 @@ impl<E: Executor> Reconciler<E> {
             });
         };
         self.executor.set_fleet(&fleet).await?;
-        let last = self.last.take();
-        if let Some(last) = last.filter(|l| self.reusable(l, &fleet, revision.as_ref(), now)) {
+        let (last, previous) = match self.last.take() {
+            Some(l) if self.reusable(&l, &fleet, revision.as_ref(), now) => (Some(l), None),
+            // Not re-used: what its plan noted may still spare noting again.
+            other => (None, other),
+        };
+        if let Some(last) = last {
             let iteration = Iteration {
                 time: now,
                 revision,
@@ -675,7 +693,22 @@ impl<E: Executor> Reconciler<E> {
             None
         };
         let noting = Instant::now();
-        self.note_pending(&plan, now, &mut records, loaded)?;
+        // The last plan's pending jobs were noted with their reasons and no
+        // record was written since: the same jobs with the same reasons
+        // have nothing to note (every one is recorded so, or not pending).
+        let noted_already = previous.as_ref().is_some_and(|p| {
+            p.noted == self.store.job_writes() && same_pending(&p.plan.pending, &plan.pending)
+        });
+        drop(previous);
+        if noted_already {
+            self.phases.pending_already_noted = true;
+            self.store.commit_deferred(&Batch {
+                revisions: loaded,
+                ..Batch::default()
+            })?;
+        } else {
+            self.note_pending(&plan, now, &mut records, loaded)?;
+        }
         self.phases.noted = noting.elapsed();
         self.loading = false;
         let nodes = Arc::new(std::mem::take(&mut observed.nodes));
@@ -693,6 +726,7 @@ impl<E: Executor> Reconciler<E> {
                 revision: revision.as_ref().map(|r| r.id.clone()),
                 fleet: Arc::as_ptr(&fleet) as usize,
                 writes: observed_writes,
+                noted: self.store.job_writes(),
                 time: now,
                 horizon,
                 plan: plan.clone(),

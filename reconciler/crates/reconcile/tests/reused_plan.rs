@@ -268,9 +268,19 @@ fn a_commit_observes_again_only_when_the_pools_change() {
     assert_eq!(gone.reason.as_deref(), Some("removed from Git"), "{gone:?}");
     let now = pair.until_reused(now, 4);
 
+    // `wait`'s command changes: the same jobs wait for the same reasons,
+    // already noted.
+    let edited = [jobs[0].clone(), jobs[1].replace("[train]", "[eval]")];
+    commit(&repo, &edited);
+    let now = now + minutes(1);
+    let same = pair.iterate(now);
+    assert!(!same.reused && same.phases.observation_reused);
+    assert!(same.phases.pending_already_noted);
+    let now = pair.until_reused(now, 4);
+
     // The pool may grow: the sim observes again.
     let grown = FLEET.replace("max: 1", "max: 2");
-    commit_fleet(&repo, &grown, &jobs[..2]);
+    commit_fleet(&repo, &grown, &edited);
     let now = now + minutes(1);
     let scaled = pair.iterate(now);
     assert!(!scaled.phases.observation_reused, "other pools");
