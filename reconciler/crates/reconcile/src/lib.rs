@@ -31,6 +31,7 @@
 pub mod charts;
 pub mod history_page;
 pub mod http_limits;
+mod job_index;
 pub mod live;
 pub mod metrics;
 pub mod prune;
@@ -371,15 +372,7 @@ fn mirrored<'a>(
     Ok(&mirror.insert(kept).0)
 }
 
-/// Job specs by name, for look-ups while observing, building the observed
-/// state and carrying actions out (never walked: a hash table, built in a
-/// fraction of a sorted map's time for 150,000 jobs).
-// Fx-hashed, as the load's and the engine's tables of names.
-type Specs<'a> = rustc_hash::FxHashMap<&'a str, &'a Object<JobSpec>>;
-
-fn specs_of(fleet: &Fleet) -> Specs<'_> {
-    fleet.jobs.iter().map(|j| (j.name(), j)).collect()
-}
+use job_index::{JobIndex, Specs};
 
 /// The reconciler: a source, a store, an executor, and the last valid fleet.
 pub struct Reconciler<E> {
@@ -415,6 +408,8 @@ pub struct Reconciler<E> {
     /// The last observation, while it may be used again (a new revision
     /// whose pools are the same).
     seen: Option<LastObservation>,
+    /// The fleet's jobs by name, kept while the names stay the same.
+    jobs: JobIndex,
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
     /// The engine's planner: its view of the observed nodes (the cluster)
@@ -457,6 +452,7 @@ impl<E: Executor> Reconciler<E> {
             lent: None,
             last: None,
             seen: None,
+            jobs: JobIndex::default(),
             reuse_plans: true,
             planner: Planner::new(),
         }
@@ -641,8 +637,11 @@ impl<E: Executor> Reconciler<E> {
             });
         }
         let observing = Instant::now();
-        // One look-up table by name for observing and for the observed state.
-        let specs = specs_of(&fleet);
+        // One look-up table by name for observing and for the observed state
+        // (taken out while `self` observes; made again if an error leaves
+        // it out).
+        let mut index = std::mem::take(&mut self.jobs);
+        let specs = index.specs(&fleet);
         let Observation { events, nodes } = match self.standing_nodes(now) {
             Some(nodes) => {
                 self.phases.observation_reused = true;
@@ -661,7 +660,7 @@ impl<E: Executor> Reconciler<E> {
         self.phases.observe = observing.elapsed();
         let building = Instant::now();
         let mut observed = self.observed(&specs, now, &records, nodes);
-        drop(specs);
+        self.jobs = index;
         self.phases.observed = building.elapsed();
         let planning = std::time::Instant::now();
         // An executor that does not run Jobs (Slurm's accounting mode) gets
@@ -811,18 +810,22 @@ impl<E: Executor> Reconciler<E> {
             let results = if plan.actions.is_empty() {
                 Vec::new()
             } else {
-                let specs = specs_of(&fleet);
+                let mut index = std::mem::take(&mut self.jobs);
+                let specs = index.specs(&fleet);
                 let nominations = nominations_of(&records);
-                self.carry_out_plan(
-                    &fleet,
-                    &specs,
-                    &mut records,
-                    &nominations,
-                    &plan.actions,
-                    &revision.id,
-                    now,
-                )
-                .await?
+                let results = self
+                    .carry_out_plan(
+                        &fleet,
+                        &specs,
+                        &mut records,
+                        &nominations,
+                        &plan.actions,
+                        &revision.id,
+                        now,
+                    )
+                    .await?;
+                self.jobs = index;
+                results
             };
             for (action, (result, transient)) in plan.actions.iter().zip(results) {
                 iteration.executed.push(Executed {
@@ -884,7 +887,8 @@ impl<E: Executor> Reconciler<E> {
             }
         };
         self.executor.set_fleet(&fleet).await?;
-        let specs = specs_of(&fleet);
+        let mut index = JobIndex::default();
+        let specs = index.specs(&fleet);
         let mut records = self.store.jobs()?;
         let nominations = nominations_of(&records);
         // Carried out whatever their records say: a crash may have come
@@ -1119,7 +1123,16 @@ impl<E: Executor> Reconciler<E> {
             None if self.lent.is_some() => Box::new(self.cache.retired_jobs()),
             None => Box::new(std::iter::empty()),
         };
-        Ok(prune::check_by(&self.prune, current, new, &running))
+        // The new fleet's names: often the fleet in force's, in place.
+        self.jobs.refresh(new);
+        let index = &self.jobs;
+        Ok(prune::check_by(
+            &self.prune,
+            current,
+            new,
+            |name| index.contains(name),
+            &running,
+        ))
     }
 
     /// Loads `revision` through the cache, lending it the fleet in force
@@ -1222,7 +1235,7 @@ impl<E: Executor> Reconciler<E> {
             .values()
             .filter(|r| r.phase == Phase::Running)
             .map(|r| {
-                let spec = specs.get(r.job.as_str()).copied();
+                let spec = specs.get(r.job.as_str());
                 JobView {
                     job: &r.job,
                     placement: &r.placement,
@@ -1497,7 +1510,7 @@ impl<E: Executor> Reconciler<E> {
             outcomes.done.push(id);
             return (ActionResult::AlreadyUnderway, false);
         }
-        let spec = action.job().and_then(|j| specs.get(j).copied());
+        let spec = action.job().and_then(|j| specs.get(j));
         let attempt = record
             .as_ref()
             .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));

@@ -29,7 +29,12 @@ impl<E: Executor> Reconciler<E> {
         nodes: Vec<ObservedNode>,
     ) -> Option<ObservedState> {
         let fleet = self.fleet()?;
-        let mut state = self.observed(&crate::specs_of(fleet), now, records, nodes);
+        let mut state = self.observed(
+            &crate::JobIndex::default().specs(fleet),
+            now,
+            records,
+            nodes,
+        );
         forget_idle_of_busy(&mut state);
         Some(state)
     }
