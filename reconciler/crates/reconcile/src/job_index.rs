@@ -16,8 +16,12 @@ use rustc_hash::FxHashMap;
 #[derive(Debug, Default)]
 pub(crate) struct JobIndex {
     by_name: FxHashMap<Box<str>, u32>,
-    /// How many jobs the fleet indexed has.
-    jobs: usize,
+    /// The names in the fleet's order: compared one after the other, they
+    /// tell whether the index still holds faster than a look-up each.
+    names: Vec<Box<str>>,
+    /// How many times the index was made: the same while it held for every
+    /// fleet given since.
+    generation: u64,
 }
 
 impl JobIndex {
@@ -29,31 +33,45 @@ impl JobIndex {
         }
         self.by_name.clear();
         self.by_name.reserve(fleet.jobs.len());
+        self.names.clear();
         for (i, job) in fleet.jobs.iter().enumerate() {
             // A name given twice (an invalid fleet) maps to its last job,
             // as a table collected from the list would.
             self.by_name.insert(job.name().into(), position(i));
+            self.names.push(job.name().into());
         }
-        self.jobs = fleet.jobs.len();
+        self.generation += 1;
         false
+    }
+
+    /// How many times the index was made: unchanged, every fleet given
+    /// since had the same job names in the same order.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Whether this indexes `fleet`'s jobs: each name maps to its own
     /// place (with a name given twice one of them does not, and the index
     /// is made again every time: such fleets are refused anyway).
     fn holds(&self, fleet: &Fleet) -> bool {
-        self.jobs == fleet.jobs.len()
-            && self.by_name.len() == self.jobs
+        self.generation > 0
+            && self.names.len() == fleet.jobs.len()
+            && self.by_name.len() == self.names.len()
             && fleet
                 .jobs
                 .iter()
-                .enumerate()
-                .all(|(i, job)| self.by_name.get(job.name()) == Some(&position(i)))
+                .zip(&self.names)
+                .all(|(job, name)| job.name() == &**name)
     }
 
     /// Whether a job of that name is in the fleet last indexed.
     pub(crate) fn contains(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
+    }
+
+    /// Look-ups by name in `fleet` when this indexes it already.
+    pub(crate) fn specs_held<'a>(&'a self, fleet: &'a Fleet) -> Option<Specs<'a>> {
+        self.holds(fleet).then_some(Specs { fleet, index: self })
     }
 
     /// Look-ups by name in `fleet`, indexed first.
@@ -87,6 +105,11 @@ impl<'a> Specs<'a> {
     /// Whether the fleet has a job named `name`.
     pub(crate) fn contains_key(&self, name: &str) -> bool {
         self.index.contains(name)
+    }
+
+    /// [`JobIndex::generation`] of the index looked in.
+    pub(crate) fn generation(&self) -> u64 {
+        self.index.generation()
     }
 }
 
@@ -146,13 +169,20 @@ mod tests {
     fn kept_while_the_names_stay_and_made_again_when_they_move() {
         let probes = ["a", "b", "c", "d", "x"];
         let mut index = JobIndex::default();
+        let empty = Fleet::default();
+        assert!(!index.refresh(&empty), "a new index, even of no jobs");
+        assert!(index.refresh(&empty));
         let first = fleet(&["a", "b", "c"]);
-        assert!(!index.refresh(&first), "a new index");
+        assert!(!index.refresh(&first), "other names");
+        let generation = index.generation();
         agrees(&mut index, &first, &probes);
         // The same names in the same places (contents may differ).
         let same = fleet(&["a", "b", "c"]);
         assert!(index.refresh(&same));
         agrees(&mut index, &same, &probes);
+        assert_eq!(index.generation(), generation, "kept");
+        assert!(index.specs_held(&same).is_some());
+        assert!(index.specs_held(&fleet(&["a", "b"])).is_none());
         for changed in [
             fleet(&["a", "c", "b"]),
             fleet(&["a", "b"]),
@@ -162,7 +192,9 @@ mod tests {
         ] {
             let mut kept = JobIndex::default();
             kept.refresh(&first);
+            let generation = kept.generation();
             assert!(!kept.refresh(&changed), "{:?}", by_collect(&changed));
+            assert_eq!(kept.generation(), generation + 1);
             agrees(&mut kept, &changed, &probes);
         }
     }

@@ -323,13 +323,17 @@ fn same_pending(a: &[model::plan::Pending], b: &[model::plan::Pending]) -> bool 
 /// Forgets, in `records` and in `batch`, the pending jobs no longer in Git
 /// (`specs`): they never ran.
 fn forget_gone(specs: &Specs<'_>, records: &mut Records, batch: &mut Batch) {
-    records.retain(|name, record| {
-        let forget = record.phase == Phase::Pending && !specs.contains_key(name.as_str());
-        if forget {
-            batch.remove_jobs.push(name.clone());
-        }
-        !forget
-    });
+    // Found by walking the records (usually none), then removed: a walk
+    // that may remove costs twice as much on 150,000 records.
+    let gone: Vec<String> = records
+        .iter()
+        .filter(|(name, r)| r.phase == Phase::Pending && !specs.contains_key(name.as_str()))
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in &gone {
+        records.remove(name);
+    }
+    batch.remove_jobs.extend(gone);
 }
 
 /// Job records by name.
@@ -410,6 +414,9 @@ pub struct Reconciler<E> {
     seen: Option<LastObservation>,
     /// The fleet's jobs by name, kept while the names stay the same.
     jobs: JobIndex,
+    /// When every pending record's job was in the fleet: the index's
+    /// generation and the store's [`Store::job_writes`] then.
+    pending_in_fleet: Option<(u64, u64)>,
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
     /// The engine's planner: its view of the observed nodes (the cluster)
@@ -453,6 +460,7 @@ impl<E: Executor> Reconciler<E> {
             last: None,
             seen: None,
             jobs: JobIndex::default(),
+            pending_in_fleet: None,
             reuse_plans: true,
             planner: Planner::new(),
         }
@@ -642,24 +650,43 @@ impl<E: Executor> Reconciler<E> {
         // it out).
         let mut index = std::mem::take(&mut self.jobs);
         let specs = index.specs(&fleet);
+        // Every pending record's job was in the fleet when the last plan's
+        // pending jobs were noted; with the same job names since and no
+        // record written, none can have left Git.
+        let none_gone =
+            self.pending_in_fleet == Some((specs.generation(), self.store.job_writes()));
         let Observation { events, nodes } = match self.standing_nodes(now) {
             Some(nodes) => {
                 self.phases.observation_reused = true;
-                let mut batch = Batch::default();
-                forget_gone(&specs, &mut records, &mut batch);
-                self.store.commit_deferred(&batch)?;
+                if !none_gone {
+                    let mut batch = Batch::default();
+                    forget_gone(&specs, &mut records, &mut batch);
+                    self.store.commit_deferred(&batch)?;
+                }
                 Observation {
                     events: Vec::new(),
                     nodes,
                 }
             }
-            None => self.observe(&fleet, &specs, now, &mut records).await?,
+            None => {
+                self.observe(&fleet, &specs, now, &mut records, none_gone)
+                    .await?
+            }
         };
+        let generation = specs.generation();
         // The records the observed state is built from.
         let observed_writes = self.store.job_writes();
         self.phases.observe = observing.elapsed();
         let building = Instant::now();
-        let mut observed = self.observed(&specs, now, &records, nodes);
+        // Pending jobs gone from Git were forgotten while observing: the
+        // observed state need not look each one up again.
+        debug_assert!(
+            records
+                .values()
+                .all(|r| r.phase != Phase::Pending || specs.contains_key(&r.job)),
+            "a pending job not in the fleet"
+        );
+        let mut observed = self.observed(None, now, &records, nodes);
         self.jobs = index;
         self.phases.observed = building.elapsed();
         let planning = std::time::Instant::now();
@@ -718,6 +745,9 @@ impl<E: Executor> Reconciler<E> {
                 writes: self.store.job_writes(),
                 nodes: nodes.clone(),
             });
+            // Pending records are the fleet's: those left were forgotten,
+            // those noted are the plan's.
+            self.pending_in_fleet = Some((generation, self.store.job_writes()));
         }
         let (plan, observed) = (Arc::new(plan), Arc::new(observed));
         if self.reuse_plans {
@@ -1230,6 +1260,7 @@ impl<E: Executor> Reconciler<E> {
         specs: &Specs<'_>,
         now: Timestamp,
         records: &mut Records,
+        none_gone: bool,
     ) -> Result<Observation, ReconcileError> {
         let running: Vec<JobView<'_>> = records
             .values()
@@ -1268,7 +1299,11 @@ impl<E: Executor> Reconciler<E> {
             touched.insert(event.job().to_string());
             touched.extend(apply_event(records, event, &mut batch.audit));
         }
-        forget_gone(specs, records, &mut batch);
+        // Pending jobs gone from Git are forgotten, unless none can be
+        // (and no event changed a record).
+        if !(none_gone && events.is_empty()) {
+            forget_gone(specs, records, &mut batch);
+        }
         batch.jobs = touched
             .iter()
             .filter_map(|name| records.get(name).cloned())
@@ -1287,11 +1322,14 @@ impl<E: Executor> Reconciler<E> {
     /// ([`JobRecord::attained`]) of every running or pending job.
     fn observed(
         &self,
-        specs: &Specs<'_>,
+        specs: Option<&Specs<'_>>,
         now: Timestamp,
         records: &Records,
         nodes: Vec<ObservedNode>,
     ) -> ObservedState {
+        // Without `specs`, every pending record's job is in the fleet: the
+        // others were just forgotten ([`forget_gone`]).
+        let in_fleet = |job: &str| specs.is_none_or(|s| s.contains_key(job));
         let attained = self.fleet().is_some_and(|f| f.orders_by_attained_service());
         let mut state = ObservedState {
             time: Some(now),
@@ -1302,7 +1340,7 @@ impl<E: Executor> Reconciler<E> {
             if attained && record.attained > 0 {
                 let active = match record.phase {
                     Phase::Running => true,
-                    Phase::Pending => specs.contains_key(record.job.as_str()),
+                    Phase::Pending => in_fleet(record.job.as_str()),
                     Phase::Succeeded | Phase::Failed | Phase::Stopped => false,
                 };
                 if active {
@@ -1325,7 +1363,7 @@ impl<E: Executor> Reconciler<E> {
                         spec_digest: record.spec_digest.clone(),
                     });
                 }
-                Phase::Pending if specs.contains_key(record.job.as_str()) => {
+                Phase::Pending if in_fleet(record.job.as_str()) => {
                     state.queued.push(QueuedJob {
                         job: record.job.clone(),
                         since: record.first_seen,

@@ -29,12 +29,14 @@ impl<E: Executor> Reconciler<E> {
         nodes: Vec<ObservedNode>,
     ) -> Option<ObservedState> {
         let fleet = self.fleet()?;
-        let mut state = self.observed(
-            &crate::JobIndex::default().specs(fleet),
-            now,
-            records,
-            nodes,
-        );
+        // The loop's index of the fleet's jobs when it holds (it does after
+        // an iteration), else one made for this.
+        let mut made = crate::JobIndex::default();
+        let specs = match self.jobs.specs_held(fleet) {
+            Some(specs) => specs,
+            None => made.specs(fleet),
+        };
+        let mut state = self.observed(Some(&specs), now, records, nodes);
         forget_idle_of_busy(&mut state);
         Some(state)
     }
