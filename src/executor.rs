@@ -639,6 +639,26 @@ impl Executor for AnyExecutor {
             AnyExecutor::Kube(e) => e.execute(action, ctx, now).await,
         }
     }
+
+    fn flush(&mut self) -> Result<(), ExecError> {
+        match self {
+            AnyExecutor::Sim(e) => e.flush(),
+            AnyExecutor::Local(e) => e.flush(),
+            AnyExecutor::Slurm(e) => e.flush(),
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(e) => e.flush(),
+        }
+    }
+
+    fn acts_in_store_only(&self) -> bool {
+        match self {
+            AnyExecutor::Sim(e) => e.acts_in_store_only(),
+            AnyExecutor::Local(e) => e.acts_in_store_only(),
+            AnyExecutor::Slurm(e) => e.acts_in_store_only(),
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(e) => e.acts_in_store_only(),
+        }
+    }
 }
 
 /// The runtime the reconcile loop and `apply` run on: two workers, so the

@@ -298,6 +298,24 @@ pub trait Executor: Send {
         ctx: &ActionContext<'_>,
         now: Timestamp,
     ) -> impl Future<Output = Result<Outcome, ExecError>> + Send;
+
+    /// Writes to its [`KeyValue`] what the actions carried out so far
+    /// changed and the executor still keeps in memory (the sim's nodes).
+    /// The reconciler calls it before it records those actions' outcomes,
+    /// so their values land in the same transaction. Nothing by default.
+    fn flush(&mut self) -> Result<(), ExecError> {
+        Ok(())
+    }
+
+    /// Whether everything its actions change lives in its [`KeyValue`]
+    /// (the sim's world, rebuilt from its stored nodes): a crash then
+    /// loses an action's effect together with its outcome, and nothing
+    /// outside the state is left to repeat or to lose. The reconciler
+    /// then need not wait for the disk before carrying actions out.
+    /// `false` by default (the safe answer).
+    fn acts_in_store_only(&self) -> bool {
+        false
+    }
 }
 
 /// The nodes that hold a job still running after `events`.

@@ -44,6 +44,10 @@ pub struct SimExecutor {
     /// world has nothing due), `Some(Some(t))` until its next event at `t`;
     /// `None` once anything could have changed it (an action, other pools).
     stands: Option<Option<Timestamp>>,
+    /// Nodes that actions changed and that are not written to the store
+    /// yet ([`Executor::flush`]): a node placed on several times is
+    /// serialized once per outcome batch, not once per action.
+    dirty: BTreeSet<String>,
 }
 
 impl SimExecutor {
@@ -72,6 +76,7 @@ impl SimExecutor {
             fleet: None,
             seed,
             stands: None,
+            dirty: BTreeSet::new(),
         })
     }
 
@@ -213,18 +218,23 @@ impl SimExecutor {
         now: Timestamp,
     ) -> Result<Outcome, ExecError> {
         self.stands = None;
+        if matches!(action, Action::Scale { .. }) {
+            // Any node may come or go: written at once, compared with
+            // before (after the nodes changed earlier, so that what is
+            // stored follows the world's order of changes).
+            self.flush_nodes()?;
+        }
         let rules = self.rules;
         let store = self.store.clone();
         let world = self.world(now)?;
         let facts = JobFacts::with_grace(ctx.spec, ctx.grace, &rules);
         let (name, kind) = (action.target(), action.kind());
-        let touched = touched_nodes(world, action);
-        let before = snapshot(world, touched.as_deref());
         let outcome = match action {
             // Done by the reconciler's records: the world forgets a stopped
             // job at the next observation.
             Action::Terminate { .. } | Action::Cancel { .. } => Outcome::Done,
-            _ => {
+            Action::Scale { .. } => {
+                let before = snapshot(world);
                 world
                     .apply(action, &facts, now)
                     .map_err(|e| ExecError::Action {
@@ -232,36 +242,72 @@ impl SimExecutor {
                         subject: name.to_string(),
                         message: e.to_string(),
                     })?;
+                save_changed(store.as_ref(), world, &before)?;
+                Outcome::Done
+            }
+            _ => {
+                let touched = touched_nodes(world, action);
+                let applied = world.apply(action, &facts, now);
+                // Marked even when it failed: what is stored is the world
+                // as it is.
+                self.dirty.extend(touched);
+                applied.map_err(|e| ExecError::Action {
+                    action: kind,
+                    subject: name.to_string(),
+                    message: e.to_string(),
+                })?;
                 match action {
                     Action::Preempt { .. } => Outcome::Underway,
                     _ => Outcome::Done,
                 }
             }
         };
-        save_changed(store.as_ref(), world, &before, touched.as_deref())?;
         Ok(outcome)
+    }
+
+    /// Writes the nodes that actions changed since the last time, as the
+    /// world has them now (a node gone is removed).
+    fn flush_nodes(&mut self) -> Result<(), ExecError> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let Some(world) = &self.world else {
+            self.dirty.clear();
+            return Ok(());
+        };
+        let changes: Vec<(String, Option<String>)> = self
+            .dirty
+            .iter()
+            .map(|name| {
+                let value = world
+                    .node(name)
+                    .map(|node| serde_json::to_string(node).unwrap_or_default());
+                (format!("{NODE_PREFIX}{name}"), value)
+            })
+            .collect();
+        self.store.write(&changes)?;
+        self.dirty.clear();
+        Ok(())
     }
 }
 
 /// The only nodes `action` can change in the world (a placement's, a
 /// stopped job's, a drained node), so that carrying one action out does not
-/// serialize the whole fleet twice; `None`: any (a scale).
-fn touched_nodes(world: &World, action: &Action) -> Option<Vec<String>> {
+/// serialize the whole fleet; a scale (any node) is not asked.
+fn touched_nodes(world: &World, action: &Action) -> Vec<String> {
     let names = |placement: &[model::observed::NodeGpus]| {
         placement.iter().map(|p| p.node.clone()).collect::<Vec<_>>()
     };
     match action {
-        Action::Place { placement, .. } => Some(names(placement)),
+        Action::Place { placement, .. } => names(placement),
         Action::Preempt { job, .. }
         | Action::Terminate { job, .. }
-        | Action::Cancel { job, .. } => Some(
-            world
-                .job(job)
-                .map(|j| names(&j.placement))
-                .unwrap_or_default(),
-        ),
-        Action::Drain { node, .. } => Some(vec![node.clone()]),
-        Action::Scale { .. } => None,
+        | Action::Cancel { job, .. } => world
+            .job(job)
+            .map(|j| names(&j.placement))
+            .unwrap_or_default(),
+        Action::Drain { node, .. } => vec![node.clone()],
+        Action::Scale { .. } => Vec::new(),
     }
 }
 
@@ -287,32 +333,22 @@ fn event_of(event: WorldEvent) -> Option<Event> {
     }
 }
 
-/// The nodes as they are, by name: every one, or only `names` (compared
-/// with the nodes afterwards; only those that changed are serialized).
-fn snapshot(world: &World, names: Option<&[String]>) -> BTreeMap<String, WorldNode> {
-    let kept = |n: &WorldNode| (n.node.name.clone(), n.clone());
-    match names {
-        None => world.nodes().map(kept).collect(),
-        Some(names) => names
-            .iter()
-            .filter_map(|name| world.node(name))
-            .map(kept)
-            .collect(),
-    }
+/// The nodes as they are, by name (compared with the nodes afterwards;
+/// only those that changed are serialized).
+fn snapshot(world: &World) -> BTreeMap<String, WorldNode> {
+    world
+        .nodes()
+        .map(|n| (n.node.name.clone(), n.clone()))
+        .collect()
 }
 
-/// Stores the nodes that changed since `before` (added, changed, removed),
-/// looking at `names` only when given.
+/// Stores the nodes that changed since `before` (added, changed, removed).
 fn save_changed(
     store: &dyn KeyValue,
     world: &World,
     before: &BTreeMap<String, WorldNode>,
-    names: Option<&[String]>,
 ) -> Result<(), ExecError> {
-    let now: Vec<&WorldNode> = match names {
-        None => world.nodes().collect(),
-        Some(names) => names.iter().filter_map(|name| world.node(name)).collect(),
-    };
+    let now: Vec<&WorldNode> = world.nodes().collect();
     let mut changes: Vec<(String, Option<String>)> = Vec::new();
     for node in &now {
         let name = &node.node.name;
@@ -372,16 +408,18 @@ impl Executor for SimExecutor {
         running: &[JobView<'_>],
     ) -> Result<Observation, ExecError> {
         self.stands = None;
+        // What the actions before changed is stored before the world moves on.
+        self.flush_nodes()?;
         let mut events = self.sync_jobs(now, running)?;
         let store = self.store.clone();
         let world = self.world(now)?;
-        let before = snapshot(world, None);
+        let before = snapshot(world);
         events.extend(world.advance(now).into_iter().filter_map(event_of));
         world.take_completed();
         // Reported by job name, as the reconciler lists its jobs (the times
         // say when each happened).
         events.sort_by(|a, b| a.job().cmp(b.job()));
-        save_changed(store.as_ref(), world, &before, None)?;
+        save_changed(store.as_ref(), world, &before)?;
         let nodes = world.ready_nodes();
         // Seated as the reconciler says, the same jobs seat the same way
         // again: nothing changes until the world's next event.
@@ -421,6 +459,14 @@ impl Executor for SimExecutor {
         now: Timestamp,
     ) -> Result<Outcome, ExecError> {
         self.execute_now(action, ctx, now)
+    }
+
+    fn flush(&mut self) -> Result<(), ExecError> {
+        self.flush_nodes()
+    }
+
+    fn acts_in_store_only(&self) -> bool {
+        true
     }
 }
 
@@ -478,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn an_action_stores_the_nodes_it_changed_and_only_those() {
+    fn actions_store_the_nodes_they_changed_once_and_only_those() {
         let store = Arc::new(Counting::default());
         let mut sim = SimExecutor::open(store.clone(), None, Duration::ZERO).unwrap();
         sim.adopt_fleet(&fleet()).unwrap();
@@ -500,7 +546,24 @@ mod tests {
             revision: "r",
         };
         block_on(sim.execute(&place, &ctx, now)).unwrap();
-        assert_eq!(*store.1.lock().unwrap(), ["sim/node/p-1"]);
+        let second = Action::Place {
+            job: "b".into(),
+            placement: vec![model::observed::NodeGpus {
+                node: "p-1".into(),
+                gpus: vec![2, 3],
+            }],
+            reason: String::new(),
+        };
+        block_on(sim.execute(&second, &ctx, now)).unwrap();
+        assert!(store.1.lock().unwrap().is_empty(), "kept until flushed");
+        sim.flush().unwrap();
+        assert_eq!(
+            *store.1.lock().unwrap(),
+            ["sim/node/p-1"],
+            "once for both actions"
+        );
+        sim.flush().unwrap();
+        assert_eq!(store.1.lock().unwrap().len(), 1, "nothing more to write");
         let stored: WorldNode =
             serde_json::from_str(&store.entries("sim/node/p-1").unwrap()["sim/node/p-1"]).unwrap();
         assert_eq!(stored.node.idle_since, None, "busy, as stored");

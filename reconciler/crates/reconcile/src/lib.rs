@@ -1450,7 +1450,15 @@ impl<E: Executor> Reconciler<E> {
                 });
             }
         }
-        let ids = self.store.record_intents(&intents)?;
+        // Durable before the first action, unless the executor's actions
+        // change nothing outside the store: then they, their outcomes and
+        // their intents are lost together or kept together, and the
+        // revision's commit at the end puts all on disk.
+        let ids = if self.executor.acts_in_store_only() {
+            self.store.record_intents_deferred(&intents)?
+        } else {
+            self.store.record_intents(&intents)?
+        };
         let work: Vec<Work<'_>> = ids
             .iter()
             .zip(&intents)
@@ -1498,28 +1506,42 @@ impl<E: Executor> Reconciler<E> {
             return Ok(Vec::new());
         }
         self.store.hold_executor_writes();
+        // Outcome batches before the last are durable, unless the
+        // executor acts in the store only (nothing outside to match).
+        let in_store = self.executor.acts_in_store_only();
         let mut outcomes = Outcomes::new(self.outcome_batch);
         let mut results = Vec::with_capacity(work.len());
-        let mut carried = Ok(());
+        let mut carried: Result<(), ReconcileError> = Ok(());
         for item in work {
             results.push(
                 self.carry_out(fleet, specs, records, nominations, item, &mut outcomes)
                     .await,
             );
             if outcomes.due() {
-                carried = outcomes.commit(&self.store, false);
+                // The executor's values of these actions, with their outcomes.
+                carried = self
+                    .executor
+                    .flush()
+                    .map_err(ReconcileError::from)
+                    .and_then(|()| Ok(outcomes.commit(&self.store, in_store)?));
                 if carried.is_err() {
                     break;
                 }
             }
         }
         if carried.is_ok() {
-            carried = outcomes.commit(&self.store, defer_last);
+            carried = self
+                .executor
+                .flush()
+                .map_err(ReconcileError::from)
+                .and_then(|()| Ok(outcomes.commit(&self.store, defer_last)?));
         }
         // Whatever the executor wrote and no outcome took along (an
         // iteration that failed) is written now, as it was before batching.
+        let flushed = self.executor.flush();
         let released = self.store.release_executor_writes();
         carried?;
+        flushed?;
         released?;
         Ok(results)
     }

@@ -428,3 +428,227 @@ fn a_crash_after_planning_loses_only_deferred_records() {
     let store = Store::open(&setup.dir.join("state")).unwrap();
     assert_eq!(store.revisions().unwrap().loading, None);
 }
+
+#[test]
+fn a_crash_after_the_last_action_loses_and_repeats_nothing() {
+    let setup = Setup::new();
+    // Outcomes 1–18 are committed in three batches; 19 and 20 are carried
+    // out and the process dies before their (last, deferred) batch.
+    crash(setup.reconciler(Some((JOBS, Crash::After)), 6), t(0));
+
+    let (intents, running, values, places) = setup.state();
+    assert_eq!(intents, 2, "the last two intents stay");
+    assert_eq!(running.len(), 18);
+    assert_eq!(places, 18);
+    assert_eq!(values, running);
+
+    recover(&setup, 2);
+    setup.assert_each_job_placed_once();
+    let calls = setup.calls();
+    assert_eq!(calls.values().filter(|n| **n == 2).count(), 2, "{calls:?}");
+    assert!(calls.values().all(|n| *n <= 2));
+}
+
+/// The sim executor, dying (a panic: nothing more is committed) right
+/// after its n-th action: its nodes are written only when the reconciler
+/// asks ([`Executor::flush`]), with the outcomes they belong to.
+#[derive(Debug)]
+struct DyingSim {
+    sim: exec::sim::SimExecutor,
+    dies_after: Option<usize>,
+    /// Dies without unwinding (nothing closed: as a kill -9).
+    aborts: bool,
+    calls: usize,
+}
+
+impl Executor for DyingSim {
+    fn name(&self) -> &'static str {
+        self.sim.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.sim.capabilities()
+    }
+
+    async fn set_fleet(&mut self, fleet: &Fleet) -> Result<(), ExecError> {
+        self.sim.set_fleet(fleet).await
+    }
+
+    async fn observe(
+        &mut self,
+        now: Timestamp,
+        running: &[JobView<'_>],
+    ) -> Result<Observation, ExecError> {
+        self.sim.observe(now, running).await
+    }
+
+    fn already_done(&self, action: &Action) -> bool {
+        self.sim.already_done(action)
+    }
+
+    async fn execute(
+        &mut self,
+        action: &Action,
+        ctx: &ActionContext<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, ExecError> {
+        let outcome = self.sim.execute(action, ctx, now).await;
+        self.calls += 1;
+        if self.aborts && self.dies_after == Some(self.calls) {
+            std::process::abort();
+        }
+        assert!(
+            self.dies_after != Some(self.calls),
+            "crash after action {}",
+            self.calls
+        );
+        outcome
+    }
+
+    fn flush(&mut self) -> Result<(), ExecError> {
+        self.sim.flush()
+    }
+}
+
+fn dying_sim(setup: &Setup, dies_after: Option<usize>) -> Reconciler<DyingSim> {
+    dying_sim_as(setup, dies_after, false)
+}
+
+fn dying_sim_as(setup: &Setup, dies_after: Option<usize>, aborts: bool) -> Reconciler<DyingSim> {
+    let store = Arc::new(Store::open(&setup.dir.join("state")).unwrap());
+    let sim =
+        exec::sim::SimExecutor::open(store.clone(), None, model::spec::Duration::ZERO).unwrap();
+    let executor = DyingSim {
+        sim,
+        dies_after,
+        aborts,
+        calls: 0,
+    };
+    let source = FleetSource::Dir {
+        path: setup.dir.join("fleet"),
+    };
+    Reconciler::new(source, store, executor).with_outcome_batch(6)
+}
+
+/// The sim's stored nodes that run something (not idle), and the nodes
+/// the job records say run something: the same.
+fn busy_nodes_match_the_records(setup: &Setup) -> usize {
+    let store = Store::open(&setup.dir.join("state")).unwrap();
+    let stored: Vec<String> = store
+        .entries("sim/node/")
+        .unwrap()
+        .into_values()
+        .map(|text| serde_json::from_str::<serde_json::Value>(&text).unwrap())
+        .filter(|node| node["node"]["idleSince"].is_null())
+        .map(|node| node["node"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut recorded: Vec<String> = store
+        .jobs()
+        .unwrap()
+        .into_values()
+        .filter(|r| r.phase == Phase::Running)
+        .flat_map(|r| r.placement.into_iter().map(|p| p.node))
+        .collect();
+    recorded.sort();
+    assert_eq!(stored, recorded, "the sim's nodes as the outcomes recorded");
+    stored.len()
+}
+
+#[test]
+fn the_sims_nodes_land_with_their_outcomes_whenever_it_dies() {
+    // After the first action, in the middle of a batch, at a batch's end,
+    // after the last action.
+    for dies_after in [1, 9, 12, JOBS] {
+        let setup = Setup::new();
+        let mut reconciler = dying_sim(&setup, Some(dies_after));
+        let crashed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            block_on(reconciler.iterate(t(0))).map(|_| ())
+        }));
+        assert!(crashed.is_err(), "the iteration crashed");
+        drop(reconciler);
+        let recorded = (dies_after - 1) / 6 * 6;
+        assert_eq!(
+            busy_nodes_match_the_records(&setup),
+            recorded,
+            "dies after {dies_after}"
+        );
+
+        let mut reconciler = dying_sim(&setup, None);
+        let iteration = block_on(reconciler.iterate(t(1))).unwrap();
+        assert_eq!(iteration.recovered, JOBS - recorded);
+        assert!(iteration.executed.is_empty(), "{:?}", iteration.executed);
+        drop(reconciler);
+        assert_eq!(busy_nodes_match_the_records(&setup), JOBS);
+        let store = Store::open(&setup.dir.join("state")).unwrap();
+        assert!(store.pending_intents().unwrap().is_empty());
+        let places = store
+            .audit(0)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, e)| e.what == "place")
+            .count();
+        assert_eq!(places, JOBS, "one place line per job");
+    }
+}
+
+/// Set in a child process of this test binary: the [`Setup`] directory
+/// whose sim dies (abort) after the action given by [`SIM_DIES_AFTER`].
+const SIM_CRASH_DIR: &str = "GITFLEET_TEST_SIM_CRASH_DIR";
+const SIM_DIES_AFTER: &str = "GITFLEET_TEST_SIM_DIES_AFTER";
+
+/// Not a test of its own: run by
+/// [`a_killed_sim_iteration_leaves_a_state_as_before_or_consistent`] in a
+/// child process.
+#[test]
+fn sim_crash_child() {
+    let Some(dir) = std::env::var_os(SIM_CRASH_DIR) else {
+        return;
+    };
+    let dies_after: usize = std::env::var(SIM_DIES_AFTER).unwrap().parse().unwrap();
+    let setup = Setup::at(std::path::Path::new(&dir));
+    let mut reconciler = dying_sim_as(&setup, Some(dies_after), true);
+    let _ = block_on(reconciler.iterate(t(0)));
+    unreachable!("the executor aborts the process");
+}
+
+#[test]
+fn a_killed_sim_iteration_leaves_a_state_as_before_or_consistent() {
+    // The sim acts in the store only: its intents and outcome batches are
+    // deferred, and a kill -9 before the iteration's end loses them with
+    // the sim's nodes, as if the plan had not been carried out.
+    for dies_after in [1, 9, JOBS] {
+        let setup = Setup::new();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "sim_crash_child", "--nocapture"])
+            .env(SIM_CRASH_DIR, &setup.dir)
+            .env(SIM_DIES_AFTER, dies_after.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child died");
+        let recorded = busy_nodes_match_the_records(&setup);
+        let store = Store::open(&setup.dir.join("state")).unwrap();
+        let left = store.pending_intents().unwrap().len();
+        assert_eq!(left + recorded, JOBS, "every action recorded or intended");
+        drop(store);
+
+        let mut reconciler = dying_sim(&setup, None);
+        let iteration = block_on(reconciler.iterate(t(1))).unwrap();
+        assert_eq!(
+            iteration.recovered + iteration.executed.len(),
+            JOBS - recorded
+        );
+        drop(reconciler);
+        assert_eq!(busy_nodes_match_the_records(&setup), JOBS);
+        let store = Store::open(&setup.dir.join("state")).unwrap();
+        assert!(store.pending_intents().unwrap().is_empty());
+        let places = store
+            .audit(0)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, e)| e.what == "place")
+            .count();
+        assert_eq!(places, JOBS, "one place line per job");
+    }
+}

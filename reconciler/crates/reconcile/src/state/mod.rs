@@ -16,6 +16,7 @@
 //! Tables hold JSON values (serde), so a record can gain fields without a
 //! migration; old values read with defaults.
 
+mod groups;
 mod records;
 
 pub use records::{
@@ -42,10 +43,17 @@ const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const JOBS: TableDefinition<&str, &str> = TableDefinition::new("jobs");
 /// Executor-owned values (the sim executor's virtual nodes), by key.
 const EXECUTOR: TableDefinition<&str, &str> = TableDefinition::new("executor");
-/// Sequence → [`Intent`], removed when the action is done.
+/// Intents, by group ([`groups`]): a plan's actions are one value, removed
+/// when every one of them is done.
 const INTENTS: TableDefinition<u64, &str> = TableDefinition::new("intents");
-/// Sequence → [`AuditEntry`], append-only.
+/// Intent group → its length and which of its intents are done
+/// ([`groups::Progress`]); only for groups of more than one.
+const INTENTS_DONE: TableDefinition<u64, &str> = TableDefinition::new("intents_done");
+/// Audit lines, by group ([`groups`]), append-only.
 const AUDIT: TableDefinition<u64, &str> = TableDefinition::new("audit");
+/// The most audit lines one value of [`AUDIT`] holds: a tail of the log
+/// (the dashboard's) reads at most this many more than it shows.
+const AUDIT_GROUP: usize = 64;
 
 const REVISIONS_KEY: &str = "revisions";
 const CLOCK_KEY: &str = "clock";
@@ -296,6 +304,7 @@ impl Store {
             JOBS.name(),
             EXECUTOR.name(),
             INTENTS.name(),
+            INTENTS_DONE.name(),
             AUDIT.name(),
         ];
         if all.iter().all(|name| existing.iter().any(|e| e == name)) {
@@ -307,6 +316,7 @@ impl Store {
             txn.open_table(JOBS).map_err(|e| self.err(e))?;
             txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
             txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+            txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
             txn.open_table(AUDIT).map_err(|e| self.err(e))?;
         }
         self.finish(txn, Durability::None)
@@ -408,11 +418,23 @@ impl Store {
     pub fn pending_intents(&self) -> Result<Vec<(u64, Intent)>, StateError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+        let done = txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(|e| self.err(e))? {
             let (key, value) = entry.map_err(|e| self.err(e))?;
-            let id = key.value();
-            out.push((id, self.decode("intents", &id.to_string(), value.value())?));
+            let key = key.value();
+            let intents: Vec<Intent> = self.decode_group("intents", key, value.value())?;
+            let progress = match done.get(key).map_err(|e| self.err(e))? {
+                Some(text) => groups::Progress::decode(text.value())
+                    .ok_or_else(|| self.corrupt("intents_done", key, "not a progress mark"))?,
+                None => groups::Progress::new(intents.len()),
+            };
+            let first = groups::first_id(key, intents.len());
+            for (index, intent) in intents.into_iter().enumerate() {
+                if !progress.is_done(index) {
+                    out.push((first + index as u64, intent));
+                }
+            }
         }
         Ok(out)
     }
@@ -425,27 +447,46 @@ impl Store {
             .ok_or_else(|| self.err("no intent id was given"))
     }
 
-    /// Records actions as intended, all in one transaction, before the first
-    /// of them is carried out; returns their ids, in order (increasing).
-    /// Nothing is written for none.
+    /// Records actions as intended, all in one transaction (one value),
+    /// before the first of them is carried out; returns their ids, in
+    /// order (consecutive). Nothing is written for none.
     pub fn record_intents(&self, intents: &[Intent]) -> Result<Vec<u64>, StateError> {
+        self.record_intents_as(intents, Durability::Immediate)
+    }
+
+    /// Records actions as intended as [`Store::record_intents`] does,
+    /// deferred ([`Store::commit_deferred`]): only for actions whose
+    /// effects all land in this store with their outcomes (an executor
+    /// that acts in the store only), which a crash loses together.
+    pub fn record_intents_deferred(&self, intents: &[Intent]) -> Result<Vec<u64>, StateError> {
+        self.record_intents_as(intents, Durability::None)
+    }
+
+    fn record_intents_as(
+        &self,
+        intents: &[Intent],
+        durability: Durability,
+    ) -> Result<Vec<u64>, StateError> {
         if intents.is_empty() {
             return Ok(Vec::new());
         }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        let mut ids = Vec::with_capacity(intents.len());
+        let first;
         {
             let mut table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
-            let first = next_key(&table).map_err(|e| self.err(e))?;
-            for (id, intent) in (first..).zip(intents) {
-                table
-                    .insert(id, to_json(intent).as_str())
+            first = next_key(&table).map_err(|e| self.err(e))?;
+            let last = first + intents.len() as u64 - 1;
+            table
+                .insert(last, groups::encode(intents).as_str())
+                .map_err(|e| self.err(e))?;
+            if intents.len() > 1 {
+                let mut done = txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
+                done.insert(last, groups::Progress::new(intents.len()).encode().as_str())
                     .map_err(|e| self.err(e))?;
-                ids.push(id);
             }
         }
-        self.finish(txn, Durability::Immediate)?;
-        Ok(ids)
+        self.finish(txn, durability)?;
+        Ok((first..first + intents.len() as u64).collect())
     }
 
     /// From now on, the executor's writes ([`exec::KeyValue::write`]) are
@@ -491,10 +532,14 @@ impl Store {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
+        // A group is keyed by its last line: the first group from `from` on
+        // may begin before it.
         for entry in table.range(from..).map_err(|e| self.err(e))? {
             let (key, value) = entry.map_err(|e| self.err(e))?;
-            let id = key.value();
-            out.push((id, self.decode("audit", &id.to_string(), value.value())?));
+            let key = key.value();
+            let lines: Vec<AuditEntry> = self.decode_group("audit", key, value.value())?;
+            let first = groups::first_id(key, lines.len());
+            out.extend((first..).zip(lines).filter(|(id, _)| *id >= from));
         }
         Ok(out)
     }
@@ -533,14 +578,16 @@ impl Store {
         let mut out = Vec::new();
         for entry in table.range(0..).map_err(|e| failed(e.to_string()))? {
             let (key, value) = entry.map_err(|e| failed(e.to_string()))?;
-            let id = key.value();
-            let entry = serde_json::from_str(value.value()).map_err(|e| StateError::Corrupt {
-                path: shown.clone(),
-                table: "audit",
-                key: id.to_string(),
-                message: e.to_string(),
-            })?;
-            out.push((id, entry));
+            let key = key.value();
+            let lines: Vec<AuditEntry> =
+                groups::decode(value.value()).map_err(|e| StateError::Corrupt {
+                    path: shown.clone(),
+                    table: "audit",
+                    key: key.to_string(),
+                    message: e.to_string(),
+                })?;
+            let first = groups::first_id(key, lines.len());
+            out.extend((first..).zip(lines));
         }
         Ok(out)
     }
@@ -550,10 +597,23 @@ impl Store {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
-        for entry in table.iter().map_err(|e| self.err(e))?.rev().take(n) {
+        for entry in table.iter().map_err(|e| self.err(e))?.rev() {
+            if out.len() >= n {
+                break;
+            }
             let (key, value) = entry.map_err(|e| self.err(e))?;
-            let id = key.value();
-            out.push((id, self.decode("audit", &id.to_string(), value.value())?));
+            let key = key.value();
+            let lines: Vec<AuditEntry> = self.decode_group("audit", key, value.value())?;
+            let first = groups::first_id(key, lines.len());
+            let left = n - out.len();
+            out.extend(
+                lines
+                    .into_iter()
+                    .enumerate()
+                    .rev()
+                    .take(left)
+                    .map(|(i, line)| (first + i as u64, line)),
+            );
         }
         Ok(out)
     }
@@ -642,20 +702,86 @@ impl Store {
                 .map_err(|e| self.err(e))?;
             }
             if !batch.done_intents.is_empty() {
-                let mut intents = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
-                for id in &batch.done_intents {
-                    intents.remove(*id).map_err(|e| self.err(e))?;
-                }
+                self.mark_done(&txn, &batch.done_intents)?;
             }
-            let mut audit = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
-            let first = next_key(&audit).map_err(|e| self.err(e))?;
-            for (key, entry) in (first..).zip(&batch.audit) {
-                audit
-                    .insert(key, to_json(entry).as_str())
-                    .map_err(|e| self.err(e))?;
+            if !batch.audit.is_empty() {
+                let mut audit = txn.open_table(AUDIT).map_err(|e| self.err(e))?;
+                let mut next = next_key(&audit).map_err(|e| self.err(e))?;
+                for lines in batch.audit.chunks(AUDIT_GROUP) {
+                    let last = next + lines.len() as u64 - 1;
+                    audit
+                        .insert(last, groups::encode(lines).as_str())
+                        .map_err(|e| self.err(e))?;
+                    next = last + 1;
+                }
             }
         }
         self.finish(txn, durability)
+    }
+
+    /// Marks intents done in `txn`: a group all of whose intents are done
+    /// is removed, with its progress mark; otherwise the mark records the
+    /// ones done. Ids of no intent are ignored.
+    fn mark_done(&self, txn: &WriteTransaction, ids: &[u64]) -> Result<(), StateError> {
+        let mut intents = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
+        let mut done = txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut rest = ids.as_slice();
+        while let Some(&id) = rest.first() {
+            // The group holding `id` is the first keyed at or after it.
+            let key = match intents.range(id..).map_err(|e| self.err(e))?.next() {
+                Some(entry) => entry.map_err(|e| self.err(e))?.0.value(),
+                None => break,
+            };
+            let (mine, after) = rest.split_at(rest.partition_point(|i| *i <= key));
+            rest = after;
+            let mark = done
+                .get(key)
+                .map_err(|e| self.err(e))?
+                .map(|v| v.value().to_string());
+            let Some(mark) = mark else {
+                // A group of one (or an intent from before groups).
+                if mine.contains(&key) {
+                    intents.remove(key).map_err(|e| self.err(e))?;
+                }
+                continue;
+            };
+            let mut progress = groups::Progress::decode(&mark)
+                .ok_or_else(|| self.corrupt("intents_done", key, "not a progress mark"))?;
+            let first = groups::first_id(key, progress.len());
+            for id in mine.iter().filter(|i| **i >= first) {
+                progress.mark((id - first) as usize);
+            }
+            if progress.all_done() {
+                intents.remove(key).map_err(|e| self.err(e))?;
+                done.remove(key).map_err(|e| self.err(e))?;
+            } else {
+                done.insert(key, progress.encode().as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The values of a group ([`groups::decode`]) keyed `key` in `table`.
+    fn decode_group<T: DeserializeOwned>(
+        &self,
+        table: &'static str,
+        key: u64,
+        text: &str,
+    ) -> Result<Vec<T>, StateError> {
+        groups::decode(text).map_err(|e| self.corrupt(table, key, e))
+    }
+
+    fn corrupt(&self, table: &'static str, key: u64, e: impl std::fmt::Display) -> StateError {
+        StateError::Corrupt {
+            path: self.path.display().to_string(),
+            table,
+            key: key.to_string(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -816,6 +942,182 @@ mod tests {
         let left = store.pending_intents().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].0, ids[1]);
+    }
+
+    fn audit_line(what: &str) -> AuditEntry {
+        AuditEntry {
+            time: t("2026-11-21T10:00:00Z"),
+            revision: "r".into(),
+            what: what.into(),
+            subject: "j".into(),
+            detail: String::new(),
+        }
+    }
+
+    fn cancel(job: &str) -> Intent {
+        Intent {
+            revision: "r1".into(),
+            time: t("2026-11-21T10:00:00Z"),
+            action: Action::Cancel {
+                job: job.into(),
+                reason: "removed from Git".into(),
+            },
+        }
+    }
+
+    /// Jobs of the pending intents.
+    fn pending_jobs(store: &Store) -> Vec<(u64, String)> {
+        store
+            .pending_intents()
+            .unwrap()
+            .into_iter()
+            .map(|(id, i)| (id, i.action.job().unwrap_or_default().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_plans_intents_are_one_value_until_all_are_done_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let single = store.record_intent(&cancel("before")).unwrap();
+        let intents: Vec<Intent> = (0..10).map(|i| cancel(&format!("j{i}"))).collect();
+        let ids = store.record_intents(&intents).unwrap();
+        assert_eq!(ids[0], single + 1);
+        let count = |table| {
+            let txn = store.db.begin_read().unwrap();
+            redb::ReadableTableMetadata::len(&txn.open_table(table).unwrap()).unwrap()
+        };
+        assert_eq!(count(INTENTS), 2, "one value for the plan");
+        // Batches in plan order, as the reconciler commits outcomes.
+        for batch in ids.chunks(4) {
+            store
+                .commit(&Batch {
+                    done_intents: batch.to_vec(),
+                    ..Batch::default()
+                })
+                .unwrap();
+            let left = pending_jobs(&store);
+            let done_so_far = ids
+                .iter()
+                .position(|id| *id == batch[batch.len() - 1])
+                .unwrap()
+                + 1;
+            assert_eq!(left.len(), 1 + 10 - done_so_far, "{left:?}");
+            assert_eq!(left[0], (single, "before".to_string()));
+        }
+        assert_eq!(count(INTENTS), 1, "the plan's value is gone");
+        assert_eq!(count(INTENTS_DONE), 0, "and its progress");
+        store
+            .commit(&Batch {
+                done_intents: vec![single, 999],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(store.pending_intents().unwrap().is_empty());
+        // The next plan reads back (ids count again from an empty table, as
+        // they always did).
+        let next = store.record_intents(&intents[..2]).unwrap();
+        assert_eq!(
+            pending_jobs(&store),
+            [(next[0], "j0".to_string()), (next[1], "j1".to_string())]
+        );
+    }
+
+    #[test]
+    fn intents_and_audit_lines_from_before_groups_read_and_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // As an older gitfleet wrote them: one value a key.
+        {
+            let txn = store.db.begin_write().unwrap();
+            {
+                let mut intents = txn.open_table(INTENTS).unwrap();
+                let mut audit = txn.open_table(AUDIT).unwrap();
+                for id in 1..=3u64 {
+                    intents
+                        .insert(id, to_json(&cancel(&format!("old{id}"))).as_str())
+                        .unwrap();
+                    audit
+                        .insert(id, to_json(&audit_line(&format!("old{id}"))).as_str())
+                        .unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+        let expected: Vec<(u64, String)> = (1..=3).map(|i| (i, format!("old{i}"))).collect();
+        assert_eq!(pending_jobs(&store), expected);
+        let ids = store
+            .record_intents(&[cancel("new4"), cancel("new5")])
+            .unwrap();
+        assert_eq!(ids, [4, 5]);
+        store
+            .commit(&Batch {
+                done_intents: vec![1, 2, 4],
+                audit: (4..=100).map(|i| audit_line(&format!("new{i}"))).collect(),
+                ..Batch::default()
+            })
+            .unwrap();
+        assert_eq!(
+            pending_jobs(&store),
+            [(3, "old3".to_string()), (5, "new5".to_string())]
+        );
+        let log = store.audit(0).unwrap();
+        assert_eq!(log.len(), 100);
+        for (n, (id, entry)) in log.iter().enumerate() {
+            let n = n as u64 + 1;
+            assert_eq!(*id, n);
+            let prefix = if n <= 3 { "old" } else { "new" };
+            assert_eq!(entry.what, format!("{prefix}{n}"));
+        }
+        drop(store);
+        assert_eq!(Store::read_audit(dir.path()).unwrap(), log);
+    }
+
+    #[test]
+    fn audit_reads_from_any_line_and_its_tail_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut n = 0;
+        // Groups of every size around the value's limit.
+        for size in [
+            1,
+            3,
+            AUDIT_GROUP - 1,
+            AUDIT_GROUP,
+            AUDIT_GROUP + 1,
+            2 * AUDIT_GROUP + 5,
+            1,
+        ] {
+            let lines = (0..size)
+                .map(|_| {
+                    n += 1;
+                    audit_line(&format!("l{n}"))
+                })
+                .collect();
+            store
+                .commit(&Batch {
+                    audit: lines,
+                    ..Batch::default()
+                })
+                .unwrap();
+        }
+        let all: Vec<(u64, String)> = (1..=n).map(|i| (i as u64, format!("l{i}"))).collect();
+        let whats = |log: Vec<(u64, AuditEntry)>| -> Vec<(u64, String)> {
+            log.into_iter().map(|(id, e)| (id, e.what)).collect()
+        };
+        assert_eq!(whats(store.audit(0).unwrap()), all);
+        for from in 0..=(n as u64 + 2) {
+            let expected: Vec<_> = all.iter().filter(|(id, _)| *id >= from).cloned().collect();
+            assert_eq!(whats(store.audit(from).unwrap()), expected, "from {from}");
+        }
+        for tail in [0, 1, 2, 5, AUDIT_GROUP, 3 * AUDIT_GROUP, n + 4] {
+            let expected: Vec<_> = all.iter().rev().take(tail).cloned().collect();
+            assert_eq!(
+                whats(store.audit_tail(tail).unwrap()),
+                expected,
+                "tail {tail}"
+            );
+        }
     }
 
     #[test]
