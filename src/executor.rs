@@ -615,6 +615,16 @@ impl Executor for AnyExecutor {
         }
     }
 
+    fn observation_stands(&self, now: Timestamp) -> bool {
+        match self {
+            AnyExecutor::Sim(e) => e.observation_stands(now),
+            AnyExecutor::Local(e) => e.observation_stands(now),
+            AnyExecutor::Slurm(e) => e.observation_stands(now),
+            #[cfg(feature = "kube")]
+            AnyExecutor::Kube(e) => e.observation_stands(now),
+        }
+    }
+
     fn already_done(&self, action: &Action) -> bool {
         match self {
             AnyExecutor::Sim(e) => e.already_done(action),
@@ -669,4 +679,26 @@ pub fn runtime() -> miette::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may stop at the first surprise
+mod tests {
+    use super::*;
+
+    /// Every answer the loop asks an executor for reaches the executor
+    /// inside: a default left unforwarded would make the binary's sim
+    /// observe and plan every iteration (and never defer its commits).
+    #[test]
+    fn the_sim_inside_answers_for_itself() {
+        let store: Arc<dyn reconciler::exec::KeyValue> =
+            Arc::new(reconciler::exec::MemoryKv::default());
+        let mut any = AnyExecutor::Sim(SimExecutor::open(store, None, Duration::ZERO).unwrap());
+        let now: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+        assert!(!any.observation_stands(now), "nothing observed yet");
+        futures_executor::block_on(any.observe(now, &[])).unwrap();
+        assert!(any.observation_stands(now), "the world has nothing due");
+        assert!(any.acts_in_store_only());
+        assert_eq!(any.name(), "sim");
+    }
 }
