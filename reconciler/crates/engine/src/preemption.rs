@@ -203,14 +203,23 @@ pub struct CandidateList {
 }
 
 /// Victims that would let job `j` run on the model of `req`, if any; the
-/// engine is left unchanged ([`carry_out`] commits them).
-pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
+/// engine is left unchanged ([`carry_out`] commits them). With `to_beat`
+/// (a preemption found on another model), `None` also when no preemption
+/// on this model could be better than it.
+pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) -> Option<Found> {
+    // No victims at all: nothing is better.
+    if let Some(best) = to_beat
+        && best.cost.is_empty()
+    {
+        debug_assert!(no_better(e, j, req, best));
+        return None;
+    }
     let job = e.jobs[j as usize].clone();
     let q = job.queue?;
     let key: MemoKey = (
         q,
         job.priority,
-        e.started_before(&job),
+        e.started_before(j),
         req.model,
         req.replicas,
         req.per_replica,
@@ -262,6 +271,12 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let mut limit = first;
     let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, limit);
     let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0) + stopping_gpus;
+    if let Some(best) = to_beat
+        && cannot_beat(e, q, req, job.gpus, &list, free, &stopping, best)
+    {
+        debug_assert!(no_better(e, j, req, best));
+        return None;
+    }
     loop {
         let (cands, more) = (&list.cands, list.more);
         let shown = &cands[..limit.min(cands.len())];
@@ -308,6 +323,45 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     None
 }
 
+/// Whether the whole search finds no preemption better than `best`: what
+/// debug builds check the shortcuts of [`find`] against.
+fn no_better(e: &mut Engine, j: JobId, req: &Request, best: &Found) -> bool {
+    find(e, j, req, None).is_none_or(|found| !found.better_than(best))
+}
+
+/// Whether no preemption from the candidates of `list` (the first ones)
+/// can be better than `best` (found on another model): one that is takes
+/// only victims more preferred than its least preferred victim, and those
+/// candidates (a prefix, when the list reaches past it) do not meet what
+/// any preemption needs: enough GPUs with the `free` ones (free and
+/// waited-for stopping GPUs), replicas that could fit, and the limits.
+/// `false` when the list ends before telling.
+#[allow(clippy::too_many_arguments)]
+fn cannot_beat(
+    e: &mut Engine,
+    q: QueueId,
+    req: &Request,
+    gpus: u64,
+    list: &CandidateList,
+    free: u64,
+    stopping: &Waitable,
+    best: &Found,
+) -> bool {
+    let Some(&worst) = best.cost.first() else {
+        return true;
+    };
+    let cands = &list.cands;
+    debug_assert!(cands.is_sorted_by_key(|c| c.key));
+    let n = cands.partition_point(|c| c.key < worst);
+    if n == cands.len() && list.more {
+        return false;
+    }
+    let better = &cands[..n];
+    free + better.iter().map(|c| c.gpus).sum::<u64>() < gpus
+        || !replicas_could_fit(e, req, better, stopping)
+        || !quota_fits_without(e, q, req.model, gpus, better, &all_of(better))
+}
+
 /// Carries out a preemption [`find`] found for job `j`.
 pub fn carry_out(e: &mut Engine, j: JobId, found: Found) {
     let chosen: Vec<usize> = (0..found.victims.len()).collect();
@@ -339,7 +393,7 @@ fn candidates_cached(
     let key: CandidateKey = (
         q,
         job.priority,
-        e.started_before(job),
+        e.started_before(j),
         reclaim,
         req.model,
         limit,
