@@ -295,6 +295,8 @@ struct Engine<'a> {
     /// Per priority of a job: the starts of the preemptible running jobs of
     /// lower priority, sorted ([`OutcomeKey::started_before`]).
     run_starts: HashMap<i32, Vec<Timestamp>>,
+    /// Per job: [`Engine::started_before`] once found (`u32::MAX` before).
+    started_before_of: Vec<std::cell::Cell<u32>>,
     /// Failed preemption searches, by shape, at the generation they failed.
     preempt_memo: HashMap<preemption::MemoKey, u64>,
     /// Preemptions chosen so far (victim candidates change only then).
@@ -380,6 +382,7 @@ impl<'a> Engine<'a> {
                 pools[p as usize].observed_nodes += 1;
             }
         }
+        let jobs_len = jobs.len();
         let pending_now = vec![false; jobs.len()];
         let decided = vec![false; jobs.len()];
         let pending = Vec::with_capacity(jobs.len());
@@ -421,6 +424,7 @@ impl<'a> Engine<'a> {
             reservation_memo: HashMap::default(),
             outcome_memo: HashMap::default(),
             run_starts: HashMap::default(),
+            started_before_of: vec![std::cell::Cell::new(u32::MAX); jobs_len],
             preemptions: 0,
             candidate_memo: HashMap::default(),
             source_memo: HashMap::default(),
@@ -1286,7 +1290,7 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let req = Request::for_job(&job, m);
-            if let Some(found) = preemption::find(self, j, &req)
+            if let Some(found) = preemption::find(self, j, &req, best.as_ref())
                 && best.as_ref().is_none_or(|b| found.better_than(b))
             {
                 best = Some(found);
@@ -1344,7 +1348,7 @@ impl<'a> Engine<'a> {
                 .reservation
                 .as_ref()
                 .map(|res| backfill::ends_before(self.now, job, res.start)),
-            started_before: self.started_before(job),
+            started_before: self.started_before(j),
             attained_tier: job.attained.map(|a| a.tier),
         })
     }
@@ -1354,12 +1358,21 @@ impl<'a> Engine<'a> {
     /// never seen). Jobs of one priority with the same count may preempt
     /// the same lower-priority borrowers (rule 5c): no such job started
     /// between their first-seen times.
-    fn started_before(&self, job: &JobInfo) -> usize {
-        self.run_starts.get(&job.priority).map_or(0, |starts| {
+    /// Found once per job (it is fixed for the plan).
+    fn started_before(&self, j: JobId) -> usize {
+        let known = &self.started_before_of[j as usize];
+        if known.get() != u32::MAX {
+            return known.get() as usize;
+        }
+        let job = &self.jobs[j as usize];
+        let count = self.run_starts.get(&job.priority).map_or(0, |starts| {
             job.first_seen.map_or(starts.len(), |seen| {
                 starts.partition_point(|started| *started < seen)
             })
-        })
+        });
+        // Counts are below the running jobs' count, far below u32::MAX.
+        known.set(u32::try_from(count).unwrap_or(u32::MAX));
+        count
     }
 
     /// The pending reason; a lone placement failure is remembered by shape

@@ -203,14 +203,23 @@ pub struct CandidateList {
 }
 
 /// Victims that would let job `j` run on the model of `req`, if any; the
-/// engine is left unchanged ([`carry_out`] commits them).
-pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
+/// engine is left unchanged ([`carry_out`] commits them). With `to_beat`
+/// (a preemption found on another model), `None` also when no preemption
+/// on this model could be better than it.
+pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) -> Option<Found> {
+    // No victims at all: nothing is better.
+    if let Some(best) = to_beat
+        && best.cost.is_empty()
+    {
+        debug_assert!(no_better(e, j, req, best));
+        return None;
+    }
     let job = e.jobs[j as usize].clone();
     let q = job.queue?;
     let key: MemoKey = (
         q,
         job.priority,
-        e.started_before(&job),
+        e.started_before(j),
         req.model,
         req.replicas,
         req.per_replica,
@@ -262,6 +271,12 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     let mut limit = first;
     let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, limit);
     let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0) + stopping_gpus;
+    if let Some(best) = to_beat
+        && cannot_beat(e, q, req, job.gpus, &list, free, &stopping, best)
+    {
+        debug_assert!(no_better(e, j, req, best));
+        return None;
+    }
     loop {
         let (cands, more) = (&list.cands, list.more);
         let shown = &cands[..limit.min(cands.len())];
@@ -308,6 +323,45 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request) -> Option<Found> {
     None
 }
 
+/// Whether the whole search finds no preemption better than `best`: what
+/// debug builds check the shortcuts of [`find`] against.
+fn no_better(e: &mut Engine, j: JobId, req: &Request, best: &Found) -> bool {
+    find(e, j, req, None).is_none_or(|found| !found.better_than(best))
+}
+
+/// Whether no preemption from the candidates of `list` (the first ones)
+/// can be better than `best` (found on another model): one that is takes
+/// only victims more preferred than its least preferred victim, and those
+/// candidates (a prefix, when the list reaches past it) do not meet what
+/// any preemption needs: enough GPUs with the `free` ones (free and
+/// waited-for stopping GPUs), replicas that could fit, and the limits.
+/// `false` when the list ends before telling.
+#[allow(clippy::too_many_arguments)]
+fn cannot_beat(
+    e: &mut Engine,
+    q: QueueId,
+    req: &Request,
+    gpus: u64,
+    list: &CandidateList,
+    free: u64,
+    stopping: &Waitable,
+    best: &Found,
+) -> bool {
+    let Some(&worst) = best.cost.first() else {
+        return true;
+    };
+    let cands = &list.cands;
+    debug_assert!(cands.is_sorted_by_key(|c| c.key));
+    let n = cands.partition_point(|c| c.key < worst);
+    if n == cands.len() && list.more {
+        return false;
+    }
+    let better = &cands[..n];
+    free + better.iter().map(|c| c.gpus).sum::<u64>() < gpus
+        || !replicas_could_fit(e, req, better, stopping)
+        || !quota_fits_without(e, q, req.model, gpus, better, &all_of(better))
+}
+
 /// Carries out a preemption [`find`] found for job `j`.
 pub fn carry_out(e: &mut Engine, j: JobId, found: Found) {
     let chosen: Vec<usize> = (0..found.victims.len()).collect();
@@ -339,7 +393,7 @@ fn candidates_cached(
     let key: CandidateKey = (
         q,
         job.priority,
-        e.started_before(job),
+        e.started_before(j),
         reclaim,
         req.model,
         limit,
@@ -1086,6 +1140,10 @@ fn search_inner(
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
+    // With a required topology level the placement is the best of the
+    // domains' ([`place_with`]): each domain's result is kept, and only
+    // the domains a dropped victim holds GPUs in are searched again.
+    let mut by_domain: Option<DomainResults> = None;
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
@@ -1099,16 +1157,32 @@ fn search_inner(
         let same = known
             .as_ref()
             .filter(|p| req.required.or(req.preferred).is_none() && !runs_on(e, back.run, p));
-        let found = if allowed {
-            placement_with(e, area, req, cands, &without, stopping, same)
-        } else {
-            None
+        let mut changed = Vec::new();
+        let found = match (allowed, area) {
+            (false, _) => None,
+            (true, Area::Listed { domains, .. }) if req.required.is_some() => {
+                let results = by_domain.get_or_insert_with(|| {
+                    DomainResults::new(e, domains, req, cands, &chosen, stopping)
+                });
+                changed = results.without(e, domains, req, cands, &without, back.run, stopping);
+                let p = results.best(&changed);
+                #[cfg(debug_assertions)]
+                {
+                    let searched = placement_with(e, area, req, cands, &without, stopping, None);
+                    debug_assert_eq!(p, searched, "domains kept, victims {without:?}");
+                }
+                p
+            }
+            (true, _) => placement_with(e, area, req, cands, &without, stopping, same),
         };
         match found {
             Some(p) => {
                 chosen = without;
                 known = Some(p.clone());
                 placement = p;
+                if let Some(results) = by_domain.as_mut() {
+                    results.apply(changed);
+                }
             }
             None => e.tree.charge(back.queue, m, back.gpus, false),
         }
@@ -1635,6 +1709,123 @@ fn placement_with(
             Some(p.clone())
         }
         None => search(),
+    }
+}
+
+/// [`place_with`]'s search per domain of a required topology level for
+/// one victim set (the victim search's drop loop): a domain's result
+/// depends only on the victims on its nodes.
+struct DomainResults {
+    /// The domain (index into the area's domains) of each node in one.
+    domain_of: HashMap<NodeId, usize>,
+    /// Per domain: what [`node_by_node`] finds there.
+    results: Vec<Option<(Cost, Vec<usize>, Placement)>>,
+}
+
+/// Domains searched again, with their new results.
+type DomainChanges = Vec<(usize, Option<(Cost, Vec<usize>, Placement)>)>;
+
+impl DomainResults {
+    /// The domains' results with the victims `set`.
+    fn new(
+        e: &Engine,
+        domains: &[(Vec<NodeId>, Vec<NodeId>)],
+        req: &Request,
+        cands: &[Candidate],
+        set: &[usize],
+        stopping: &Waitable,
+    ) -> Self {
+        let mut domain_of = HashMap::default();
+        for (d, (members, _)) in domains.iter().enumerate() {
+            for &id in members {
+                domain_of.insert(id, d);
+            }
+        }
+        let by_node = victims_by_node(e, cands, set);
+        let results = (0..domains.len())
+            .map(|d| Self::search(e, domains, d, req, cands, &by_node, stopping))
+            .collect();
+        DomainResults { domain_of, results }
+    }
+
+    fn search(
+        e: &Engine,
+        domains: &[(Vec<NodeId>, Vec<NodeId>)],
+        d: usize,
+        req: &Request,
+        cands: &[Candidate],
+        by_node: &BTreeMap<NodeId, Vec<usize>>,
+        stopping: &Waitable,
+    ) -> Option<(Cost, Vec<usize>, Placement)> {
+        let (members, base) = &domains[d];
+        let area = Area::Listed {
+            nodes: members,
+            base,
+            domains: &[],
+        };
+        let unused = std::cell::Cell::new(false);
+        node_by_node(e, area, req, cands, by_node, &unused, stopping)
+    }
+
+    /// The domains' results that change when the victims are `set`, one
+    /// fewer than those the results are for: those of the domains where
+    /// the dropped victim `run` holds GPUs.
+    #[allow(clippy::too_many_arguments)]
+    fn without(
+        &self,
+        e: &Engine,
+        domains: &[(Vec<NodeId>, Vec<NodeId>)],
+        req: &Request,
+        cands: &[Candidate],
+        set: &[usize],
+        run: RunId,
+        stopping: &Waitable,
+    ) -> DomainChanges {
+        let mut touched: Vec<usize> = e.runs[run as usize]
+            .placement
+            .iter()
+            .filter_map(|(id, _)| self.domain_of.get(id).copied())
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        if touched.is_empty() {
+            return Vec::new();
+        }
+        let by_node = victims_by_node(e, cands, set);
+        touched
+            .into_iter()
+            .map(|d| {
+                (
+                    d,
+                    Self::search(e, domains, d, req, cands, &by_node, stopping),
+                )
+            })
+            .collect()
+    }
+
+    /// The placement of the domain with the least cost (the first of
+    /// equals, as [`place_with`] takes), with `changed` in place.
+    fn best(&self, changed: &DomainChanges) -> Option<Placement> {
+        let mut best: Option<&(Cost, Vec<usize>, Placement)> = None;
+        for (d, kept) in self.results.iter().enumerate() {
+            let result = match changed.iter().find(|(c, _)| *c == d) {
+                Some((_, new)) => new.as_ref(),
+                None => kept.as_ref(),
+            };
+            if let Some(r) = result
+                && best.is_none_or(|b| r.0 < b.0)
+            {
+                best = Some(r);
+            }
+        }
+        best.map(|(_, _, p)| p.clone())
+    }
+
+    /// Keeps `changed` (the victim was dropped).
+    fn apply(&mut self, changed: DomainChanges) {
+        for (d, result) in changed {
+            self.results[d] = result;
+        }
     }
 }
 
