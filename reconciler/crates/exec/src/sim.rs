@@ -275,17 +275,8 @@ impl SimExecutor {
             self.dirty.clear();
             return Ok(());
         };
-        let changes: Vec<(String, Option<String>)> = self
-            .dirty
-            .iter()
-            .map(|name| {
-                let value = world
-                    .node(name)
-                    .map(|node| serde_json::to_string(node).unwrap_or_default());
-                (format!("{NODE_PREFIX}{name}"), value)
-            })
-            .collect();
-        self.store.write(&changes)?;
+        let names: Vec<&str> = self.dirty.iter().map(String::as_str).collect();
+        save(self.store.as_ref(), world, &names)?;
         self.dirty.clear();
         Ok(())
     }
