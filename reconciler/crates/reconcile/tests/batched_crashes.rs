@@ -530,6 +530,21 @@ fn dying_sim_as(setup: &Setup, dies_after: Option<usize>, aborts: bool) -> Recon
     Reconciler::new(source, store, executor).with_outcome_batch(6)
 }
 
+/// After recovery: every job runs on the nodes its record names, no intent
+/// is left, and the audit log has one `place` line per job.
+fn every_job_placed_once(setup: &Setup) {
+    assert_eq!(busy_nodes_match_the_records(setup), JOBS);
+    let store = Store::open(&setup.dir.join("state")).unwrap();
+    assert!(store.pending_intents().unwrap().is_empty());
+    let places = store
+        .audit(0)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, e)| e.what == "place")
+        .count();
+    assert_eq!(places, JOBS, "one place line per job");
+}
+
 /// The sim's stored nodes that run something (not idle), and the nodes
 /// the job records say run something: the same.
 fn busy_nodes_match_the_records(setup: &Setup) -> usize {
@@ -578,16 +593,7 @@ fn the_sims_nodes_land_with_their_outcomes_whenever_it_dies() {
         assert_eq!(iteration.recovered, JOBS - recorded);
         assert!(iteration.executed.is_empty(), "{:?}", iteration.executed);
         drop(reconciler);
-        assert_eq!(busy_nodes_match_the_records(&setup), JOBS);
-        let store = Store::open(&setup.dir.join("state")).unwrap();
-        assert!(store.pending_intents().unwrap().is_empty());
-        let places = store
-            .audit(0)
-            .unwrap()
-            .into_iter()
-            .filter(|(_, e)| e.what == "place")
-            .count();
-        assert_eq!(places, JOBS, "one place line per job");
+        every_job_placed_once(&setup);
     }
 }
 
@@ -640,15 +646,6 @@ fn a_killed_sim_iteration_leaves_a_state_as_before_or_consistent() {
             JOBS - recorded
         );
         drop(reconciler);
-        assert_eq!(busy_nodes_match_the_records(&setup), JOBS);
-        let store = Store::open(&setup.dir.join("state")).unwrap();
-        assert!(store.pending_intents().unwrap().is_empty());
-        let places = store
-            .audit(0)
-            .unwrap()
-            .into_iter()
-            .filter(|(_, e)| e.what == "place")
-            .count();
-        assert_eq!(places, JOBS, "one place line per job");
+        every_job_placed_once(&setup);
     }
 }
