@@ -1,7 +1,8 @@
 //! `cargo bench --bench plan [-- SIZE…]`: the whole `gitfleet plan -o json`
 //! command and the engine alone on generated fleets, medians of several
 //! runs, plus the command's peak memory (`-- --engine-only SIZE…`: the
-//! engine alone, loaded once, for profiling). Sizes: s (1k nodes, 10k pending,
+//! engine alone, loaded once, for profiling; `-- --planner SIZE…`: the
+//! engine as the reconcile loop runs it, a `Planner` planning again). Sizes: s (1k nodes, 10k pending,
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
 //! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
 //! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use reconciler::engine::{PlanInput, plan};
+use reconciler::engine::{PlanInput, Planner, plan};
 use reconciler::generate::{FleetSize, generate, settle};
 use reconciler::load::parse_observed;
 use reconciler::load::{Loaded, fs::read_fleet_dir, load_fleet};
@@ -212,8 +213,37 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool) {
     );
 }
 
+/// The engine as the reconcile loop runs it: one [`Planner`] planning the
+/// same input again and again (its view of the nodes kept), with the
+/// plan's horizon, `ENGINE_RUNS` times after a first plan.
+fn bench_planner(name: &str, size: FleetSize, settled: bool) {
+    const ENGINE_RUNS: usize = 11;
+    let dir = fleet_dir(name, size, settled);
+    let (loaded, observed) = load_generated(&dir);
+    let input = PlanInput {
+        fleet: &loaded.fleet,
+        observed: &observed,
+        now: now(),
+        revision: None,
+    };
+    let mut planner = Planner::new();
+    let first = planner.plan_with_horizon(&input).0;
+    let mut engine = Vec::new();
+    for _ in 0..ENGINE_RUNS {
+        let started = Instant::now();
+        let (p, _) = planner.plan_with_horizon(&input);
+        engine.push(started.elapsed());
+        assert_eq!(p, first, "the same plan every time");
+    }
+    println!(
+        "{name:>2}: planner (the loop's engine) median {:>8.1?} ({ENGINE_RUNS} runs)",
+        median(engine)
+    );
+}
+
 fn main() {
     let engine_only = std::env::args().any(|a| a == "--engine-only");
+    let planner = std::env::args().any(|a| a == "--planner");
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -225,6 +255,7 @@ fn main() {
     };
     for name in names {
         match size(name) {
+            Some((s, settled)) if planner => bench_planner(name, s, settled),
             Some((s, settled)) if engine_only => bench_engine(name, s, settled),
             Some((s, settled)) => bench(name, s, settled),
             None => eprintln!(

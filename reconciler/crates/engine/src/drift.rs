@@ -29,7 +29,7 @@ use model::spec::{Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATI
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
-    detect_kept(fleet, observed, actions, None)
+    detect_kept(fleet, observed, actions, None, None)
 }
 
 /// Which observed nodes had no drift of their own (wrong pool, model,
@@ -60,12 +60,14 @@ impl CleanNodes {
 /// [`detect`], skipping the nodes `kept` knows to be clean; `kept`: `None`,
 /// or what an earlier call said of the same observed nodes (`idleSince`
 /// aside; `Some(None)`: nothing yet), replaced by what this call found when
-/// the pools differ or nothing was kept.
+/// the pools differ or nothing was kept. `names`: the fleet's jobs by name,
+/// when the engine has them (made here otherwise).
 pub(crate) fn detect_kept(
     fleet: &Fleet,
     observed: &ObservedState,
     actions: &[Action],
     kept: Option<&mut Option<CleanNodes>>,
+    names: Option<&crate::JobNames<'_>>,
 ) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
@@ -171,14 +173,19 @@ pub(crate) fn detect_kept(
     // linear.
     by_node.sort_by(|a, b| model::text::natural_cmp(&a.0.name, &b.0.name));
     out.extend(by_node.into_iter().flat_map(|(_, found)| found));
-    job_spec_drift(fleet, observed, &mut out);
+    job_spec_drift(fleet, observed, names, &mut out);
     out
 }
 
 /// Running jobs that started with another spec than Git's now, by the digest
 /// recorded when they started; a job the plan restarts is not listed (its
 /// `preempt` says so), nor one that is stopping anyway.
-fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>) {
+fn job_spec_drift<'a>(
+    fleet: &'a Fleet,
+    observed: &ObservedState,
+    names: Option<&crate::JobNames<'a>>,
+    out: &mut Vec<Drift>,
+) {
     let running: Vec<&RunningJob> = observed
         .running
         .iter()
@@ -189,16 +196,26 @@ fn job_spec_drift(fleet: &Fleet, observed: &ObservedState, out: &mut Vec<Drift>)
     }
     // By name, the first of a name winning (inserted last); hashed: a
     // fleet's jobs outnumber its running ones, and only look-ups follow.
-    let mut specs: rustc_hash::FxHashMap<&str, &Object<JobSpec>> = rustc_hash::FxHashMap::default();
-    specs.reserve(fleet.jobs.len());
-    for j in fleet.jobs.iter().rev() {
-        specs.insert(j.name(), j);
-    }
+    // The engine's table when given (the same rule).
+    let made;
+    let spec_of: &dyn Fn(&str) -> Option<&'a Object<JobSpec>> = match names {
+        Some(names) => &|name| names.get(name),
+        None => {
+            let mut specs: rustc_hash::FxHashMap<&str, &'a Object<JobSpec>> =
+                rustc_hash::FxHashMap::default();
+            specs.reserve(fleet.jobs.len());
+            for j in fleet.jobs.iter().rev() {
+                specs.insert(j.name(), j);
+            }
+            made = specs;
+            &|name| made.get(name).copied()
+        }
+    };
     // Found in file order, listed by name (a job's records in file order):
     // only the jobs with drift are sorted.
     let mut found: Vec<(&str, Drift)> = Vec::new();
     for r in running {
-        let Some(spec) = specs.get(r.job.as_str()) else {
+        let Some(spec) = spec_of(r.job.as_str()) else {
             continue;
         };
         if spec.restart_requested(r).is_some() || !spec.runs_older_spec(r) {

@@ -6,6 +6,7 @@
 
 pub mod drift;
 
+mod alike;
 mod attained;
 pub use attained::TIER_BOUNDS as ATTAINED_TIER_BOUNDS;
 mod backfill;
@@ -52,15 +53,36 @@ pub struct PlanInput<'a> {
     pub revision: Option<&'a str>,
 }
 
+pub use alike::job_plans_alike;
 pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
 pub use horizon::{Horizon, plan_with_horizon};
 pub use planner::Planner;
 
 /// Computes the plan.
 pub fn plan(input: &PlanInput) -> Plan {
-    let mut plan = Engine::new(input).run();
-    plan.drift = crate::drift::detect(input.fleet, input.observed, &plan.actions);
+    let (mut plan, _, _, names) = Engine::new(input).run_keeping();
+    plan.drift = crate::drift::detect_kept(
+        input.fleet,
+        input.observed,
+        &plan.actions,
+        None,
+        Some(&names),
+    );
     plan
+}
+
+/// The plan's jobs by name, as the engine's job table has them (the first
+/// document of a name), kept past the plan for drift detection.
+pub(crate) struct JobNames<'a> {
+    objects: Vec<&'a model::spec::Object<model::spec::JobSpec>>,
+    by_name: HashMap<&'a str, JobId>,
+}
+
+impl<'a> JobNames<'a> {
+    /// The job document named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&'a model::spec::Object<model::spec::JobSpec>> {
+        self.by_name.get(name).map(|&j| self.objects[j as usize])
+    }
 }
 
 /// A declared pool and its live size.
@@ -816,18 +838,15 @@ impl<'a> Engine<'a> {
         sizes.get(m as usize).copied().unwrap_or((0, 0))
     }
 
-    fn run(self) -> Plan {
-        self.run_explained().0
-    }
-
     fn run_explained(self) -> (Plan, Option<explain::Capture>) {
-        let (plan, capture, _) = self.run_keeping();
+        let (plan, capture, _, _) = self.run_keeping();
         (plan, capture)
     }
 
-    /// The plan, what `explain` captured, and the cluster as the plan
-    /// left it (for [`planner::KeptNodes`] to reset and use again).
-    fn run_keeping(mut self) -> (Plan, Option<explain::Capture>, Cluster) {
+    /// The plan, what `explain` captured, the cluster as the plan left it
+    /// (for [`planner::KeptNodes`] to reset and use again), and the jobs by
+    /// name (for drift).
+    fn run_keeping(mut self) -> (Plan, Option<explain::Capture>, Cluster, JobNames<'a>) {
         explain::describe_running(&mut self);
         let pending: Vec<JobId> = {
             let mut done = vec![false; self.jobs.len()];
@@ -1709,7 +1728,10 @@ impl<'a> Engine<'a> {
         });
     }
 
-    fn into_plan(mut self, scale: Vec<Action>) -> (Plan, Option<explain::Capture>, Cluster) {
+    fn into_plan(
+        mut self,
+        scale: Vec<Action>,
+    ) -> (Plan, Option<explain::Capture>, Cluster, JobNames<'a>) {
         let capture = self.explain.take();
         let gpus: u64 = self
             .cluster
@@ -1749,7 +1771,11 @@ impl<'a> Engine<'a> {
             summary,
             drift: Vec::new(),
         };
-        (plan, capture, cluster)
+        let names = JobNames {
+            objects: self.jobs.iter().map(|j| j.object).collect(),
+            by_name: std::mem::take(&mut self.job_by_name),
+        };
+        (plan, capture, cluster, names)
     }
 }
 

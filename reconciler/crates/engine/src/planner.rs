@@ -52,13 +52,15 @@ impl Planner {
 
     fn plan_kept(&mut self, input: &PlanInput, same_nodes: bool) -> Plan {
         self.kept.same_nodes = same_nodes;
-        let (mut plan, _, cluster) = Engine::build(input, Some(&mut self.kept)).run_keeping();
+        let (mut plan, _, cluster, names) =
+            Engine::build(input, Some(&mut self.kept)).run_keeping();
         self.kept.spare = Some(cluster);
         plan.drift = crate::drift::detect_kept(
             input.fleet,
             input.observed,
             &plan.actions,
             Some(&mut self.kept.clean),
+            Some(&names),
         );
         plan
     }

@@ -108,6 +108,9 @@ pub struct DocumentCache {
     /// When the last load moved documents out of the fleet given before: its
     /// files, and those of them the new fleet does not have.
     previous: Option<(Vec<Given>, Held)>,
+    /// Whether the last load changed the fleet given in place (the same
+    /// files in the same order: `previous` and `given` pair up).
+    in_place: bool,
 }
 
 impl DocumentCache {
@@ -137,6 +140,25 @@ impl DocumentCache {
         self.files.clear();
         self.given.clear();
         self.previous = None;
+        self.in_place = false;
+    }
+
+    /// When the last load changed the fleet handed to it in place
+    /// ([`LoadStats::in_place`]): each file that changed, as its documents
+    /// before and after, in the fleet's order. Every other document of the
+    /// new fleet is the old one's.
+    pub fn changed_in_place(&self) -> Option<Vec<(&Documents, &Documents)>> {
+        let (before, retired) = self.previous.as_ref().filter(|_| self.in_place)?;
+        before
+            .iter()
+            .zip(&self.given)
+            .filter(|(old, new)| old.key != new.key)
+            .map(|(old, new)| {
+                let old = retired.get(&old.key)?;
+                let new = self.files.get(&new.key)?;
+                Some((&old.docs, &new.docs))
+            })
+            .collect()
     }
 
     /// The jobs of the fleet handed back to the last load that the new
@@ -155,6 +177,7 @@ impl DocumentCache {
     /// then holds it as the fleet given, as if the last load had not taken
     /// place. `None` when the last load took no fleet.
     pub fn restore_previous(&mut self) -> Option<Fleet> {
+        self.in_place = false;
         let (given, retired) = self.previous.take()?;
         self.files.extend(retired);
         let fleet = assemble(&given, &self.files)?;
@@ -212,6 +235,7 @@ impl DocumentCache {
         previous: &mut Option<Fleet>,
     ) -> Result<(Loaded, LoadStats), E> {
         self.previous = None;
+        self.in_place = false;
         let mut stats = LoadStats {
             files: listed.len(),
             ..LoadStats::default()
@@ -300,6 +324,7 @@ impl DocumentCache {
                 let before = std::mem::replace(&mut self.given, given);
                 if took {
                     self.previous = Some((before, retired));
+                    self.in_place = stats.in_place;
                 }
                 self.files = kept;
                 let loaded = Loaded { fleet, diagnostics };
@@ -842,8 +867,44 @@ mod tests {
             let (loaded, _) = load_reusing(&mut cache, &rev, &files, &mut previous);
             assert!(previous.is_none(), "{rev}: taken");
             assert!(cache.is_given(&loaded.fleet), "{rev}: the fleet given");
+            // The files that changed, with their documents before and after.
+            let changed = cache.changed_in_place();
+            if i == 0 {
+                assert!(changed.is_none(), "nothing lent to the first load");
+            } else {
+                let summary = |docs: &Documents| -> Vec<(String, u32)> {
+                    docs.jobs
+                        .iter()
+                        .map(|d| (d.object.name().to_string(), d.object.spec.gpus_per_replica))
+                        .collect()
+                };
+                let got: Vec<_> = changed
+                    .expect("in place")
+                    .into_iter()
+                    .map(|(before, after)| (summary(before), summary(after)))
+                    .collect();
+                let jobs_of = |text: &str| {
+                    let (listed, sources) = revision("x", &[("x.yaml", text)]);
+                    drop(listed);
+                    load_fleet(&sources)
+                        .fleet
+                        .jobs
+                        .iter()
+                        .map(|j| (j.name().to_string(), j.spec.gpus_per_replica))
+                        .collect::<Vec<_>>()
+                };
+                let expected: Vec<_> = revisions[i - 1]
+                    .iter()
+                    .zip(texts)
+                    .filter(|(a, b)| a != b)
+                    .map(|(a, b)| (jobs_of(a), jobs_of(b)))
+                    .collect();
+                assert_eq!(got, expected, "{rev}");
+            }
             fleet = Some(loaded.fleet);
         }
+        assert!(cache.restore_previous().is_some());
+        assert!(cache.changed_in_place().is_none(), "restored: no change");
     }
 
     #[test]

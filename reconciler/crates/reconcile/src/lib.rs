@@ -28,6 +28,7 @@
 //!   the one they were kept at (anyone else's write, a failed iteration, or
 //!   recovered intents drop them, and the next iteration reads the store).
 
+mod alike;
 pub mod charts;
 pub mod history_page;
 pub mod http_limits;
@@ -255,6 +256,9 @@ pub struct Phases {
     /// Whether the plan's pending jobs were those of the last plan, with
     /// the same reasons, already noted (nothing to note again).
     pub pending_already_noted: bool,
+    /// Whether the last plan was kept for a new revision whose changes no
+    /// plan can see (docs/semantics.md, "Changes no plan can see").
+    pub plan_kept_for_revision: bool,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -309,6 +313,18 @@ struct LastObservation {
     /// executor has them; pending jobs noted since do not count).
     writes: u64,
     nodes: Arc<Vec<ObservedNode>>,
+}
+
+/// How the fleet in force was made from the fleet of the revision in force
+/// before it.
+#[derive(Debug)]
+struct Derived {
+    /// That revision.
+    from: String,
+    /// Changed in place by the load (the cache holds the files that
+    /// changed); otherwise the same fleet (a commit that left the fleet's
+    /// files alone).
+    in_place: bool,
 }
 
 /// Whether two plans leave the same jobs pending for the same reasons, in
@@ -414,6 +430,9 @@ pub struct Reconciler<E> {
     seen: Option<LastObservation>,
     /// The fleet's jobs by name, kept while the names stay the same.
     jobs: JobIndex,
+    /// How the fleet in force came from the last revision's, when it was
+    /// adopted from it unchanged or changed in place by the load.
+    derived: Option<Derived>,
     /// When every pending record's job was in the fleet: the index's
     /// generation and the store's [`Store::job_writes`] then.
     pending_in_fleet: Option<(u64, u64)>,
@@ -460,6 +479,7 @@ impl<E: Executor> Reconciler<E> {
             last: None,
             seen: None,
             jobs: JobIndex::default(),
+            derived: None,
             pending_in_fleet: None,
             reuse_plans: true,
             planner: Planner::new(),
@@ -615,11 +635,33 @@ impl<E: Executor> Reconciler<E> {
         };
         self.executor.set_fleet(&fleet).await?;
         let (last, previous) = match self.last.take() {
-            Some(l) if self.reusable(&l, &fleet, revision.as_ref(), now) => (Some(l), None),
-            // Not re-used: what its plan noted may still spare noting again.
-            other => (None, other),
+            Some(l) => match self.reusable(&l, &fleet, revision.as_ref(), now) {
+                Some(new_revision) => (Some((l, new_revision)), None),
+                // Not re-used: what its plan noted may still spare noting again.
+                None => (None, Some(l)),
+            },
+            None => (None, None),
         };
-        if let Some(last) = last {
+        if let Some((mut last, new_revision)) = last {
+            if new_revision {
+                // The same plan, of the new revision.
+                let mut plan = Plan::clone(&last.plan);
+                plan.revision = revision.as_ref().map(|r| r.id.clone());
+                last.revision = plan.revision.clone();
+                last.plan = Arc::new(plan);
+                last.fleet = Arc::as_ptr(&fleet) as usize;
+                self.phases.plan_kept_for_revision = true;
+                // Loaded, and nothing to plan: it cannot be what kills us.
+                if self.loading {
+                    let mut revisions = self.store.revisions()?;
+                    revisions.loading = None;
+                    self.store.commit_deferred(&Batch {
+                        revisions: Some(revisions),
+                        ..Batch::default()
+                    })?;
+                    self.loading = false;
+                }
+            }
             let iteration = Iteration {
                 time: now,
                 revision,
@@ -786,27 +828,52 @@ impl<E: Executor> Reconciler<E> {
     }
 
     /// Whether `last` is the plan a full iteration at `now` would make
-    /// (its `time` aside): the same revision and fleet, no job record
-    /// written since its observed state was built (no event, no outcome, no
-    /// pending job noted, nobody else's write), the executor's observation
-    /// still stands, and `now` is before the plan's horizon, past which time
-    /// alone could change it. The engine is a pure function of the fleet,
-    /// the observed state and `now`, so the plan is the same.
+    /// (its `time` and revision aside): no job record written since its
+    /// observed state was built (no event, no outcome, no pending job
+    /// noted, nobody else's write), the executor's observation still
+    /// stands, `now` is before the plan's horizon, past which time alone
+    /// could change it, and the fleet is the same or plans alike. The
+    /// engine is a pure function of the fleet, the observed state and
+    /// `now`, so the plan is the same. `Some(true)`: for a new revision,
+    /// whose fleet plans alike ([`Reconciler::plans_alike`]).
     fn reusable(
         &self,
         last: &LastPlan,
         fleet: &Arc<Fleet>,
         revision: Option<&Revision>,
         now: Timestamp,
-    ) -> bool {
-        self.reuse_plans
-            && !self.loading
+    ) -> Option<bool> {
+        let same = !self.loading
             && last.revision.as_deref() == revision.map(|r| r.id.as_str())
-            && last.fleet == Arc::as_ptr(fleet) as usize
+            && last.fleet == Arc::as_ptr(fleet) as usize;
+        let stands = self.reuse_plans
             && last.writes == self.store.job_writes()
             && now >= last.time
             && last.horizon.is_none_or(|h| now < h)
-            && self.executor.observation_stands(now)
+            && self.executor.observation_stands(now);
+        if !stands {
+            return None;
+        }
+        if same {
+            return Some(false);
+        }
+        self.plans_alike(last).then_some(true)
+    }
+
+    /// Whether the fleet in force plans as `last`'s did: it was made from
+    /// the fleet `last` was planned from, unchanged (a commit that left the
+    /// fleet's files alone) or changed in place by changes no plan can see
+    /// (`alike`; a fleet's contents are its revision's, so the revision
+    /// names the fleet planned).
+    fn plans_alike(&self, last: &LastPlan) -> bool {
+        let Some(derived) = &self.derived else {
+            return false;
+        };
+        last.revision.as_deref() == Some(derived.from.as_str())
+            && (!derived.in_place
+                || self.cache.changed_in_place().is_some_and(|changes| {
+                    alike::changes_plan_alike(&changes, &last.observed.running)
+                }))
     }
 
     /// Carries out a prepared plan and records the revision as applied.
@@ -948,6 +1015,7 @@ impl<E: Executor> Reconciler<E> {
         let fetching = Instant::now();
         let newest = self.source.current()?;
         self.phases.fetch += fetching.elapsed();
+        self.derived = None;
         // A commit that leaves the fleet alone is adopted without loading,
         // unless its signature must be checked.
         let same_fleet = rev_content_eq(self.good.as_ref().map(|(r, _)| r), &newest)
@@ -956,6 +1024,10 @@ impl<E: Executor> Reconciler<E> {
             && (rev.id == newest.id || same_fleet)
         {
             if rev.id != newest.id {
+                self.derived = Some(Derived {
+                    from: rev.id.clone(),
+                    in_place: false,
+                });
                 self.good = self.good.take().map(|(_, f)| (newest.clone(), f));
             }
             return Ok((Some(newest), None));
@@ -1044,6 +1116,7 @@ impl<E: Executor> Reconciler<E> {
                 return Ok((in_force, None));
             };
             self.phases.load += loading.elapsed();
+            let in_place = stats.in_place;
             self.phases.loaded = Some(stats);
             if loaded.is_valid() {
                 let pruning = Instant::now();
@@ -1067,7 +1140,11 @@ impl<E: Executor> Reconciler<E> {
                     let in_force = self.good.as_ref().map(|(r, _)| r.clone());
                     return Ok((in_force, Some((newest, diagnostics))));
                 }
-                self.lent = None;
+                // Changed in place: the fleet lent was the one in force.
+                self.derived = self.lent.take().filter(|_| in_place).map(|r| Derived {
+                    from: r.id,
+                    in_place: true,
+                });
                 self.good = Some((newest.clone(), Arc::new(loaded.fleet)));
                 return Ok((Some(newest), None));
             }

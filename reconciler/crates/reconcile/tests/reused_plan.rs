@@ -4,7 +4,9 @@
 //! the sim not observed again); and a time limit passing, a commit, a job
 //! that ends in the sim, or a job record written by someone else each make
 //! the next iteration plan again. A reconciler that never re-uses plans
-//! plans the same all along.
+//! plans the same all along. A commit whose changes no plan can see keeps
+//! the last plan for the new revision (docs/semantics.md, "Changes no plan
+//! can see"); random commits plan as a reconciler that never re-uses does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may stop at the first surprise
 
@@ -268,9 +270,9 @@ fn a_commit_observes_again_only_when_the_pools_change() {
     assert_eq!(gone.reason.as_deref(), Some("removed from Git"), "{gone:?}");
     let now = pair.until_reused(now, 4);
 
-    // `wait`'s command changes: the same jobs wait for the same reasons,
-    // already noted.
-    let edited = [jobs[0].clone(), jobs[1].replace("[train]", "[eval]")];
+    // `wait`'s time limit changes: the same jobs wait for the same
+    // reasons, already noted.
+    let edited = [jobs[0].clone(), job("wait", 8, "3h", 600)];
     commit(&repo, &edited);
     let now = now + minutes(1);
     let same = pair.iterate(now);
@@ -295,4 +297,231 @@ fn a_commit_observes_again_only_when_the_pools_change() {
     // Something was carried out: the next iteration observes too.
     let next = pair.iterate(now + minutes(1));
     assert!(!next.phases.observation_reused, "after actions");
+}
+
+/// Commits `files` (path, text) as the whole fleet.
+fn commit_files(repo: &Path, files: &[(String, String)]) {
+    for entry in std::fs::read_dir(repo).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    for (path, text) in files {
+        std::fs::write(repo.join(path), text).unwrap();
+    }
+    git(&["add", "-A"], repo);
+    git(&["commit", "-q", "--allow-empty", "-m", "step"], repo);
+}
+
+#[test]
+fn a_commit_no_plan_can_see_keeps_the_plan_for_its_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    // `long` holds the only node; `wait` waits for it. Jobs in a file of
+    // their own, so a commit changes them in place.
+    let files = |long: &str, wait: &str| {
+        vec![
+            ("fleet.yaml".to_string(), format!("{HEADER}{FLEET}")),
+            ("jobs.yaml".to_string(), format!("{long}---\n{wait}")),
+        ]
+    };
+    let (long, wait) = (job("long", 8, "2h", 600), job("wait", 8, "2h", 600));
+    commit_files(&repo, &files(&long, &wait));
+    let mut pair = Pair::new(&repo, &dir.path().join("state"));
+    let start = t("2026-11-21T10:00:00Z");
+    pair.iterate(start);
+    let mut now = pair.until_reused(start, 4);
+    let revision = |i: &Iteration| i.plan.as_ref().unwrap().revision.clone().unwrap();
+    let head = |repo: &Path| {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+
+    // Kept: the waiting job's command and image; a commit that changes no
+    // file at all.
+    let kept_for = [
+        files(&long, &wait.replace("[train]", "[eval]")),
+        files(
+            &long,
+            &wait.replace("[train]", "[eval]\n  image: trainer:2"),
+        ),
+        files(
+            &long,
+            &wait.replace("[train]", "[eval]\n  image: trainer:2"),
+        ),
+    ];
+    for fleet in &kept_for {
+        commit_files(&repo, fleet);
+        now += minutes(1);
+        let kept = pair.iterate(now);
+        assert!(
+            kept.reused && kept.phases.plan_kept_for_revision,
+            "{fleet:?}"
+        );
+        assert_eq!(kept.phases.observe, std::time::Duration::ZERO);
+        assert_eq!(revision(&kept), head(&repo), "the plan of the new revision");
+        assert_eq!(
+            pair.stores[0].revisions().unwrap().last_applied,
+            Some(head(&repo)),
+            "recorded as applied"
+        );
+    }
+
+    // Planned again: the running job's command (drift), the waiting job's
+    // GPUs, its priority class.
+    let wait = wait.replace("[train]", "[eval]\n  image: trainer:2");
+    let planned_for = [
+        files(&long.replace("[train]", "[eval]"), &wait),
+        files(
+            &long.replace("[train]", "[eval]"),
+            &wait.replace("gpusPerReplica: 8", "gpusPerReplica: 4"),
+        ),
+        files(
+            &long.replace("[train]", "[eval]"),
+            &wait.replace("queue: q", "queue: q\n  priorityClass: none"),
+        ),
+    ];
+    for fleet in &planned_for {
+        now = pair.until_reused(now, 4);
+        commit_files(&repo, fleet);
+        now += minutes(1);
+        let planned = pair.iterate(now);
+        assert!(
+            !planned.reused && !planned.phases.plan_kept_for_revision,
+            "{fleet:?}"
+        );
+    }
+    let drift = &pair.iterate(now + minutes(1));
+    assert!(
+        drift
+            .plan
+            .as_ref()
+            .unwrap()
+            .drift
+            .iter()
+            .any(|d| d.job.as_deref() == Some("long")),
+        "the running job's new command is drift"
+    );
+}
+
+mod random_commits {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One edit of one of six jobs (in two files).
+    #[derive(Debug, Clone, Copy)]
+    enum Edit {
+        Command,
+        Image,
+        Annotation,
+        Gpus,
+        Class,
+        Limit,
+        Nothing,
+    }
+
+    fn edit() -> impl Strategy<Value = (usize, Edit)> {
+        let kinds = prop_oneof![
+            Just(Edit::Command),
+            Just(Edit::Image),
+            Just(Edit::Annotation),
+            Just(Edit::Gpus),
+            Just(Edit::Class),
+            Just(Edit::Limit),
+            Just(Edit::Nothing),
+        ];
+        (0..6usize, kinds)
+    }
+
+    #[derive(Debug, Clone)]
+    struct Spec {
+        gpus: u32,
+        high: bool,
+        hours: u32,
+        command: u32,
+        image: u32,
+        note: u32,
+    }
+
+    impl Spec {
+        fn text(&self, name: &str) -> String {
+            let class = if self.high { "high" } else { "low" };
+            format!(
+                "{HEADER}kind: Job\nmetadata:\n  name: {name}\n  annotations: {{gitfleet/sim-duration: 600m, note: n{}}}\nspec:\n  queue: q\n  priorityClass: {class}\n  gpusPerReplica: {}\n  timeLimit: {}h\n  command: [train, '{}']\n  image: img:{}\n",
+                self.note, self.gpus, self.hours, self.command, self.image
+            )
+        }
+    }
+
+    const CLASSES: &str = "kind: PriorityClass\nmetadata: {name: high}\nspec: {value: 100, preemptible: false}\n---\napiVersion: gitfleet/v1\nkind: PriorityClass\nmetadata: {name: low}\nspec: {value: 10, preemptible: true, gracePeriod: 1m}\n";
+
+    fn files(specs: &[Spec]) -> Vec<(String, String)> {
+        let fleet = FLEET
+            .replace("max: 1", "max: 2")
+            .replace("min: 1", "min: 2");
+        let mut out = vec![
+            ("fleet.yaml".to_string(), format!("{HEADER}{fleet}")),
+            ("classes.yaml".to_string(), format!("{HEADER}{CLASSES}")),
+        ];
+        for (k, chunk) in specs.chunks(3).enumerate() {
+            let text: Vec<String> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, s)| s.text(&format!("job-{}", k * 3 + i)))
+                .collect();
+            out.push((format!("jobs-{k}.yaml"), text.join("---\n")));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+        /// Random commits, each iterated twice: the re-using reconciler
+        /// plans, acts and records as one that always plans (`Pair`).
+        #[test]
+        fn random_commits_plan_as_a_full_plan_does(
+            shapes in proptest::collection::vec((0..3u32, any::<bool>()), 6),
+            edits in proptest::collection::vec(edit(), 1..8),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let repo = dir.path().join("repo");
+            std::fs::create_dir(&repo).unwrap();
+            git(&["init", "-q", "-b", "main"], &repo);
+            let mut specs: Vec<Spec> = shapes
+                .iter()
+                .map(|(g, high)| Spec { gpus: [4, 8, 8][*g as usize], high: *high, hours: 2, command: 0, image: 0, note: 0 })
+                .collect();
+            commit_files(&repo, &files(&specs));
+            let mut pair = Pair::new(&repo, &dir.path().join("state"));
+            let mut now = t("2026-11-21T10:00:00Z");
+            pair.iterate(now);
+            for (job, edit) in edits {
+                let spec = &mut specs[job];
+                match edit {
+                    Edit::Command => spec.command += 1,
+                    Edit::Image => spec.image += 1,
+                    Edit::Annotation => spec.note += 1,
+                    Edit::Gpus => spec.gpus = if spec.gpus == 8 { 2 } else { spec.gpus * 2 },
+                    Edit::Class => spec.high = !spec.high,
+                    Edit::Limit => spec.hours += 1,
+                    Edit::Nothing => {}
+                }
+                commit_files(&repo, &files(&specs));
+                now += chrono::Duration::seconds(30);
+                pair.iterate(now);
+                for _ in 0..2 {
+                    now += chrono::Duration::seconds(30);
+                    pair.iterate(now);
+                }
+            }
+        }
+    }
 }
