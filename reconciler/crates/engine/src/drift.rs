@@ -29,7 +29,7 @@ use model::spec::{Fleet, JobSpec, NodePoolSpec, NvLink, Object, RESTART_ANNOTATI
 
 /// The drift between `fleet`'s pools and `observed`, given the plan's actions.
 pub fn detect(fleet: &Fleet, observed: &ObservedState, actions: &[Action]) -> Vec<Drift> {
-    detect_kept(fleet, observed, actions, None, None)
+    detect_kept(fleet, observed, &observed.nodes, actions, None, None)
 }
 
 /// Which observed nodes had no drift of their own (wrong pool, model,
@@ -65,6 +65,7 @@ impl CleanNodes {
 pub(crate) fn detect_kept(
     fleet: &Fleet,
     observed: &ObservedState,
+    nodes: &[ObservedNode],
     actions: &[Action],
     kept: Option<&mut Option<CleanNodes>>,
     names: Option<&crate::JobNames<'_>>,
@@ -76,10 +77,10 @@ pub(crate) fn detect_kept(
     let known: Option<&[bool]> = kept
         .as_deref()
         .and_then(Option::as_ref)
-        .filter(|k| k.holds_for(&pools, observed.nodes.len()))
+        .filter(|k| k.holds_for(&pools, nodes.len()))
         .map(|k| k.clean.as_slice());
     let mut found_clean: Vec<bool> = match (&kept, known) {
-        (Some(_), None) => Vec::with_capacity(observed.nodes.len()),
+        (Some(_), None) => Vec::with_capacity(nodes.len()),
         _ => Vec::new(),
     };
     // Each node's declared pool, found once (the last one found first:
@@ -89,7 +90,7 @@ pub(crate) fn detect_kept(
     let mut counts = vec![0u32; declared.len()];
     let mut last: Option<(&str, usize)> = None;
     let mut by_node: Vec<(&ObservedNode, Vec<Drift>)> = Vec::new();
-    for (k, node) in observed.nodes.iter().enumerate() {
+    for (k, node) in nodes.iter().enumerate() {
         let pool = match (node.pool.as_deref(), last) {
             (None, _) => None,
             (Some(p), Some((name, i))) if name == p => Some(i),

@@ -64,6 +64,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     plan.drift = crate::drift::detect_kept(
         input.fleet,
         input.observed,
+        &input.observed.nodes,
         &plan.actions,
         None,
         Some(&names),
@@ -356,12 +357,18 @@ struct Actions {
 
 impl<'a> Engine<'a> {
     fn new(input: &PlanInput<'a>) -> Self {
-        Self::build(input, None)
+        Self::build(input, &input.observed.nodes, None)
     }
 
-    /// The engine on `input`, its cluster from `kept` when given (the
-    /// same cluster [`Cluster::unindexed`] builds: [`planner::KeptNodes`]).
-    fn build(input: &PlanInput<'a>, kept: Option<&mut planner::KeptNodes>) -> Self {
+    /// The engine on `input` with `nodes` as its observed nodes (the
+    /// observed state's own, or given apart: [`Planner::plan_with_nodes`]),
+    /// its cluster from `kept` when given (the same cluster
+    /// [`Cluster::unindexed`] builds: [`planner::KeptNodes`]).
+    fn build(
+        input: &PlanInput<'a>,
+        nodes: &[model::observed::ObservedNode],
+        kept: Option<&mut planner::KeptNodes>,
+    ) -> Self {
         let fleet = input.fleet;
         let observed = input.observed;
         let mut models = Models::default();
@@ -395,9 +402,9 @@ impl<'a> Engine<'a> {
             Some(kept) => {
                 let layouts: Vec<(&str, NvLink)> =
                     pools.iter().map(|p| (p.name, p.spec.nvlink)).collect();
-                kept.cluster(&observed.nodes, &layouts, &mut models, pool_of)
+                kept.cluster(nodes, &layouts, &mut models, pool_of)
             }
-            None => Cluster::unindexed(&observed.nodes, &mut models, pool_of),
+            None => Cluster::unindexed(nodes, &mut models, pool_of),
         };
         for node in &cluster.nodes {
             if let Some(p) = node.pool {
@@ -459,7 +466,7 @@ impl<'a> Engine<'a> {
         let runs = engine.runs.iter().filter_map(|r| Some((r.job?, r.started)));
         attained::attain(&engine.tree, &mut engine.jobs, runs, observed, engine.now);
         engine.index_victims();
-        engine.drain_unhealthy(observed);
+        engine.drain_unhealthy(nodes);
         engine.cluster.build_index();
         engine.add_virtual_nodes();
         engine
@@ -752,9 +759,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Nodes with unhealthy GPUs get no new placements.
-    fn drain_unhealthy(&mut self, observed: &ObservedState) {
+    fn drain_unhealthy(&mut self, observed: &[model::observed::ObservedNode]) {
         let mut nodes: Vec<&model::observed::ObservedNode> = observed
-            .nodes
             .iter()
             .filter(|n| n.gpus.iter().any(|g| !g.healthy))
             .collect();

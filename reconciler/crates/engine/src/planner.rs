@@ -31,7 +31,7 @@ impl Planner {
 
     /// The plan for `input`: [`crate::plan`]'s, byte for byte.
     pub fn plan(&mut self, input: &PlanInput) -> Plan {
-        self.plan_kept(input, false)
+        self.plan_kept(input, &input.observed.nodes, false)
     }
 
     /// [`Planner::plan`] for a caller that knows `input`'s observed nodes
@@ -41,23 +41,37 @@ impl Planner {
     /// (debug builds compare them and panic when they differ). The pools
     /// and GPU models are still checked.
     pub fn plan_same_nodes(&mut self, input: &PlanInput) -> Plan {
-        self.plan_kept(input, true)
+        self.plan_kept(input, &input.observed.nodes, true)
     }
 
     /// The plan for `input` and its horizon: [`crate::plan_with_horizon`]'s,
     /// byte for byte (the reconcile loop's planner).
     pub fn plan_with_horizon(&mut self, input: &PlanInput) -> (Plan, crate::Horizon) {
-        crate::horizon::collect(input, || self.plan_kept(input, false))
+        self.plan_with_nodes(input, &input.observed.nodes)
     }
 
-    fn plan_kept(&mut self, input: &PlanInput, same_nodes: bool) -> Plan {
+    /// [`Planner::plan_with_horizon`] for the observed state
+    /// `input.observed` with `nodes` in place of its own (which are not
+    /// read): a caller that keeps the nodes apart from the rest of the
+    /// state (the reconcile loop, which shares both between iterations)
+    /// plans without putting them together.
+    pub fn plan_with_nodes(
+        &mut self,
+        input: &PlanInput,
+        nodes: &[ObservedNode],
+    ) -> (Plan, crate::Horizon) {
+        crate::horizon::collect(input, || self.plan_kept(input, nodes, false))
+    }
+
+    fn plan_kept(&mut self, input: &PlanInput, nodes: &[ObservedNode], same_nodes: bool) -> Plan {
         self.kept.same_nodes = same_nodes;
         let (mut plan, _, cluster, names) =
-            Engine::build(input, Some(&mut self.kept)).run_keeping();
+            Engine::build(input, nodes, Some(&mut self.kept)).run_keeping();
         self.kept.spare = Some(cluster);
         plan.drift = crate::drift::detect_kept(
             input.fleet,
             input.observed,
+            nodes,
             &plan.actions,
             Some(&mut self.kept.clean),
             Some(&names),

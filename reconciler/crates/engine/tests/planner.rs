@@ -6,7 +6,9 @@
 //! same nodes listed in another order, a GPU turned unhealthy, `idleSince`
 //! changed — gives at every step the plan `engine::plan` builds from
 //! scratch; so does `Planner::plan_same_nodes` where the nodes are the
-//! previous step's (debug builds check that they are).
+//! previous step's (debug builds check that they are), and
+//! `Planner::plan_with_nodes` given the nodes apart from the observed state
+//! (with the horizon `plan_with_horizon` finds).
 
 mod support;
 
@@ -22,6 +24,20 @@ fn same_plan(planner: &mut Planner, case: &Case, step: &str) -> Result<(), TestC
         revision: None,
     };
     prop_assert_eq!(planner.plan(&input), plan(&input), "{}", step);
+    // The nodes apart (the observed state's own left empty).
+    let (whole, horizon) = planner.plan_with_horizon(&input);
+    let without_nodes = model::observed::ObservedState {
+        nodes: Vec::new(),
+        ..case.observed.clone()
+    };
+    let apart = PlanInput {
+        observed: &without_nodes,
+        ..input
+    };
+    let (planned, found) = planner.plan_with_nodes(&apart, &case.observed.nodes);
+    prop_assert_eq!(&planned, &whole, "{}, nodes apart", step);
+    prop_assert_eq!(found, horizon, "{}, nodes apart: the horizon", step);
+    prop_assert_eq!(whole, plan(&input), "{}, with its horizon", step);
     Ok(())
 }
 

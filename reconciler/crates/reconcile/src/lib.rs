@@ -259,6 +259,9 @@ pub struct Phases {
     /// Whether the last plan was kept for a new revision whose changes no
     /// plan can see (docs/semantics.md, "Changes no plan can see").
     pub plan_kept_for_revision: bool,
+    /// Whether the last plan's observed state was planned from again (built
+    /// from the same records and nodes).
+    pub observed_state_reused: bool,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -300,6 +303,9 @@ struct LastPlan {
     /// The observed state planned from, less its nodes.
     observed: Arc<ObservedState>,
     nodes: Arc<Vec<ObservedNode>>,
+    /// Whether the fleet ordered a queue by attained service (the observed
+    /// state then carries the jobs' attained service).
+    attained: bool,
 }
 
 /// The nodes of the last observation and the records it holds for: while
@@ -325,6 +331,28 @@ struct Derived {
     /// changed); otherwise the same fleet (a commit that left the fleet's
     /// files alone).
     in_place: bool,
+}
+
+/// The most pending jobs noted one look-up at a time (otherwise every
+/// record is hashed by name first).
+const UNNOTED_LOOKED_UP: usize = 1_000;
+
+/// The record that notes `pending` when `record` (its job's) does not yet:
+/// a new one for a job never seen, the record with the plan's reason for a
+/// pending job with another; `None` when there is nothing to note.
+fn pending_record(
+    record: Option<&JobRecord>,
+    pending: &model::plan::Pending,
+    now: Timestamp,
+) -> Option<JobRecord> {
+    let mut record = match record {
+        Some(r) if r.phase != Phase::Pending => return None,
+        Some(r) if r.reason.as_deref() == Some(&*pending.reason) => return None,
+        Some(r) => r.clone(),
+        None => JobRecord::new_pending(&pending.job, now),
+    };
+    record.reason = Some(pending.reason.to_string());
+    Some(record)
 }
 
 /// Whether two plans leave the same jobs pending for the same reasons, in
@@ -433,6 +461,10 @@ pub struct Reconciler<E> {
     /// How the fleet in force came from the last revision's, when it was
     /// adopted from it unchanged or changed in place by the load.
     derived: Option<Derived>,
+    /// When prune protection last found every running job in the new
+    /// fleet: the job index's generation (the fleet's names) and the
+    /// store's [`Store::job_writes`] (the running jobs) then.
+    none_pruned: Option<(u64, u64)>,
     /// When every pending record's job was in the fleet: the index's
     /// generation and the store's [`Store::job_writes`] then.
     pending_in_fleet: Option<(u64, u64)>,
@@ -480,6 +512,7 @@ impl<E: Executor> Reconciler<E> {
             seen: None,
             jobs: JobIndex::default(),
             derived: None,
+            none_pruned: None,
             pending_in_fleet: None,
             reuse_plans: true,
             planner: Planner::new(),
@@ -697,7 +730,7 @@ impl<E: Executor> Reconciler<E> {
         // record written, none can have left Git.
         let none_gone =
             self.pending_in_fleet == Some((specs.generation(), self.store.job_writes()));
-        let Observation { events, nodes } = match self.standing_nodes(now) {
+        let (events, nodes) = match self.standing_nodes(now) {
             Some(nodes) => {
                 self.phases.observation_reused = true;
                 if !none_gone {
@@ -705,14 +738,13 @@ impl<E: Executor> Reconciler<E> {
                     forget_gone(&specs, &mut records, &mut batch);
                     self.store.commit_deferred(&batch)?;
                 }
-                Observation {
-                    events: Vec::new(),
-                    nodes,
-                }
+                (Vec::new(), nodes)
             }
             None => {
-                self.observe(&fleet, &specs, now, &mut records, none_gone)
-                    .await?
+                let Observation { events, nodes } = self
+                    .observe(&fleet, &specs, now, &mut records, none_gone)
+                    .await?;
+                (events, Arc::new(nodes))
             }
         };
         let generation = specs.generation();
@@ -728,7 +760,28 @@ impl<E: Executor> Reconciler<E> {
                 .all(|r| r.phase != Phase::Pending || specs.contains_key(&r.job)),
             "a pending job not in the fleet"
         );
-        let mut observed = self.observed(None, now, &records, nodes);
+        // The last plan's observed state when it was built from these
+        // records and nodes (no record written since, not even a pending
+        // job noted; the same attained-service switch): the same state,
+        // its `time` aside, which the engine does not read.
+        let attained = fleet.orders_by_attained_service();
+        let kept_state = previous
+            .as_ref()
+            .filter(|p| {
+                self.reuse_plans
+                    && Arc::ptr_eq(&p.nodes, &nodes)
+                    && p.writes == self.store.job_writes()
+                    && p.attained == attained
+            })
+            .map(|p| p.observed.clone());
+        let observed = match kept_state {
+            Some(state) => {
+                self.phases.observed_state_reused = true;
+                state
+            }
+            // The nodes stay apart (shared with the iteration).
+            None => Arc::new(self.observed(None, now, &records, Vec::new())),
+        };
         self.jobs = index;
         self.phases.observed = building.elapsed();
         let planning = std::time::Instant::now();
@@ -744,12 +797,15 @@ impl<E: Executor> Reconciler<E> {
             };
             &jobless
         };
-        let (plan, horizon) = self.planner.plan_with_horizon(&PlanInput {
-            fleet: planned,
-            observed: &observed,
-            now,
-            revision: revision.as_ref().map(|r| r.id.as_str()),
-        });
+        let (plan, horizon) = self.planner.plan_with_nodes(
+            &PlanInput {
+                fleet: planned,
+                observed: &observed,
+                now,
+                revision: revision.as_ref().map(|r| r.id.as_str()),
+            },
+            &nodes,
+        );
         let plan_seconds = planning.elapsed().as_secs_f64();
         // The revision loaded and planned: it cannot be what kills us
         // (unmarked in the transaction that records the pending jobs).
@@ -764,10 +820,16 @@ impl<E: Executor> Reconciler<E> {
         // The last plan's pending jobs were noted with their reasons and no
         // record was written since: the same jobs with the same reasons
         // have nothing to note (every one is recorded so, or not pending).
-        let noted_already = previous.as_ref().is_some_and(|p| {
-            p.noted == self.store.job_writes() && same_pending(&p.plan.pending, &plan.pending)
-        });
+        // Otherwise the jobs it noted that wait for the same reasons at the
+        // same place in the list need no look-up (`noted`).
+        let noted = previous
+            .as_ref()
+            .filter(|p| p.noted == self.store.job_writes())
+            .map(|p| p.plan.clone());
         drop(previous);
+        let noted_already = noted
+            .as_ref()
+            .is_some_and(|p| same_pending(&p.pending, &plan.pending));
         if noted_already {
             self.phases.pending_already_noted = true;
             self.store.commit_deferred(&Batch {
@@ -775,11 +837,11 @@ impl<E: Executor> Reconciler<E> {
                 ..Batch::default()
             })?;
         } else {
-            self.note_pending(&plan, now, &mut records, loaded)?;
+            let noted = noted.as_ref().map(|p| p.pending.as_slice());
+            self.note_pending(&plan, noted, now, &mut records, loaded)?;
         }
         self.phases.noted = noting.elapsed();
         self.loading = false;
-        let nodes = Arc::new(std::mem::take(&mut observed.nodes));
         if self.reuse_plans {
             // Noting pending jobs wrote no running job's record: the
             // observation holds for the records as they are now.
@@ -791,7 +853,7 @@ impl<E: Executor> Reconciler<E> {
             // those noted are the plan's.
             self.pending_in_fleet = Some((generation, self.store.job_writes()));
         }
-        let (plan, observed) = (Arc::new(plan), Arc::new(observed));
+        let plan = Arc::new(plan);
         if self.reuse_plans {
             self.last = Some(LastPlan {
                 revision: revision.as_ref().map(|r| r.id.clone()),
@@ -803,6 +865,7 @@ impl<E: Executor> Reconciler<E> {
                 plan: plan.clone(),
                 observed: observed.clone(),
                 nodes: nodes.clone(),
+                attained,
             });
         }
         Ok(Prepared {
@@ -1217,6 +1280,14 @@ impl<E: Executor> Reconciler<E> {
         if self.lent.is_none() {
             self.restore_last_applied()?;
         }
+        // The same names as a fleet that removed no running job, and the
+        // same records: none removed now either (only removed running jobs
+        // can be refused).
+        self.jobs.refresh(new);
+        let names = (self.jobs.generation(), self.store.job_writes());
+        if self.none_pruned == Some(names) {
+            return Ok(Ok(()));
+        }
         // Kept: preparing takes them (one read an iteration at most).
         let running: Vec<&str> = mirrored(&mut self.mirror, &self.store)?
             .values()
@@ -1230,16 +1301,17 @@ impl<E: Executor> Reconciler<E> {
             None if self.lent.is_some() => Box::new(self.cache.retired_jobs()),
             None => Box::new(std::iter::empty()),
         };
-        // The new fleet's names: often the fleet in force's, in place.
-        self.jobs.refresh(new);
         let index = &self.jobs;
-        Ok(prune::check_by(
+        let removed_none = running.iter().all(|name| index.contains(name));
+        let verdict = prune::check_by(
             &self.prune,
             current,
             new,
             |name| index.contains(name),
             &running,
-        ))
+        );
+        self.none_pruned = removed_none.then_some(names);
+        Ok(verdict)
     }
 
     /// Loads `revision` through the cache, lending it the fleet in force
@@ -1322,12 +1394,12 @@ impl<E: Executor> Reconciler<E> {
     /// asked after [`Executor::set_fleet`] with the fleet in force, which
     /// may be a new revision's: the executor answers `false` when the new
     /// fleet could change what it observes (the sim: other pools).
-    fn standing_nodes(&self, now: Timestamp) -> Option<Vec<ObservedNode>> {
+    fn standing_nodes(&self, now: Timestamp) -> Option<Arc<Vec<ObservedNode>>> {
         let seen = self.seen.as_ref()?;
         (self.reuse_plans
             && seen.writes == self.store.job_writes()
             && self.executor.observation_stands(now))
-        .then(|| seen.nodes.to_vec())
+        .then(|| seen.nodes.clone())
     }
 
     /// Observes the fleet through the executor and records what it did.
@@ -1462,9 +1534,12 @@ impl<E: Executor> Reconciler<E> {
     }
 
     /// Records pending jobs as first seen now, with their reasons.
+    /// `noted`: the pending jobs of a plan noted since the last write to
+    /// the records (each recorded pending with that reason, or not pending).
     fn note_pending(
         &self,
         plan: &Plan,
+        noted: Option<&[model::plan::Pending]>,
         now: Timestamp,
         records: &mut Records,
         revisions: Option<Revisions>,
@@ -1473,19 +1548,46 @@ impl<E: Executor> Reconciler<E> {
             revisions,
             ..Batch::default()
         };
+        // The jobs not noted so with their reason at the same place: when
+        // they are few, each is looked up in the records (sorted) alone.
+        let unnoted: Vec<&model::plan::Pending> = match noted {
+            Some(noted) => plan
+                .pending
+                .iter()
+                .enumerate()
+                .filter(|(k, p)| {
+                    noted
+                        .get(*k)
+                        .is_none_or(|n| n.job != p.job || n.reason != p.reason)
+                })
+                .map(|(_, p)| p)
+                .take(UNNOTED_LOOKED_UP + 1)
+                .collect(),
+            None => Vec::new(),
+        };
+        if noted.is_some() && unnoted.len() <= UNNOTED_LOOKED_UP {
+            for pending in unnoted {
+                if let Some(record) =
+                    pending_record(records.get(pending.job.as_str()), pending, now)
+                {
+                    batch.jobs.push(record);
+                }
+            }
+            self.store.commit_deferred(&batch)?;
+            for record in batch.jobs {
+                records.insert(record.job.clone(), record);
+            }
+            return Ok(());
+        }
         // One hash look-up per pending job (a sorted map's took about half
         // a microsecond each: 50 ms for 100,000 pending jobs).
         let by_name: rustc_hash::FxHashMap<&str, &JobRecord> =
             records.iter().map(|(name, r)| (name.as_str(), r)).collect();
         for pending in &plan.pending {
-            let mut record = match by_name.get(pending.job.as_str()).copied() {
-                Some(r) if r.phase != Phase::Pending => continue,
-                Some(r) if r.reason.as_deref() == Some(&*pending.reason) => continue,
-                Some(r) => r.clone(),
-                None => JobRecord::new_pending(&pending.job, now),
-            };
-            record.reason = Some(pending.reason.to_string());
-            batch.jobs.push(record);
+            let record = by_name.get(pending.job.as_str()).copied();
+            if let Some(record) = pending_record(record, pending, now) {
+                batch.jobs.push(record);
+            }
         }
         drop(by_name);
         // Deferred: lost by a crash before the next durable commit (the

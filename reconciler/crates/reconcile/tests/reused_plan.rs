@@ -278,6 +278,10 @@ fn a_commit_observes_again_only_when_the_pools_change() {
     let same = pair.iterate(now);
     assert!(!same.reused && same.phases.observation_reused);
     assert!(same.phases.pending_already_noted);
+    assert!(
+        same.phases.observed_state_reused,
+        "no record written since the last plan: its observed state"
+    );
     let now = pair.until_reused(now, 4);
 
     // The pool may grow: the sim observes again.
