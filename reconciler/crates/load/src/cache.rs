@@ -69,6 +69,9 @@ pub struct LoadStats {
     /// Whether the fleet lent to the load was changed in place (the same
     /// files, only contents changed; [`DocumentCache::load_reusing`]).
     pub in_place: bool,
+    /// Whether the whole-fleet checks ran on the changed jobs alone (a
+    /// change in place of jobs only, each keeping its name, found clean).
+    pub checked_alone: bool,
 }
 
 /// The documents of one file, parsed without their YAML trees.
@@ -295,9 +298,13 @@ impl DocumentCache {
         if clean {
             let reused = previous.take_if(|fleet| self.is_given(fleet));
             let took = reused.is_some();
+            // Changed in place with only jobs changed, each keeping its name:
+            // the positions of those jobs.
+            let mut jobs_changed = None;
             let (fleet, retired) = match reused {
                 Some(fleet) if self.same_paths(&in_order) => {
                     stats.in_place = true;
+                    jobs_changed = self.jobs_changed_alone(&in_order);
                     self.spliced(fleet, &in_order)
                 }
                 Some(fleet) => {
@@ -310,7 +317,15 @@ impl DocumentCache {
             let started = Instant::now();
             let mut diagnostics = Vec::new();
             // The documents have no trees: checked as the fleet's objects.
-            check_fleet(&fleet, &mut diagnostics);
+            // The fleet given had nothing to report: a change of jobs
+            // alone is checked alone when that finds nothing.
+            let clean_alone = jobs_changed
+                .as_deref()
+                .is_some_and(|positions| crate::validate::changed_jobs_clean(&fleet, positions));
+            stats.checked_alone = clean_alone;
+            if !clean_alone {
+                check_fleet(&fleet, &mut diagnostics);
+            }
             stats.validate = started.elapsed();
             if diagnostics.is_empty() {
                 let given = in_order
@@ -370,6 +385,44 @@ impl DocumentCache {
                 .iter()
                 .zip(&self.given)
                 .all(|((file, _), given)| file.path == given.key.0)
+    }
+
+    /// When every file of `in_order` that changed from the fleet given (the
+    /// same paths: [`DocumentCache::same_paths`]) has only other job
+    /// documents, of the same names in the same order (its other documents
+    /// equal, where they were read from aside): the positions of those jobs
+    /// in the new fleet. `None` otherwise.
+    fn jobs_changed_alone(&self, in_order: &[(&ListedFile, Arc<Parsed>)]) -> Option<Vec<usize>> {
+        fn same<S: PartialEq>(a: &[Document<S>], b: &[Document<S>]) -> bool {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(a, b)| {
+                    a.object.metadata == b.object.metadata && a.object.spec == b.object.spec
+                })
+        }
+        let mut positions = Vec::new();
+        let mut at = 0;
+        for ((file, entry), given) in in_order.iter().zip(&self.given) {
+            let new = &entry.docs;
+            if file.id != given.key.1 {
+                let old = &self.files.get(&given.key)?.docs;
+                let kept = same(&old.pools, &new.pools)
+                    && same(&old.queues, &new.queues)
+                    && same(&old.priority_classes, &new.priority_classes)
+                    && same(&old.policies, &new.policies)
+                    && old.jobs.len() == new.jobs.len()
+                    && old
+                        .jobs
+                        .iter()
+                        .zip(&new.jobs)
+                        .all(|(a, b)| a.object.name() == b.object.name());
+                if !kept {
+                    return None;
+                }
+                positions.extend(at..at + new.jobs.len());
+            }
+            at += new.jobs.len();
+        }
+        Some(positions)
     }
 
     /// [`DocumentCache::moved_into`] when [`DocumentCache::same_paths`]
@@ -905,6 +958,70 @@ mod tests {
         }
         assert!(cache.restore_previous().is_some());
         assert!(cache.changed_in_place().is_none(), "restored: no change");
+    }
+
+    #[test]
+    fn jobs_changed_in_place_are_checked_alone_with_the_same_verdict() {
+        let mut cache = DocumentCache::new();
+        let two = |a: &str, b: &str| format!("{a}---\n{b}");
+        let (a, b, c) = (job("a", "1"), job("b", "1"), job("c", "1"));
+        let queue_r = QUEUE.replace("name: q", "name: r");
+        // (a.yaml, whether checked alone): each revision lent the last
+        // valid fleet; `load_reusing` compares fleet and messages with a
+        // full load.
+        let revisions = [
+            (two(&a, &b), false),
+            (two(&job("a", "2"), &b), true),
+            // Invalid: an unknown queue, a replica larger than any node.
+            (
+                two(&job("a", "2").replace("queue: q", "queue: nope"), &b),
+                false,
+            ),
+            (two(&job("a", "2"), &job("b", "16")), false),
+            (two(&job("a", "4"), &b), true),
+            // Not alone: a job renamed (to a name taken: a duplicate), a
+            // document of another kind changed beside a job.
+            (two(&job("a", "4"), &job("c", "1")), false),
+            (two(&job("a", "4"), &job("bb", "1")), false),
+            (
+                format!("{}---\n{queue_r}", two(&job("a", "8"), &job("bb", "1"))),
+                false,
+            ),
+        ];
+        let mut fleet: Option<Fleet> = None;
+        for (i, (text, alone)) in revisions.iter().enumerate() {
+            let files = [
+                ("a.yaml", text.as_str()),
+                ("c.yaml", c.as_str()),
+                ("pools.yaml", POOL),
+                ("queues.yaml", QUEUE),
+            ];
+            let rev = format!("r{i}");
+            let (listed, sources) = revision(&rev, &files);
+            let (loaded, stats) = cache
+                .load_reusing(&listed, |f| Ok::<_, ()>(f.id.clone()), &mut fleet)
+                .unwrap();
+            let full = load_fleet(&sources);
+            assert_eq!(loaded.fleet, full.fleet, "{rev}: the fleet");
+            assert_eq!(loaded.diagnostics, full.diagnostics, "{rev}: the messages");
+            let valid = loaded.is_valid();
+            assert_eq!(
+                valid,
+                i != 2 && i != 3 && i != 5,
+                "{rev}: {:?}",
+                loaded.diagnostics
+            );
+            assert_eq!(
+                stats.checked_alone, *alone,
+                "{rev}: checked alone ({:?})",
+                loaded.diagnostics
+            );
+            if valid {
+                fleet = Some(loaded.fleet);
+            } else {
+                assert!(fleet.is_some(), "{rev}: the fleet lent comes back");
+            }
+        }
     }
 
     #[test]

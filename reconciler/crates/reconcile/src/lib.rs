@@ -830,6 +830,8 @@ impl<E: Executor> Reconciler<E> {
         let noted_already = noted
             .as_ref()
             .is_some_and(|p| same_pending(&p.pending, &plan.pending));
+        let before_noting = self.store.job_writes();
+        let mut new_records = false;
         if noted_already {
             self.phases.pending_already_noted = true;
             self.store.commit_deferred(&Batch {
@@ -838,9 +840,26 @@ impl<E: Executor> Reconciler<E> {
             })?;
         } else {
             let noted = noted.as_ref().map(|p| p.pending.as_slice());
-            self.note_pending(&plan, noted, now, &mut records, loaded)?;
+            new_records = self.note_pending(&plan, noted, now, &mut records, loaded)?;
         }
         self.phases.noted = noting.elapsed();
+        // Noting wrote pending records only. Reasons are not part of the
+        // observed state (a new record is: a queued job): without new
+        // records, the state built before noting is the records' still.
+        // Prune protection reads running records only.
+        let after_noting = self.store.job_writes();
+        let observed_writes = if new_records {
+            observed_writes
+        } else if observed_writes == before_noting {
+            after_noting
+        } else {
+            observed_writes
+        };
+        if let Some((names, writes)) = self.none_pruned
+            && writes == before_noting
+        {
+            self.none_pruned = Some((names, after_noting));
+        }
         self.loading = false;
         if self.reuse_plans {
             // Noting pending jobs wrote no running job's record: the
@@ -1536,6 +1555,8 @@ impl<E: Executor> Reconciler<E> {
     /// Records pending jobs as first seen now, with their reasons.
     /// `noted`: the pending jobs of a plan noted since the last write to
     /// the records (each recorded pending with that reason, or not pending).
+    /// Returns whether it made a new record (a job seen pending the first
+    /// time); the others it writes changed only their reason.
     fn note_pending(
         &self,
         plan: &Plan,
@@ -1543,7 +1564,7 @@ impl<E: Executor> Reconciler<E> {
         now: Timestamp,
         records: &mut Records,
         revisions: Option<Revisions>,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<bool, ReconcileError> {
         let mut batch = Batch {
             revisions,
             ..Batch::default()
@@ -1573,11 +1594,7 @@ impl<E: Executor> Reconciler<E> {
                     batch.jobs.push(record);
                 }
             }
-            self.store.commit_deferred(&batch)?;
-            for record in batch.jobs {
-                records.insert(record.job.clone(), record);
-            }
-            return Ok(());
+            return self.commit_noted(batch, records);
         }
         // One hash look-up per pending job (a sorted map's took about half
         // a microsecond each: 50 ms for 100,000 pending jobs).
@@ -1590,13 +1607,20 @@ impl<E: Executor> Reconciler<E> {
             }
         }
         drop(by_name);
+        self.commit_noted(batch, records)
+    }
+
+    /// Commits the pending jobs noted in `batch` and keeps them in
+    /// `records`; whether one of them is new.
+    fn commit_noted(&self, batch: Batch, records: &mut Records) -> Result<bool, ReconcileError> {
         // Deferred: lost by a crash before the next durable commit (the
         // plan's intents, or the iteration's end), the jobs are noted again.
         self.store.commit_deferred(&batch)?;
+        let mut new_records = false;
         for record in batch.jobs {
-            records.insert(record.job.clone(), record);
+            new_records |= records.insert(record.job.clone(), record).is_none();
         }
-        Ok(())
+        Ok(new_records)
     }
 
     /// Carries out a new plan's actions: those whose effect is not already

@@ -224,6 +224,10 @@ impl StartsCache {
                     asked_revision.as_deref(),
                     plan_seconds,
                 );
+                // Gone before the thread says it is done: the loop lends the
+                // fleet in force to the next load only when nothing else
+                // holds it.
+                drop((in_force, observed, planned));
                 let mut asked = asked.lock().unwrap_or_else(|e| e.into_inner());
                 if asked.as_ref().is_some_and(|a| {
                     Arc::ptr_eq(&a.observed, &ident.observed)

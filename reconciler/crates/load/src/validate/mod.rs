@@ -32,6 +32,26 @@ pub fn check_fleet(fleet: &Fleet, diagnostics: &mut Vec<Diagnostic>) {
     check_view(&DocsView::of_fleet(fleet, &none), diagnostics);
 }
 
+/// Whether [`check_fleet`] finds nothing in `fleet`, known to differ from
+/// a fleet it found nothing in only in the jobs at `positions` (the same
+/// names in the same places; every other document, and every other job,
+/// the same): only those jobs' own checks can find anything then, as
+/// nothing they read changed. `false` also when policies have rules (they
+/// are not checked here): the caller runs [`check_fleet`].
+pub(crate) fn changed_jobs_clean(fleet: &Fleet, positions: &[usize]) -> bool {
+    if fleet.policies.iter().any(|p| !p.spec.rules.is_empty()) {
+        return false;
+    }
+    let none = Rejected::default();
+    let mut diagnostics = Vec::new();
+    semantic::jobs_at(
+        &DocsView::of_fleet(fleet, &none),
+        positions,
+        &mut diagnostics,
+    );
+    diagnostics.is_empty()
+}
+
 fn check_view(docs: &DocsView<'_>, diagnostics: &mut Vec<Diagnostic>) {
     semantic::check(docs, diagnostics);
     policy::check(docs, diagnostics);

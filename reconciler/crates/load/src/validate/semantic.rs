@@ -9,7 +9,7 @@ use crate::doc_view::{DocRef, DocSlice, DocsView};
 use crate::yaml::PathSegment::{Index, Key};
 use model::diag::Diagnostic;
 use model::spec::limits::{MAX_FLEET_GPUS, MAX_FLEET_NODES};
-use model::spec::{Kind, QueueSpec};
+use model::spec::{JobSpec, Kind, QueueSpec};
 
 pub fn check(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
     duplicates("NodePool", docs.pools, out);
@@ -322,26 +322,73 @@ fn priority_classes(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn jobs(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
-    let queues: BTreeMap<&str, DocRef<'_, QueueSpec>> =
-        docs.queues.iter().map(|q| (q.name(), q)).collect();
-    let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for queue in docs.queues.iter() {
-        if let Some(parent) = queue.object.spec.parent.as_deref() {
-            children.entry(parent).or_default().push(queue.name());
+    let mut context = JobContext::of(docs);
+    for job in docs.jobs.iter() {
+        context.check(docs, job, out);
+    }
+}
+
+/// The checks of each job alone (queue, priority class, models, replica
+/// size, executor sections) on the jobs at `positions`, in that order: what
+/// [`check`] reports about them, given the same other documents.
+pub fn jobs_at(docs: &DocsView<'_>, positions: &[usize], out: &mut Vec<Diagnostic>) {
+    let mut context = JobContext::of(docs);
+    for job in positions.iter().filter_map(|&k| docs.jobs.get(k)) {
+        context.check(docs, job, out);
+    }
+}
+
+/// What a job's own checks read of the other documents, looked up once.
+struct JobContext<'d> {
+    queues: BTreeMap<&'d str, DocRef<'d, QueueSpec>>,
+    classes: BTreeSet<&'d str>,
+    queue_names: FxHashSet<&'d str>,
+    parents: FxHashMap<&'d str, Vec<&'d str>>,
+    class_names: FxHashSet<&'d str>,
+    models: BTreeSet<&'d str>,
+    /// Whether a replica fits, per selector and replica size.
+    fits: FxHashMap<(Option<&'d [String]>, u32), bool>,
+}
+
+impl<'d> JobContext<'d> {
+    fn of(docs: &DocsView<'d>) -> Self {
+        let queues: BTreeMap<&str, DocRef<'_, QueueSpec>> =
+            docs.queues.iter().map(|q| (q.name(), q)).collect();
+        let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for queue in docs.queues.iter() {
+            if let Some(parent) = queue.object.spec.parent.as_deref() {
+                children.entry(parent).or_default().push(queue.name());
+            }
+        }
+        let classes: BTreeSet<&str> = docs.priority_classes.iter().map(|p| p.name()).collect();
+        // Hashed copies for the look-ups of every job; the ordered ones name
+        // suggestions in a stable order.
+        let queue_names: FxHashSet<&str> = queues.keys().copied().collect();
+        let parents: FxHashMap<&str, Vec<&str>> = children.into_iter().collect();
+        let class_names: FxHashSet<&str> = classes.iter().copied().collect();
+        JobContext {
+            queues,
+            classes,
+            queue_names,
+            parents,
+            class_names,
+            models: pool_models(docs),
+            // Jobs share few selectors: whether a replica fits is decided
+            // once per selector and per replica size.
+            fits: FxHashMap::default(),
         }
     }
-    let classes: BTreeSet<&str> = docs.priority_classes.iter().map(|p| p.name()).collect();
-    // Hashed copies for the look-ups of every job; the ordered ones name
-    // suggestions in a stable order.
-    let queue_names: FxHashSet<&str> = queues.keys().copied().collect();
-    let parents: FxHashMap<&str, &Vec<&str>> = children.iter().map(|(k, v)| (*k, v)).collect();
-    let class_names: FxHashSet<&str> = classes.iter().copied().collect();
-    let models = pool_models(docs);
-    // Jobs share few selectors: whether a replica fits is decided once per
-    // selector and per replica size.
-    let mut fits: FxHashMap<(Option<&[String]>, u32), bool> = FxHashMap::default();
 
-    for job in docs.jobs.iter() {
+    fn check(&mut self, docs: &DocsView<'d>, job: DocRef<'d, JobSpec>, out: &mut Vec<Diagnostic>) {
+        let JobContext {
+            queues,
+            classes,
+            queue_names,
+            parents,
+            class_names,
+            models,
+            fits,
+        } = self;
         super::kubernetes::check(job, out);
         super::slurm::check(job, out);
         let spec = &job.object.spec;
