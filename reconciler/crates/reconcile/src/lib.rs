@@ -881,14 +881,10 @@ impl<E: Executor> Reconciler<E> {
             // loses only that (docs/semantics.md, "Unchanged iterations").
             // Otherwise durable: it puts the plan's last outcomes, deferred,
             // on disk.
-            if iteration.reused
+            let deferred = iteration.reused
                 && plan.actions.is_empty()
-                && batch.revisions.as_ref() == Some(&stored)
-            {
-                self.store.commit_deferred(&batch)?;
-            } else {
-                self.store.commit(&batch)?;
-            }
+                && batch.revisions.as_ref() == Some(&stored);
+            self.commit_with_executor(&batch, deferred)?;
         } else {
             self.store.commit(&Batch {
                 clock: Some(now),
@@ -897,6 +893,28 @@ impl<E: Executor> Reconciler<E> {
         }
         self.keep(records, own);
         Ok(iteration)
+    }
+
+    /// Commits `batch`, deferred or durable, with what the executor still
+    /// keeps in memory ([`Executor::flush`]: a new sim world's nodes, when
+    /// no action flushed them).
+    fn commit_with_executor(
+        &mut self,
+        batch: &Batch,
+        deferred: bool,
+    ) -> Result<(), ReconcileError> {
+        self.store.hold_executor_writes();
+        let flushed = self.executor.flush();
+        let committed = match (&flushed, deferred) {
+            (Err(_), _) => Ok(()),
+            (Ok(()), true) => self.store.commit_deferred(batch),
+            (Ok(()), false) => self.store.commit(batch),
+        };
+        let released = self.store.release_executor_writes();
+        flushed?;
+        committed?;
+        released?;
+        Ok(())
     }
 
     /// Carries out intents a crash left behind.

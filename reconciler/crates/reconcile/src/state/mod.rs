@@ -678,8 +678,10 @@ impl Store {
             // plan's order.
             let mut records: Vec<&JobRecord> = batch.jobs.iter().collect();
             records.sort_by(|a, b| a.job.cmp(&b.job));
+            // One buffer for every record's text (not an allocation each).
+            let mut buf = Vec::new();
             for record in records {
-                jobs.insert(record.job.as_str(), to_json(record).as_str())
+                jobs.insert(record.job.as_str(), &*to_json_in(record, &mut buf))
                     .map_err(|e| self.err(e))?;
             }
             for name in &batch.remove_jobs {
@@ -793,6 +795,18 @@ fn next_key(table: &redb::Table<'_, u64, &str>) -> Result<u64, redb::StorageErro
 /// Serializes a value that cannot fail to serialize (plain data, string keys).
 fn to_json<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// [`to_json`] written into `buf` (cleared first), which keeps its
+/// allocation for the next value.
+fn to_json_in<'b, T: Serialize>(value: &T, buf: &'b mut Vec<u8>) -> std::borrow::Cow<'b, str> {
+    buf.clear();
+    if serde_json::to_writer(&mut *buf, value).is_ok()
+        && let Ok(text) = std::str::from_utf8(buf)
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(to_json(value))
 }
 
 /// The executor's values live in the state's `executor` table, so they are
