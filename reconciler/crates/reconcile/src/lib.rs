@@ -1582,16 +1582,14 @@ impl<E: Executor> Reconciler<E> {
             time: now,
             check_underway,
         } = *work;
-        let record = action.job().and_then(|j| records.get(j)).cloned();
-        if check_underway && underway(action, record.as_ref(), &self.executor) {
+        let record = action.job().and_then(|j| records.get(j));
+        if check_underway && underway(action, record, &self.executor) {
             // An earlier action of the same plan got there first.
             outcomes.done.push(id);
             return (ActionResult::AlreadyUnderway, false);
         }
         let spec = action.job().and_then(|j| specs.get(j));
-        let attempt = record
-            .as_ref()
-            .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));
+        let attempt = record.map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));
         let ctx = ActionContext {
             spec,
             attempt,
