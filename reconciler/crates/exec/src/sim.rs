@@ -44,9 +44,10 @@ pub struct SimExecutor {
     /// world has nothing due), `Some(Some(t))` until its next event at `t`;
     /// `None` once anything could have changed it (an action, other pools).
     stands: Option<Option<Timestamp>>,
-    /// Nodes that actions changed and that are not written to the store
-    /// yet ([`Executor::flush`]): a node placed on several times is
-    /// serialized once per outcome batch, not once per action.
+    /// Nodes that actions changed (or that a new world was seeded with)
+    /// and that are not written to the store yet ([`Executor::flush`]): a
+    /// node placed on several times is serialized once per outcome batch,
+    /// not once per action.
     dirty: BTreeSet<String>,
 }
 
@@ -133,8 +134,9 @@ impl SimExecutor {
                     ExecError::Inventory(format!("sim node {name} in the state: {e}"))
                 })?;
             }
-            let refs: Vec<&str> = new.iter().map(String::as_str).collect();
-            save(self.store.as_ref(), &world, &refs)?;
+            // Stored at the next flush ([`Executor::flush`]), as the first
+            // actions on them leave them: each serialized once.
+            self.dirty.extend(new);
             self.world = Some(world);
         }
         self.world
@@ -166,7 +168,7 @@ impl SimExecutor {
         for view in running {
             match world.job(view.job).map(|j| j.stop.is_some()) {
                 None => {
-                    let facts = JobFacts::with_grace(view.spec, view.grace, &rules);
+                    let facts = JobFacts::undigested(view.spec, view.grace, &rules);
                     let job = WorldJob {
                         job: view.job.to_string(),
                         placement: view.placement.to_vec(),
@@ -227,7 +229,9 @@ impl SimExecutor {
         let rules = self.rules;
         let store = self.store.clone();
         let world = self.world(now)?;
-        let facts = JobFacts::with_grace(ctx.spec, ctx.grace, &rules);
+        // Without the spec's digest: the world's jobs show it to nobody
+        // here (the reconciler's records keep it).
+        let facts = JobFacts::undigested(ctx.spec, ctx.grace, &rules);
         let (name, kind) = (action.target(), action.kind());
         let outcome = match action {
             // Done by the reconciler's records: the world forgets a stopped
@@ -491,6 +495,11 @@ mod tests {
         let now = t("2026-11-21T10:00:00Z");
         let nodes = nodes(&mut sim, now);
         assert_eq!(nodes.len(), 2);
+        assert!(
+            store.entries(NODE_PREFIX).unwrap().is_empty(),
+            "stored at the flush"
+        );
+        sim.flush().unwrap();
         drop(sim);
         let again = SimExecutor::open(store, None, Duration::ZERO).unwrap();
         assert_eq!(again.stored.len(), 2, "nodes read back from the store");
@@ -521,6 +530,9 @@ mod tests {
         sim.adopt_fleet(&fleet()).unwrap();
         let now = t("2026-11-21T10:00:00Z");
         assert_eq!(nodes(&mut sim, now).len(), 2);
+        // The seeded nodes, once.
+        sim.flush().unwrap();
+        assert_eq!(*store.1.lock().unwrap(), ["sim/node/p-0", "sim/node/p-1"]);
         store.1.lock().unwrap().clear();
         let place = Action::Place {
             job: "a".into(),

@@ -1030,14 +1030,10 @@ impl<E: Executor> Reconciler<E> {
             // loses only that (docs/semantics.md, "Unchanged iterations").
             // Otherwise durable: it puts the plan's last outcomes, deferred,
             // on disk.
-            if iteration.reused
+            let deferred = iteration.reused
                 && plan.actions.is_empty()
-                && batch.revisions.as_ref() == Some(&stored)
-            {
-                self.store.commit_deferred(&batch)?;
-            } else {
-                self.store.commit(&batch)?;
-            }
+                && batch.revisions.as_ref() == Some(&stored);
+            self.commit_with_executor(&batch, deferred)?;
         } else {
             self.store.commit(&Batch {
                 clock: Some(now),
@@ -1046,6 +1042,28 @@ impl<E: Executor> Reconciler<E> {
         }
         self.keep(records, own);
         Ok(iteration)
+    }
+
+    /// Commits `batch`, deferred or durable, with what the executor still
+    /// keeps in memory ([`Executor::flush`]: a new sim world's nodes, when
+    /// no action flushed them).
+    fn commit_with_executor(
+        &mut self,
+        batch: &Batch,
+        deferred: bool,
+    ) -> Result<(), ReconcileError> {
+        self.store.hold_executor_writes();
+        let flushed = self.executor.flush();
+        let committed = match (&flushed, deferred) {
+            (Err(_), _) => Ok(()),
+            (Ok(()), true) => self.store.commit_deferred(batch),
+            (Ok(()), false) => self.store.commit(batch),
+        };
+        let released = self.store.release_executor_writes();
+        flushed?;
+        committed?;
+        released?;
+        Ok(())
     }
 
     /// Carries out intents a crash left behind.
@@ -1767,16 +1785,14 @@ impl<E: Executor> Reconciler<E> {
             time: now,
             check_underway,
         } = *work;
-        let record = action.job().and_then(|j| records.get(j)).cloned();
-        if check_underway && underway(action, record.as_ref(), &self.executor) {
+        let record = action.job().and_then(|j| records.get(j));
+        if check_underway && underway(action, record, &self.executor) {
             // An earlier action of the same plan got there first.
             outcomes.done.push(id);
             return (ActionResult::AlreadyUnderway, false);
         }
         let spec = action.job().and_then(|j| specs.get(j));
-        let attempt = record
-            .as_ref()
-            .map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));
+        let attempt = record.map(|r| format!("{}#{}", r.first_seen.to_rfc3339(), r.preemptions));
         let ctx = ActionContext {
             spec,
             attempt,

@@ -91,6 +91,17 @@ impl JobFacts {
     /// The same with the grace period already known (the executor's
     /// `ActionContext::grace`). An annotation that does not parse is ignored.
     pub fn with_grace(spec: Option<&Object<JobSpec>>, grace: Duration, rules: &Rules) -> JobFacts {
+        JobFacts {
+            spec_digest: spec.map(|j| j.spec.runtime_digest()),
+            ..JobFacts::undigested(spec, grace, rules)
+        }
+    }
+
+    /// [`JobFacts::with_grace`] without the spec's runtime digest: for a
+    /// world whose jobs' digests nobody reads (the `sim` executor's; the
+    /// reconciler keeps them in its records), which spares hashing each
+    /// spec once more.
+    pub fn undigested(spec: Option<&Object<JobSpec>>, grace: Duration, rules: &Rules) -> JobFacts {
         let annotation = |key: &str| spec.and_then(|j| j.metadata.annotations.get(key));
         let run_length = annotation(SIM_DURATION_ANNOTATION)
             .and_then(|d| d.trim().parse::<Duration>().ok())
@@ -106,7 +117,7 @@ impl JobFacts {
             exit_code,
             grace,
             restart: spec.and_then(|j| j.restart_token()).map(str::to_string),
-            spec_digest: spec.map(|j| j.spec.runtime_digest()),
+            spec_digest: None,
         }
     }
 }
@@ -1286,6 +1297,21 @@ spec: {queue: q, replicas: 1, gpusPerReplica: 1, timeLimit: 2h}
         assert_eq!(run("endless", &exec).grace, Duration::ZERO);
         assert_eq!(run("limited", &exec).grace, d("5m"));
         assert_eq!(JobFacts::of(&fleet, None, &exec).grace, d("5m"));
+        // Without the digest, the same facts.
+        for name in ["annotated", "limited", "endless", "garbled", "none"] {
+            let spec = spec(&fleet, name);
+            let digested = JobFacts::with_grace(spec, d("5m"), &exec);
+            assert_eq!(digested.spec_digest, spec.map(|j| j.spec.runtime_digest()));
+            let undigested = JobFacts::undigested(spec, d("5m"), &exec);
+            assert_eq!(undigested.spec_digest, None);
+            assert_eq!(
+                JobFacts {
+                    spec_digest: None,
+                    ..digested
+                },
+                undigested
+            );
+        }
 
         // In the world: the executor's rule ends `limited` at its limit.
         let mut w = world(exec);

@@ -14,8 +14,11 @@
 //! process at a time, so two reconcilers cannot share a state directory.
 //!
 //! Tables hold JSON values (serde), so a record can gain fields without a
-//! migration; old values read with defaults.
+//! migration; old values read with defaults. Job records without a stop, a
+//! nomination or an end (pending and running ones) are written in a compact
+//! form instead ([`compact`]); JSON ones still read.
 
+mod compact;
 mod groups;
 mod records;
 
@@ -388,7 +391,12 @@ impl Store {
         let mut out = BTreeMap::new();
         for entry in table.iter().map_err(|e| self.err(e))? {
             let (key, value) = entry.map_err(|e| self.err(e))?;
-            let record: JobRecord = self.decode("jobs", key.value(), value.value())?;
+            let record = compact::decode(value.value()).map_err(|message| StateError::Corrupt {
+                path: self.path.display().to_string(),
+                table: "jobs",
+                key: key.value().to_string(),
+                message,
+            })?;
             out.insert(key.value().to_string(), record);
         }
         Ok(out)
@@ -678,8 +686,11 @@ impl Store {
             // plan's order.
             let mut records: Vec<&JobRecord> = batch.jobs.iter().collect();
             records.sort_by(|a, b| a.job.cmp(&b.job));
+            // One buffer for every record's text (not an allocation each).
+            let mut text = String::new();
             for record in records {
-                jobs.insert(record.job.as_str(), to_json(record).as_str())
+                compact::encode(record, &mut text);
+                jobs.insert(record.job.as_str(), text.as_str())
                     .map_err(|e| self.err(e))?;
             }
             for name in &batch.remove_jobs {
@@ -878,6 +889,43 @@ mod tests {
         );
         assert_eq!(store.clock().unwrap(), Some(t("2026-11-21T10:05:00Z")));
         assert_eq!(store.audit(0).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn job_records_of_older_states_read_beside_compact_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut old = JobRecord::new_pending("old", t("2026-11-21T10:00:00Z"));
+        old.reason = Some("waiting".into());
+        // As an older gitfleet wrote it: JSON.
+        {
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(JOBS)
+                .unwrap()
+                .insert("old", to_json(&old).as_str())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let mut new = JobRecord::new_pending("new", t("2026-11-21T10:00:00Z"));
+        new.phase = Phase::Running;
+        new.started = Some(t("2026-11-21T10:01:00Z"));
+        store
+            .commit(&Batch {
+                jobs: vec![new.clone()],
+                ..Batch::default()
+            })
+            .unwrap();
+        let stored = {
+            let txn = store.db.begin_read().unwrap();
+            let table = txn.open_table(JOBS).unwrap();
+            table.get("new").unwrap().unwrap().value().to_string()
+        };
+        assert!(stored.starts_with("~1"), "{stored:?}");
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        let jobs = store.jobs().unwrap();
+        assert_eq!(jobs["old"], old);
+        assert_eq!(jobs["new"], new);
     }
 
     #[test]

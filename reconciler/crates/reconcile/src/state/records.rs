@@ -1,5 +1,7 @@
 //! What the reconciler remembers between iterations, as plain data. The
-//! store (`super::Store`) keeps these as JSON values in redb tables.
+//! store (`super::Store`) keeps these as JSON values in redb tables (job
+//! records without a stop, a nomination or an end in a compact form:
+//! `super::compact`).
 
 use serde::{Deserialize, Serialize};
 
