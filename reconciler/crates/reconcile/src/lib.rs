@@ -677,11 +677,10 @@ impl<E: Executor> Reconciler<E> {
         };
         if let Some((mut last, new_revision)) = last {
             if new_revision {
-                // The same plan, of the new revision.
-                let mut plan = Plan::clone(&last.plan);
-                plan.revision = revision.as_ref().map(|r| r.id.clone());
-                last.revision = plan.revision.clone();
-                last.plan = Arc::new(plan);
+                // The same plan, of the new revision (copied when another
+                // holds it).
+                last.revision = revision.as_ref().map(|r| r.id.clone());
+                Arc::make_mut(&mut last.plan).revision = last.revision.clone();
                 last.fleet = Arc::as_ptr(&fleet) as usize;
                 self.phases.plan_kept_for_revision = true;
                 // Loaded, and nothing to plan: it cannot be what kills us.

@@ -47,8 +47,10 @@ pub struct RecordKey {
     /// The address of the fleet in force (with the plan's, which holds it
     /// as planned, the same fleet).
     pub fleet: Option<usize>,
-    /// The plan (compared by address: a re-used plan is the same).
-    pub plan: Option<Arc<Plan>>,
+    /// The plan (compared by address: a re-used plan is the same). Not
+    /// held: the loop may change its revision in place when it keeps it for
+    /// a new revision (which this key holds apart).
+    pub plan: Option<std::sync::Weak<Plan>>,
     /// The observed state it was planned from (by address).
     pub planned_from: Arc<ObservedState>,
     /// The nodes observed (by address).
@@ -70,7 +72,7 @@ impl RecordKey {
     /// Whether everything the outputs are built from is the same.
     fn same(&self, other: &RecordKey) -> bool {
         let same_plan = match (&self.plan, &other.plan) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (Some(a), Some(b)) => std::sync::Weak::ptr_eq(a, b),
             (None, None) => true,
             _ => false,
         };

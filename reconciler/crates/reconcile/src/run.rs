@@ -390,7 +390,7 @@ pub fn record<E: Executor>(
         executor: reconciler.executor_name().to_string(),
         revision: iteration.revision.as_ref().map(|r| r.id.clone()),
         fleet: reconciler.fleet().map(|f| std::ptr::from_ref(f) as usize),
-        plan: iteration.plan.clone(),
+        plan: iteration.plan.as_ref().map(Arc::downgrade),
         planned_from: iteration.planned_from.clone(),
         nodes: iteration.nodes.clone(),
         job_writes: reconciler.store().job_writes(),
