@@ -1284,19 +1284,12 @@ impl<'a> Engine<'a> {
         self.release_nominated(j);
         // Victims are compared across the acceptable models in one order
         // (borrowing before guaranteed, then priority…), not model by model.
-        let mut best: Option<preemption::Found> = None;
-        for &m in models {
-            if !self.model_exists(m) {
-                continue;
-            }
-            let req = Request::for_job(&job, m);
-            if let Some(found) = preemption::find(self, j, &req, best.as_ref())
-                && best.as_ref().is_none_or(|b| found.better_than(b))
-            {
-                best = Some(found);
-            }
-        }
-        if let Some(found) = best {
+        let reqs: Vec<Request> = models
+            .iter()
+            .filter(|&&m| self.model_exists(m))
+            .map(|&m| Request::for_job(&job, m))
+            .collect();
+        if let Some(found) = preemption::find_best(self, j, &reqs) {
             preemption::carry_out(self, j, found);
             return true;
         }
