@@ -450,6 +450,29 @@ fn find_prepared(
             break;
         }
         if cands.len() <= limit {
+            // What cannot fit with every victim the sources hold fits with
+            // no list of them either: told without building the list.
+            let (eligible, released) = eligible_bound(e, j, q, m, reclaim, &own_path, &others);
+            if free + eligible < gpus || !e.tree.fits_releasing(q, m, gpus, &released) {
+                #[cfg(debug_assertions)]
+                {
+                    let wide = candidates_cached(e, j, q, req, reclaim, &own_path, &others, last);
+                    let possible = free + wide.cands.iter().map(|c| c.gpus).sum::<u64>();
+                    debug_assert!(
+                        possible < gpus
+                            || !quota_fits_without(
+                                e,
+                                q,
+                                m,
+                                gpus,
+                                &wide.cands,
+                                &all_of(&wide.cands)
+                            ),
+                        "the sources' bound turned down candidates that fit"
+                    );
+                }
+                break;
+            }
             // Widen once to the most it may grow to; every wider search
             // looks at a prefix of these.
             list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, last);
@@ -739,6 +762,113 @@ fn upper_bound(
         }
     }
     (bound, released)
+}
+
+/// At most how many GPUs the candidates of job `j` (leaf `q`, model `m`)
+/// hold, all of them, and how much usage they would take off each queue of
+/// its path (as [`upper_bound`]): the victims of its sources that are not
+/// stopping, below its priority where the rule says so, started before it
+/// was first seen for rule 5c — what [`candidates`] lists, its tiers and
+/// rule (d)'s filter aside (both only take victims out). Exact sums per
+/// priority, not a walk over the victims.
+fn eligible_bound(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    m: u16,
+    reclaim: Within,
+    own_path: &[bool],
+    others: &[QueueId],
+) -> (u64, Vec<u64>) {
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let mut released = vec![0u64; path.len()];
+    let mut total = 0;
+    let (priority, first_seen, las) = {
+        let job = &e.jobs[j as usize];
+        (job.priority, job.first_seen, job.attained.is_some())
+    };
+    for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let (below, started_before) = if vq == q {
+            (if las { None } else { Some(priority) }, None)
+        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m)
+            || !chain_borrows(e, vq, m, own_path)
+        {
+            continue;
+        } else if reclaims(e, q, vq, reclaim, own_path) {
+            (None, None)
+        } else {
+            (Some(priority), first_seen)
+        };
+        let Some(list) = e.victim_lists[vq as usize]
+            .iter_mut()
+            .find(|list| list.model == m)
+        else {
+            continue;
+        };
+        let gpus = eligible_gpus(list, &e.runs, below, started_before);
+        total += gpus;
+        if let Some(k) = e
+            .tree
+            .path(vq)
+            .find_map(|a| path.iter().position(|p| *p == a))
+        {
+            released[k] += gpus;
+        }
+    }
+    (total, released)
+}
+
+/// GPUs of the victims of `list` not stopping, of priority below `below`
+/// and started before `started_before` (each when given): per priority,
+/// those started before it are the last ones (most recent first).
+fn eligible_gpus(
+    list: &mut super::VictimList,
+    runs: &[super::Run],
+    below: Option<i32>,
+    started_before: Option<Timestamp>,
+) -> u64 {
+    if list.gpus_before.is_empty() {
+        let mut sum = 0;
+        list.gpus_before.reserve(list.victims.len() + 1);
+        list.gpus_before.push(0);
+        for v in &list.victims {
+            let run = &runs[v.run as usize];
+            if run.stopping == Stopping::No {
+                sum += run.gpus;
+            }
+            list.gpus_before.push(sum);
+        }
+    }
+    let (victims, before) = (&list.victims, &list.gpus_before);
+    let end = below.map_or(victims.len(), |b| {
+        victims.partition_point(|v| v.priority < b)
+    });
+    let gpus = match started_before {
+        None => before[end],
+        Some(t) => {
+            let (mut gpus, mut pos) = (0, 0);
+            while pos < end {
+                let p = victims[pos].priority;
+                let block_end = pos + victims[pos..end].partition_point(|v| v.priority == p);
+                let cut = pos + victims[pos..block_end].partition_point(|v| v.started >= t);
+                gpus += before[block_end] - before[cut];
+                pos = block_end;
+            }
+            gpus
+        }
+    };
+    #[cfg(debug_assertions)]
+    {
+        let walked: u64 = victims[..end]
+            .iter()
+            .filter(|v| started_before.is_none_or(|t| v.started < t))
+            .map(|v| &runs[v.run as usize])
+            .filter(|r| r.stopping == Stopping::No)
+            .map(|r| r.gpus)
+            .sum();
+        debug_assert_eq!(gpus, walked, "sums per priority");
+    }
+    gpus
 }
 
 /// The first `limit` candidates in victim order — borrowing queues first,
@@ -2964,6 +3094,7 @@ fn commit(
             {
                 list.head += 1;
             }
+            list.gpus_before.clear();
         }
     }
     let job = &e.jobs[j as usize];
