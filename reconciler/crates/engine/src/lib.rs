@@ -116,10 +116,10 @@ struct VictimList {
     head: usize,
     /// The fewest and the most GPUs a run of the list holds.
     gpus_range: (u64, u64),
-    /// GPUs of the victims before each position (and of all, last), those
-    /// preempted since left out; empty until the victim search asks, and
-    /// again after a preemption from the list (`preemption::eligible_gpus`).
-    gpus_before: Vec<u64>,
+    /// The victims' GPUs as a Fenwick tree (sums of the first k), those
+    /// preempted since counting none; empty until the victim search asks
+    /// (`preemption::eligible_gpus`).
+    gpu_sums: Vec<u64>,
 }
 
 /// Everything about a job that its admission depends on, besides the
@@ -683,7 +683,7 @@ impl<'a> Engine<'a> {
                     victims: Vec::new(),
                     head: 0,
                     gpus_range: (0, 0),
-                    gpus_before: Vec::new(),
+                    gpu_sums: Vec::new(),
                 });
             }
             let key = victim_order(job.priority, run.started);

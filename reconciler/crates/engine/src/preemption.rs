@@ -827,31 +827,43 @@ fn eligible_gpus(
     below: Option<i32>,
     started_before: Option<Timestamp>,
 ) -> u64 {
-    if list.gpus_before.is_empty() {
-        let mut sum = 0;
-        list.gpus_before.reserve(list.victims.len() + 1);
-        list.gpus_before.push(0);
-        for v in &list.victims {
+    if list.gpu_sums.is_empty() {
+        let n = list.victims.len();
+        let tree = &mut list.gpu_sums;
+        tree.resize(n + 1, 0);
+        for (k, v) in list.victims.iter().enumerate() {
             let run = &runs[v.run as usize];
+            let i = k + 1;
             if run.stopping == Stopping::No {
-                sum += run.gpus;
+                tree[i] += run.gpus;
             }
-            list.gpus_before.push(sum);
+            let parent = i + (i & i.wrapping_neg());
+            if parent <= n {
+                tree[parent] += tree[i];
+            }
         }
     }
-    let (victims, before) = (&list.victims, &list.gpus_before);
+    let (victims, tree) = (&list.victims, &list.gpu_sums);
+    let before = |k: usize| -> u64 {
+        let (mut sum, mut i) = (0, k);
+        while i > 0 {
+            sum += tree[i];
+            i &= i - 1;
+        }
+        sum
+    };
     let end = below.map_or(victims.len(), |b| {
         victims.partition_point(|v| v.priority < b)
     });
     let gpus = match started_before {
-        None => before[end],
+        None => before(end),
         Some(t) => {
             let (mut gpus, mut pos) = (0, 0);
             while pos < end {
                 let p = victims[pos].priority;
                 let block_end = pos + victims[pos..end].partition_point(|v| v.priority == p);
                 let cut = pos + victims[pos..block_end].partition_point(|v| v.started >= t);
-                gpus += before[block_end] - before[cut];
+                gpus += before(block_end) - before(cut);
                 pos = block_end;
             }
             gpus
@@ -3094,7 +3106,20 @@ fn commit(
             {
                 list.head += 1;
             }
-            list.gpus_before.clear();
+            // Its GPUs leave the list's sums (once they are kept).
+            let c = &cands[i];
+            if !list.gpu_sums.is_empty() {
+                let (_, priority, started, run) = c.key;
+                let pos = list.victims.partition_point(|v| {
+                    (v.priority, std::cmp::Reverse(v.started), v.run) < (priority, started, run)
+                });
+                debug_assert_eq!(list.victims.get(pos).map(|v| v.run), Some(c.run));
+                let mut at = pos + 1;
+                while at < list.gpu_sums.len() {
+                    list.gpu_sums[at] -= c.gpus;
+                    at += at & at.wrapping_neg();
+                }
+            }
         }
     }
     let job = &e.jobs[j as usize];
