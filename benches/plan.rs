@@ -9,7 +9,12 @@
 //! where every pending job that outranks a running one preempts at once
 //! (s-storm: the s fleet unsettled, a tenth of l-storm, for linear growth;
 //! s-storm-q6 and l-storm-q600: storms with 6 and 600 leaf queues, so a
-//! leaf holds as many jobs at both sizes). Fleets are generated
+//! leaf holds as many jobs at both sizes; s-storm-2m: s-storm in pools of
+//! 200 nodes instead of 1,000, so that one of its five pools is A100 as two
+//! of l-storm's ten are — s-storm's single pool has one GPU model, and a job
+//! that accepts any model searches for victims on each of l-storm's two, so
+//! s-storm → l-storm measures the second model with the size; s-storm-2m →
+//! l-storm grows the size alone). Fleets are generated
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
@@ -20,7 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reconciler::engine::{PlanInput, Planner, plan};
-use reconciler::generate::{FleetSize, generate, settle};
+use reconciler::generate::{FleetSize, generate_in_pools, settle};
 use reconciler::load::parse_observed;
 use reconciler::load::{Loaded, fs::read_fleet_dir, load_fleet};
 use reconciler::observed::{ObservedState, Timestamp};
@@ -38,12 +43,19 @@ fn now() -> Timestamp {
         .unwrap_or_default()
 }
 
-/// A size and whether its snapshot is settled (see `generate::settle`).
-fn size(name: &str) -> Option<(FleetSize, bool)> {
+/// A size, whether its snapshot is settled (see `generate::settle`), and
+/// its nodes per pool at most.
+fn size(name: &str) -> Option<(FleetSize, bool, u32)> {
+    let mut pool_nodes = 1000;
     let (nodes, pending, running, settled, leaves) = match name {
         "xs" => (100, 1_000, 500, true, 60),
         "s" => (1_000, 10_000, 5_000, true, 60),
         "s-storm" => (1_000, 10_000, 5_000, false, 60),
+        // s-storm with l-storm's model mix: a fifth of the nodes A100.
+        "s-storm-2m" => {
+            pool_nodes = 200;
+            (1_000, 10_000, 5_000, false, 60)
+        }
         "m" => (3_000, 30_000, 15_000, true, 60),
         "l" => (10_000, 100_000, 50_000, true, 60),
         "l-storm" => (10_000, 100_000, 50_000, false, 60),
@@ -63,16 +75,17 @@ fn size(name: &str) -> Option<(FleetSize, bool)> {
             seed: 1,
         },
         settled,
+        pool_nodes,
     ))
 }
 
-fn fleet_dir(name: &str, size: FleetSize, settled: bool) -> PathBuf {
+fn fleet_dir(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-fleets")
         .join(name);
     if !dir.join("observed.json").exists() || !dir.join(".settled-v1").exists() {
         let started = Instant::now();
-        let mut generated = generate(size, now());
+        let mut generated = generate_in_pools(size, pool_nodes, now());
         if settled {
             settle(&mut generated, 2, now());
         }
@@ -137,8 +150,8 @@ fn children_peak_mib() -> f64 {
     }
 }
 
-fn bench(name: &str, size: FleetSize, settled: bool) {
-    let dir = fleet_dir(name, size, settled);
+fn bench(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
+    let dir = fleet_dir(name, size, settled, pool_nodes);
     let repo = dir.join("repo");
     // The observed state as a machine would upload it: JSON.
     let observed_path = dir.join("observed.json");
@@ -187,9 +200,9 @@ fn bench(name: &str, size: FleetSize, settled: bool) {
 
 /// The engine alone, loaded once and run `ENGINE_RUNS` times (for profiling
 /// it with `perf record`).
-fn bench_engine(name: &str, size: FleetSize, settled: bool) {
+fn bench_engine(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     const ENGINE_RUNS: usize = 11;
-    let dir = fleet_dir(name, size, settled);
+    let dir = fleet_dir(name, size, settled, pool_nodes);
     let (loaded, observed) = load_generated(&dir);
     let mut engine = Vec::new();
     let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
@@ -216,9 +229,9 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool) {
 /// The engine as the reconcile loop runs it: one [`Planner`] planning the
 /// same input again and again (its view of the nodes kept), with the
 /// plan's horizon, `ENGINE_RUNS` times after a first plan.
-fn bench_planner(name: &str, size: FleetSize, settled: bool) {
+fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     const ENGINE_RUNS: usize = 11;
-    let dir = fleet_dir(name, size, settled);
+    let dir = fleet_dir(name, size, settled, pool_nodes);
     let (loaded, observed) = load_generated(&dir);
     let input = PlanInput {
         fleet: &loaded.fleet,
@@ -255,11 +268,11 @@ fn main() {
     };
     for name in names {
         match size(name) {
-            Some((s, settled)) if planner => bench_planner(name, s, settled),
-            Some((s, settled)) if engine_only => bench_engine(name, s, settled),
-            Some((s, settled)) => bench(name, s, settled),
+            Some((s, settled, pools)) if planner => bench_planner(name, s, settled, pools),
+            Some((s, settled, pools)) if engine_only => bench_engine(name, s, settled, pools),
+            Some((s, settled, pools)) => bench(name, s, settled, pools),
             None => eprintln!(
-                "unknown size {name:?} (xs, s, m, l, s-storm, l-storm, s-storm-q6, l-storm-q600)"
+                "unknown size {name:?} (xs, s, m, l, s-storm, s-storm-2m, l-storm, s-storm-q6, l-storm-q600)"
             ),
         }
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr};
-use reconciler::generate::{FleetSize, generate, settle};
+use reconciler::generate::{FleetSize, generate_in_pools, settle};
 
 use super::input::resolve_now;
 
@@ -30,6 +30,9 @@ pub struct Args {
     /// Leaf queues.
     #[arg(long, default_value_t = 60)]
     pub leaves: u32,
+    /// Nodes per pool, at most (one pool in four is A100).
+    #[arg(long, default_value_t = 1000)]
+    pub pool_nodes: u32,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -53,7 +56,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         seed: args.seed,
     };
     let now = resolve_now(args.now.as_deref(), &Default::default())?;
-    let mut generated = generate(size, now);
+    let mut generated = generate_in_pools(size, args.pool_nodes, now);
     if !args.storm {
         settle(&mut generated, 2, now);
     }

@@ -139,6 +139,10 @@ struct VictimList {
     head: usize,
     /// The fewest and the most GPUs a run of the list holds.
     gpus_range: (u64, u64),
+    /// The victims' GPUs as a Fenwick tree (sums of the first k), those
+    /// preempted since counting none; empty until the victim search asks
+    /// (`preemption::eligible_gpus`).
+    gpu_sums: Vec<u64>,
 }
 
 /// Everything about a job that its admission depends on, besides the
@@ -708,6 +712,7 @@ impl<'a> Engine<'a> {
                     victims: Vec::new(),
                     head: 0,
                     gpus_range: (0, 0),
+                    gpu_sums: Vec::new(),
                 });
             }
             let key = victim_order(job.priority, run.started);
@@ -1309,19 +1314,12 @@ impl<'a> Engine<'a> {
         self.release_nominated(j);
         // Victims are compared across the acceptable models in one order
         // (borrowing before guaranteed, then priority…), not model by model.
-        let mut best: Option<preemption::Found> = None;
-        for &m in models {
-            if !self.model_exists(m) {
-                continue;
-            }
-            let req = Request::for_job(&job, m);
-            if let Some(found) = preemption::find(self, j, &req, best.as_ref())
-                && best.as_ref().is_none_or(|b| found.better_than(b))
-            {
-                best = Some(found);
-            }
-        }
-        if let Some(found) = best {
+        let reqs: Vec<Request> = models
+            .iter()
+            .filter(|&&m| self.model_exists(m))
+            .map(|&m| Request::for_job(&job, m))
+            .collect();
+        if let Some(found) = preemption::find_best(self, j, &reqs) {
             preemption::carry_out(self, j, found);
             return true;
         }

@@ -202,6 +202,25 @@ pub struct CandidateList {
     more: bool,
 }
 
+/// What [`find`] works out before searching: the memo key, the stopping
+/// runs it may wait for, the victim sources and the first candidate list.
+struct Prepared {
+    key: MemoKey,
+    memo: bool,
+    gpus: u64,
+    q: QueueId,
+    reclaim: Within,
+    own_path: Vec<bool>,
+    others: std::rc::Rc<[QueueId]>,
+    stopping: Waitable,
+    /// Free GPUs of the model plus the stopping ones it may wait for.
+    free: u64,
+    /// The first prefix searched, and the widest.
+    first: usize,
+    last: usize,
+    list: std::rc::Rc<CandidateList>,
+}
+
 /// Victims that would let job `j` run on the model of `req`, if any; the
 /// engine is left unchanged ([`carry_out`] commits them). With `to_beat`
 /// (a preemption found on another model), `None` also when no preemption
@@ -214,8 +233,96 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) ->
         debug_assert!(no_better(e, j, req, best));
         return None;
     }
-    let job = e.jobs[j as usize].clone();
+    let prepared = prepare(e, j, req)?;
+    find_prepared(e, j, req, prepared, to_beat)
+}
+
+/// The best preemption for job `j` over its acceptable models' requests
+/// `reqs` (in order of preference): the one whose victims are most
+/// preferred ([`Found::better_than`]), the earlier request on a tie. The
+/// same as [`find`] on each in turn, each given the best so far to beat;
+/// but the requests whose candidates promise the most preferred victims
+/// ([`Prepared::hint`]) are searched first, so that the others are mostly
+/// turned down by [`cannot_beat`] instead of searched in full (debug
+/// builds compare with the searches in turn).
+pub fn find_best(e: &mut Engine, j: JobId, reqs: &[Request]) -> Option<Found> {
+    if reqs.len() < 2 {
+        return reqs.first().and_then(|req| find(e, j, req, None));
+    }
+    let mut order: Vec<(Hint, usize, Prepared)> = Vec::with_capacity(reqs.len());
+    for (i, req) in reqs.iter().enumerate() {
+        if let Some(p) = prepare(e, j, req) {
+            order.push((p.hint(), i, p));
+        }
+    }
+    order.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+
+    let mut best: Option<(usize, Found)> = None;
+    for (_, i, p) in order {
+        let req = &reqs[i];
+        let found = match &best {
+            // Nothing beats no victims; an earlier request ties with it.
+            Some((at, b)) if b.cost.is_empty() => {
+                if *at < i {
+                    continue;
+                }
+                find_prepared(e, j, req, p, None).filter(|f| f.cost.is_empty())
+            }
+            Some((at, b)) => find_prepared(e, j, req, p, Some(b))
+                .filter(|f| f.cost < b.cost || (f.cost == b.cost && i < *at)),
+            None => find_prepared(e, j, req, p, None),
+        };
+        if let Some(found) = found {
+            best = Some((i, found));
+        }
+    }
+    #[cfg(debug_assertions)]
+    {
+        let mut in_turn: Option<Found> = None;
+        for req in reqs {
+            if let Some(found) = find(e, j, req, in_turn.as_ref())
+                && in_turn.as_ref().is_none_or(|b| found.better_than(b))
+            {
+                in_turn = Some(found);
+            }
+        }
+        let summary = |f: Option<&Found>| f.map(|f| (f.req.model, f.cost.clone()));
+        debug_assert_eq!(
+            summary(best.as_ref().map(|(_, f)| f)),
+            summary(in_turn.as_ref()),
+            "the best preemption depends on the order models are searched in"
+        );
+    }
+    best.map(|(_, found)| found)
+}
+
+/// What orders the requests [`find_best`] searches (a guess: the outcome
+/// does not depend on it): by the candidate whose GPUs, with those of the
+/// candidates before it, first reach the job's — the least preferred
+/// victim the preemption would need if free GPUs were too scattered to
+/// help —, those whose first candidates do not reach it after the others.
+type Hint = (u8, Option<VictimKey>);
+
+impl Prepared {
+    fn hint(&self) -> Hint {
+        let need = self.gpus;
+        let mut sum = 0;
+        for c in &self.list.cands {
+            sum += c.gpus;
+            if sum >= need {
+                return (1, Some(c.key));
+            }
+        }
+        (2, self.list.cands.last().map(|c| c.key))
+    }
+}
+
+/// [`find`]'s checks before a search: `None` when the failed-search memo
+/// or the cheap bounds tell that there is no preemption (memoised).
+fn prepare(e: &mut Engine, j: JobId, req: &Request) -> Option<Prepared> {
+    let job = &e.jobs[j as usize];
     let q = job.queue?;
+    let gpus = job.gpus;
     let key: MemoKey = (
         q,
         job.priority,
@@ -225,7 +332,7 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) ->
         req.per_replica,
         req.required.map_or(0, |l| l as u8 + 1),
         req.preferred.map_or(0, |l| l as u8 + 1),
-        least_attained::tier_key(&job),
+        least_attained::tier_key(job),
     );
     // Stopping jobs preempted for `j` do not count against its limits: what
     // it finds is its own, not its shape's.
@@ -234,26 +341,27 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) ->
         return None;
     }
     let m = req.model;
-    let reclaim = within_guarantees(e, q, m, job.gpus);
+    let reclaim = within_guarantees(e, q, m, gpus);
     let own_path = on_path(e, q);
     let others = cross_queue_sources(e, q, m, &own_path);
     let stopping = waitable(e, j, m);
     let stopping_gpus: u64 = stopping.total(&e.cluster, m);
-    let (victims_bound, released) = upper_bound(e, &job, q, m, reclaim, &own_path, &others);
+    let job = &e.jobs[j as usize];
+    let (victims_bound, released) = upper_bound(e, job, q, m, reclaim, &own_path, &others);
     let ub = victims_bound + stopping_gpus;
     // The limits with every victim it could take gone (the search checks
     // them with its candidates first): when the job does not fit them, no
     // list of candidates helps.
-    let quota_hopeless = !e.tree.fits_releasing(q, m, job.gpus, &released);
+    let quota_hopeless = !e.tree.fits_releasing(q, m, gpus, &released);
     #[cfg(debug_assertions)]
     if quota_hopeless {
         let (all, _) = candidates(e, j, q, req, reclaim, &own_path, &others, usize::MAX);
         debug_assert!(
-            !quota_fits_without(e, q, m, job.gpus, &all, &all_of(&all)),
+            !quota_fits_without(e, q, m, gpus, &all, &all_of(&all)),
             "the quota bound turned down a job its candidates fit"
         );
     }
-    if ub < job.gpus || quota_hopeless {
+    if ub < gpus || quota_hopeless {
         if memo {
             e.preempt_memo.insert(key, e.generation);
         }
@@ -263,25 +371,64 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) ->
     // candidates in victim order and widen it (×4) only when that fails.
     // Bounded: a job that cannot fit with the most preferred thousand or so
     // is left pending rather than searched against every running job.
-    let first = 32usize.max(4 * job.gpus as usize);
+    let first = 32usize.max(4 * gpus as usize);
     let mut last = first;
-    while last < max_candidates(job.gpus) {
+    while last < max_candidates(gpus) {
         last *= 4;
     }
-    let mut limit = first;
-    let mut list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, limit);
+    let list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, first);
     let free = e.cluster.free_total.get(m as usize).copied().unwrap_or(0) + stopping_gpus;
+    Some(Prepared {
+        key,
+        memo,
+        gpus,
+        q,
+        reclaim,
+        own_path,
+        others,
+        stopping,
+        free,
+        first,
+        last,
+        list,
+    })
+}
+
+/// [`find`]'s search once [`prepare`] is done.
+fn find_prepared(
+    e: &mut Engine,
+    j: JobId,
+    req: &Request,
+    p: Prepared,
+    to_beat: Option<&Found>,
+) -> Option<Found> {
+    let Prepared {
+        key,
+        memo,
+        gpus,
+        q,
+        reclaim,
+        own_path,
+        others,
+        stopping,
+        free,
+        first,
+        last,
+        mut list,
+    } = p;
+    let m = req.model;
     if let Some(best) = to_beat
-        && cannot_beat(e, q, req, job.gpus, &list, free, &stopping, best)
+        && cannot_beat(e, q, req, gpus, &list, free, &stopping, best)
     {
         debug_assert!(no_better(e, j, req, best));
         return None;
     }
+    let mut limit = first;
     loop {
         let (cands, more) = (&list.cands, list.more);
         let shown = &cands[..limit.min(cands.len())];
         let possible = free + shown.iter().map(|c| c.gpus).sum::<u64>();
-        let found = if !shown.is_empty() && possible >= job.gpus {
+        let found = if !shown.is_empty() && possible >= gpus {
             search(e, j, q, req, shown, &stopping)
         } else {
             None
@@ -303,14 +450,37 @@ pub fn find(e: &mut Engine, j: JobId, req: &Request, to_beat: Option<&Found>) ->
             break;
         }
         if cands.len() <= limit {
+            // What cannot fit with every victim the sources hold fits with
+            // no list of them either: told without building the list.
+            let (eligible, released) = eligible_bound(e, j, q, m, reclaim, &own_path, &others);
+            if free + eligible < gpus || !e.tree.fits_releasing(q, m, gpus, &released) {
+                #[cfg(debug_assertions)]
+                {
+                    let wide = candidates_cached(e, j, q, req, reclaim, &own_path, &others, last);
+                    let possible = free + wide.cands.iter().map(|c| c.gpus).sum::<u64>();
+                    debug_assert!(
+                        possible < gpus
+                            || !quota_fits_without(
+                                e,
+                                q,
+                                m,
+                                gpus,
+                                &wide.cands,
+                                &all_of(&wide.cands)
+                            ),
+                        "the sources' bound turned down candidates that fit"
+                    );
+                }
+                break;
+            }
             // Widen once to the most it may grow to; every wider search
             // looks at a prefix of these.
             list = candidates_cached(e, j, q, req, reclaim, &own_path, &others, last);
             // What cannot fit with all of them fits with no prefix either.
             let possible = free + list.cands.iter().map(|c| c.gpus).sum::<u64>();
-            if possible < job.gpus
+            if possible < gpus
                 || !replicas_could_fit(e, req, &list.cands, &stopping)
-                || !quota_fits_without(e, q, m, job.gpus, &list.cands, &all_of(&list.cands))
+                || !quota_fits_without(e, q, m, gpus, &list.cands, &all_of(&list.cands))
             {
                 break;
             }
@@ -592,6 +762,125 @@ fn upper_bound(
         }
     }
     (bound, released)
+}
+
+/// At most how many GPUs the candidates of job `j` (leaf `q`, model `m`)
+/// hold, all of them, and how much usage they would take off each queue of
+/// its path (as [`upper_bound`]): the victims of its sources that are not
+/// stopping, below its priority where the rule says so, started before it
+/// was first seen for rule 5c — what [`candidates`] lists, its tiers and
+/// rule (d)'s filter aside (both only take victims out). Exact sums per
+/// priority, not a walk over the victims.
+fn eligible_bound(
+    e: &mut Engine,
+    j: JobId,
+    q: QueueId,
+    m: u16,
+    reclaim: Within,
+    own_path: &[bool],
+    others: &[QueueId],
+) -> (u64, Vec<u64>) {
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let mut released = vec![0u64; path.len()];
+    let mut total = 0;
+    let (priority, first_seen, las) = {
+        let job = &e.jobs[j as usize];
+        (job.priority, job.first_seen, job.attained.is_some())
+    };
+    for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let (below, started_before) = if vq == q {
+            (if las { None } else { Some(priority) }, None)
+        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m)
+            || !chain_borrows(e, vq, m, own_path)
+        {
+            continue;
+        } else if reclaims(e, q, vq, reclaim, own_path) {
+            (None, None)
+        } else {
+            (Some(priority), first_seen)
+        };
+        let Some(list) = e.victim_lists[vq as usize]
+            .iter_mut()
+            .find(|list| list.model == m)
+        else {
+            continue;
+        };
+        let gpus = eligible_gpus(list, &e.runs, below, started_before);
+        total += gpus;
+        if let Some(k) = e
+            .tree
+            .path(vq)
+            .find_map(|a| path.iter().position(|p| *p == a))
+        {
+            released[k] += gpus;
+        }
+    }
+    (total, released)
+}
+
+/// GPUs of the victims of `list` not stopping, of priority below `below`
+/// and started before `started_before` (each when given): per priority,
+/// those started before it are the last ones (most recent first).
+fn eligible_gpus(
+    list: &mut super::VictimList,
+    runs: &[super::Run],
+    below: Option<i32>,
+    started_before: Option<Timestamp>,
+) -> u64 {
+    if list.gpu_sums.is_empty() {
+        let n = list.victims.len();
+        let tree = &mut list.gpu_sums;
+        tree.resize(n + 1, 0);
+        for (k, v) in list.victims.iter().enumerate() {
+            let run = &runs[v.run as usize];
+            let i = k + 1;
+            if run.stopping == Stopping::No {
+                tree[i] += run.gpus;
+            }
+            let parent = i + (i & i.wrapping_neg());
+            if parent <= n {
+                tree[parent] += tree[i];
+            }
+        }
+    }
+    let (victims, tree) = (&list.victims, &list.gpu_sums);
+    let before = |k: usize| -> u64 {
+        let (mut sum, mut i) = (0, k);
+        while i > 0 {
+            sum += tree[i];
+            i &= i - 1;
+        }
+        sum
+    };
+    let end = below.map_or(victims.len(), |b| {
+        victims.partition_point(|v| v.priority < b)
+    });
+    let gpus = match started_before {
+        None => before(end),
+        Some(t) => {
+            let (mut gpus, mut pos) = (0, 0);
+            while pos < end {
+                let p = victims[pos].priority;
+                let block_end = pos + victims[pos..end].partition_point(|v| v.priority == p);
+                let cut = pos + victims[pos..block_end].partition_point(|v| v.started >= t);
+                gpus += before(block_end) - before(cut);
+                pos = block_end;
+            }
+            gpus
+        }
+    };
+    #[cfg(debug_assertions)]
+    {
+        let walked: u64 = victims[..end]
+            .iter()
+            .filter(|v| started_before.is_none_or(|t| v.started < t))
+            .map(|v| &runs[v.run as usize])
+            .filter(|r| r.stopping == Stopping::No)
+            .map(|r| r.gpus)
+            .sum();
+        debug_assert_eq!(gpus, walked, "sums per priority");
+    }
+    gpus
 }
 
 /// The first `limit` candidates in victim order — borrowing queues first,
@@ -2816,6 +3105,20 @@ fn commit(
                 && runs[list.victims[list.head].run as usize].stopping != Stopping::No
             {
                 list.head += 1;
+            }
+            // Its GPUs leave the list's sums (once they are kept).
+            let c = &cands[i];
+            if !list.gpu_sums.is_empty() {
+                let (_, priority, started, run) = c.key;
+                let pos = list.victims.partition_point(|v| {
+                    (v.priority, std::cmp::Reverse(v.started), v.run) < (priority, started, run)
+                });
+                debug_assert_eq!(list.victims.get(pos).map(|v| v.run), Some(c.run));
+                let mut at = pos + 1;
+                while at < list.gpu_sums.len() {
+                    list.gpu_sums[at] -= c.gpus;
+                    at += at & at.wrapping_neg();
+                }
             }
         }
     }

@@ -65,15 +65,23 @@ const HEADER: &str = "apiVersion: gitfleet/v1\n";
 
 /// Generates a fleet at `now`.
 pub fn generate(size: FleetSize, now: Timestamp) -> Generated {
+    generate_in_pools(size, 1000, now)
+}
+
+/// [`generate`] with pools of up to `pool_nodes` nodes (at least 1) instead
+/// of 1,000: a small fleet in pools of 200 has the model mix of a large one
+/// in pools of 1,000 (one pool in four, so a fifth of 5 or 10 pools, A100).
+pub fn generate_in_pools(size: FleetSize, pool_nodes: u32, now: Timestamp) -> Generated {
     let mut rng = Rng(size.seed);
     let mut files = Vec::new();
 
-    // Pools of up to 1,000 nodes; one in four is A100 with NVLink pairs.
-    let pool_count = size.nodes.div_ceil(1000).max(1);
+    // Pools of up to `pool_nodes` nodes; one in four is A100 with NVLink pairs.
+    let pool_nodes = pool_nodes.max(1);
+    let pool_count = size.nodes.div_ceil(pool_nodes).max(1);
     let mut pools = String::new();
     let mut model_gpus = [0u64; 2];
     for p in 0..pool_count {
-        let nodes = (size.nodes - p * 1000).min(1000);
+        let nodes = (size.nodes - p * pool_nodes).min(pool_nodes);
         let a100 = p % 4 == 3;
         let (model, nvlink) = if a100 {
             (A100, "pairs")
@@ -338,6 +346,35 @@ mod tests {
         let b = generate(size, now());
         assert_eq!(a.files, b.files);
         assert_eq!(a.observed, b.observed);
+    }
+
+    #[test]
+    fn smaller_pools_keep_a_large_fleets_model_mix() {
+        let size = FleetSize {
+            nodes: 50,
+            gpus_per_node: 8,
+            pending: 60,
+            running: 40,
+            leaves: 12,
+            seed: 5,
+        };
+        // 50 nodes in pools of 10: five pools, one of them A100 (pool-3),
+        // as 10,000 nodes in pools of 1,000 have two in ten.
+        let g = generate_in_pools(size, 10, now());
+        let pools = &g.files[0].1;
+        assert_eq!(pools.matches("kind: NodePool").count(), 5);
+        assert_eq!(pools.matches(A100).count(), 1);
+        let sources: Vec<SourceFile> = g
+            .files
+            .iter()
+            .map(|(p, t)| SourceFile::new(p.as_str(), t.as_bytes().to_vec()))
+            .collect();
+        assert!(load_fleet(&sources).is_valid());
+        // Pools of 1,000 are what `generate` makes.
+        assert_eq!(
+            generate_in_pools(size, 1000, now()).files,
+            generate(size, now()).files
+        );
     }
 
     #[test]
