@@ -753,13 +753,7 @@ fn upper_bound(
             0
         };
         bound += gpus;
-        if let Some(k) = e
-            .tree
-            .path(vq)
-            .find_map(|a| path.iter().position(|p| *p == a))
-        {
-            released[k] += gpus;
-        }
+        release_on_path(e, vq, &path, &mut released, gpus);
     }
     (bound, released)
 }
@@ -807,15 +801,21 @@ fn eligible_bound(
         };
         let gpus = eligible_gpus(list, &e.runs, below, started_before);
         total += gpus;
-        if let Some(k) = e
-            .tree
-            .path(vq)
-            .find_map(|a| path.iter().position(|p| *p == a))
-        {
-            released[k] += gpus;
-        }
+        release_on_path(e, vq, &path, &mut released, gpus);
     }
     (total, released)
+}
+
+/// Adds `gpus` of queue `vq`'s usage to `released` where `vq`'s path meets
+/// `path` (the preemptor's, leaf first): where the usage leaves it.
+fn release_on_path(e: &Engine, vq: QueueId, path: &[QueueId], released: &mut [u64], gpus: u64) {
+    if let Some(k) = e
+        .tree
+        .path(vq)
+        .find_map(|a| path.iter().position(|p| *p == a))
+    {
+        released[k] += gpus;
+    }
 }
 
 /// GPUs of the victims of `list` not stopping, of priority below `below`
@@ -1949,13 +1949,7 @@ fn quota_fits_without(
     let path: Vec<QueueId> = e.tree.path(q).collect();
     let mut released = vec![0u64; path.len()];
     for &i in chosen {
-        if let Some(k) = e
-            .tree
-            .path(cands[i].queue)
-            .find_map(|a| path.iter().position(|p| *p == a))
-        {
-            released[k] += cands[i].gpus;
-        }
+        release_on_path(e, cands[i].queue, &path, &mut released, cands[i].gpus);
     }
     let fits = e.tree.fits_releasing(q, m, gpus, &released);
     debug_assert_eq!(fits, {
