@@ -300,7 +300,7 @@ fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
 /// protection, the observed state built, the pending jobs noted, the rest;
 /// and what the loop does after the iteration (`run::record`: the status,
 /// the dashboard's view, `observed.json`, the metrics, the expected starts).
-type Row = [Duration; 21];
+type Row = [Duration; 22];
 
 /// What the loop keeps beside the reconciler for [`run::record`].
 struct Loop {
@@ -369,6 +369,7 @@ fn timed_iteration_reused(
         record,
         Duration::from_secs(u64::from(stats.in_place)),
         Duration::from_secs(u64::from(stats.checked_alone)),
+        Duration::from_secs(u64::from(phases.jobs_kept)),
     ];
     (row, reused)
 }
@@ -585,7 +586,7 @@ fn large() {
         );
     }
     println!(
-        "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed | in place | checked alone"
+        "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed | in place | checked alone | jobs kept"
     );
     println!(
         "  plans re-used: {} of {LARGE_RUNS} at +15 s, {} of {LARGE_RUNS} at +30 s; kept for the one-job commit (its command: no plan can see it) {kept} of {LARGE_RUNS}",
@@ -594,7 +595,7 @@ fn large() {
     for (name, rows) in &cases[3..] {
         let m = medians(rows);
         println!(
-            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {:>12} | {:>8} | {}",
+            "  {name:<18}| {:>10} | {:>10} | {:>10} | {:>10} | {:>10} | {:>12} | {:>8} | {:>13} | {}",
             ms(m[8]),
             ms(m[9]),
             ms(m[10]),
@@ -602,7 +603,8 @@ fn large() {
             ms(m[12]),
             m[13].as_secs(),
             rows.iter().filter(|r| r[19] > Duration::ZERO).count(),
-            rows.iter().filter(|r| r[20] > Duration::ZERO).count()
+            rows.iter().filter(|r| r[20] > Duration::ZERO).count(),
+            rows.iter().filter(|r| r[21] > Duration::ZERO).count()
         );
     }
     println!(

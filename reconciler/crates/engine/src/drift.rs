@@ -61,14 +61,15 @@ impl CleanNodes {
 /// or what an earlier call said of the same observed nodes (`idleSince`
 /// aside; `Some(None)`: nothing yet), replaced by what this call found when
 /// the pools differ or nothing was kept. `names`: the fleet's jobs by name,
-/// when the engine has them (made here otherwise).
+/// when the engine has them (made here otherwise), with each job's runtime
+/// hash once known (by its place in the engine's table; filled in here).
 pub(crate) fn detect_kept(
     fleet: &Fleet,
     observed: &ObservedState,
     nodes: &[ObservedNode],
     actions: &[Action],
     kept: Option<&mut Option<CleanNodes>>,
-    names: Option<&crate::JobNames<'_>>,
+    names: Option<(&crate::JobNames<'_>, &mut [Option<u64>])>,
 ) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
@@ -184,7 +185,7 @@ pub(crate) fn detect_kept(
 fn job_spec_drift<'a>(
     fleet: &'a Fleet,
     observed: &ObservedState,
-    names: Option<&crate::JobNames<'a>>,
+    names: Option<(&crate::JobNames<'a>, &mut [Option<u64>])>,
     out: &mut Vec<Drift>,
 ) {
     let running: Vec<&RunningJob> = observed
@@ -198,28 +199,42 @@ fn job_spec_drift<'a>(
     // By name, the first of a name winning (inserted last); hashed: a
     // fleet's jobs outnumber its running ones, and only look-ups follow.
     // The engine's table when given (the same rule).
-    let made;
-    let spec_of: &dyn Fn(&str) -> Option<&'a Object<JobSpec>> = match names {
-        Some(names) => &|name| names.get(name),
+    let (names, mut hashes) = match names {
+        Some((names, hashes)) => (Some(names), Some(hashes)),
+        None => (None, None),
+    };
+    let made: rustc_hash::FxHashMap<&str, &'a Object<JobSpec>> = match names {
+        Some(_) => rustc_hash::FxHashMap::default(),
         None => {
-            let mut specs: rustc_hash::FxHashMap<&str, &'a Object<JobSpec>> =
-                rustc_hash::FxHashMap::default();
+            let mut specs = rustc_hash::FxHashMap::default();
             specs.reserve(fleet.jobs.len());
             for j in fleet.jobs.iter().rev() {
                 specs.insert(j.name(), j);
             }
-            made = specs;
-            &|name| made.get(name).copied()
+            specs
         }
+    };
+    let spec_of = |name: &str| match names {
+        Some(names) => names.get(name).map(|(j, spec)| (Some(j), spec)),
+        None => made.get(name).map(|spec| (None, *spec)),
     };
     // Found in file order, listed by name (a job's records in file order):
     // only the jobs with drift are sorted.
     let mut found: Vec<(&str, Drift)> = Vec::new();
     for r in running {
-        let Some(spec) = spec_of(r.job.as_str()) else {
+        let Some((j, spec)) = spec_of(r.job.as_str()) else {
             continue;
         };
-        if spec.restart_requested(r).is_some() || !spec.runs_older_spec(r) {
+        if spec.restart_requested(r).is_some() {
+            continue;
+        }
+        let known = j.and_then(|j| hashes.as_deref_mut()?.get_mut(j as usize));
+        let older = match known {
+            Some(slot) => spec
+                .runs_older_spec_with(r, || *slot.get_or_insert_with(|| spec.spec.runtime_hash())),
+            None => spec.runs_older_spec(r),
+        };
+        if !older {
             continue;
         }
         let drift = Drift {

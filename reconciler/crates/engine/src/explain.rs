@@ -109,7 +109,7 @@ const MAX_NODES: usize = 40;
 /// Plans and explains `job`.
 pub fn explain(input: &PlanInput, job: &str) -> (Plan, Explanation) {
     let mut engine = Engine::new(input);
-    let target = engine.job_by_name.get(job).copied();
+    let target = engine.job_named(job);
     engine.explain = Some(Capture {
         target,
         ..Capture::default()

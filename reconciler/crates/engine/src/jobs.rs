@@ -50,54 +50,127 @@ pub struct JobInfo<'a> {
     pub attained: Option<crate::attained::Attained>,
 }
 
-/// Builds the job table (in document order) and a name index. `queued`
-/// gives first-seen times (the last entry of a name wins).
-pub fn job_table<'a>(
-    fleet: &'a Fleet,
-    tree: &QueueTree,
-    models: &mut Models,
-    queued: &[QueuedJob],
-) -> (Vec<JobInfo<'a>>, HashMap<&'a str, JobId>) {
-    let default_class = fleet.priority_classes.iter().find(|c| c.spec.default);
-    // Few classes: a scan beats hashing every job's class name.
-    let classes: Vec<(&str, &model::spec::PriorityClassSpec)> = fleet
-        .priority_classes
-        .iter()
-        .map(|c| (c.name(), &c.spec))
-        .collect();
-    // Models without a selector: every pool model, by name.
-    let mut any_models: Vec<&str> = fleet.pool_models();
-    any_models.sort_unstable();
-    let any: std::rc::Rc<[ModelId]> = any_models.iter().map(|m| models.intern(m)).collect();
-    // Selector lists are few: share one allocation per distinct list.
-    let mut selectors: Vec<std::rc::Rc<[ModelId]>> = Vec::new();
+/// What the job table holds of a job besides its document: everything
+/// [`JobInfo`] has but the references into the fleet, so that a
+/// [`crate::Planner`] can keep it from one plan to the next.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JobFacts {
+    queue: Option<QueueId>,
+    priority: i32,
+    class: ClassName,
+    preemptible: bool,
+    grace: Duration,
+    /// Its models: an index into the table's selections.
+    models: u32,
+    first_seen: Option<Timestamp>,
+    gpus: u64,
+    replicas: u32,
+    per_replica: u32,
+    time_limit: Option<Duration>,
+    required: Option<TopologyLevel>,
+    preferred: Option<TopologyLevel>,
+}
 
-    // Document order: nothing downstream depends on the table's order (fair
-    // share sorts by priority, age and name), and a duplicate name — which
-    // validation rejects — keeps its first document.
-    let mut index: HashMap<&'a str, JobId> = HashMap::default();
-    index.reserve(fleet.jobs.len());
-    let mut jobs: Vec<JobInfo> = Vec::with_capacity(fleet.jobs.len());
-    for job in &fleet.jobs {
-        match index.entry(job.name()) {
-            std::collections::hash_map::Entry::Occupied(_) => continue,
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(jobs.len() as JobId);
-            }
+/// Where a job's priority class name comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ClassName {
+    /// No class (none named and no default, or the one named is unknown).
+    None,
+    /// The one its spec names.
+    Named,
+    /// The fleet's default class.
+    Default,
+}
+
+impl<'a> JobInfo<'a> {
+    /// The job `object` with `facts` (from `context`'s [`JobContext::facts`]).
+    fn new(object: &'a Object<JobSpec>, facts: &JobFacts, context: &JobContext<'a>) -> Self {
+        let spec = &object.spec;
+        let JobFacts {
+            queue,
+            priority,
+            class,
+            preemptible,
+            grace,
+            models,
+            first_seen,
+            gpus,
+            replicas,
+            per_replica,
+            time_limit,
+            required,
+            preferred,
+        } = facts;
+        JobInfo {
+            name: object.name(),
+            spec,
+            object,
+            queue: *queue,
+            priority: *priority,
+            class: match class {
+                ClassName::None => None,
+                ClassName::Named => spec.priority_class.as_deref(),
+                ClassName::Default => context.default_class,
+            },
+            preemptible: *preemptible,
+            grace: *grace,
+            models: context.selections[*models as usize].clone(),
+            first_seen: *first_seen,
+            gpus: *gpus,
+            replicas: *replicas,
+            per_replica: *per_replica,
+            time_limit: *time_limit,
+            required: *required,
+            preferred: *preferred,
+            attained: None,
         }
-        let spec = &job.spec;
-        let class_name = spec
-            .priority_class
-            .as_deref()
-            .or(default_class.map(|c| c.name()));
+    }
+}
+
+/// What resolving a job's facts needs from the rest of the fleet.
+struct JobContext<'f> {
+    default_class: Option<&'f str>,
+    /// Few classes: a scan beats hashing every job's class name.
+    classes: Vec<(&'f str, &'f model::spec::PriorityClassSpec)>,
+    /// The distinct lists of models jobs accept (few: one allocation
+    /// each), the first for jobs without a selector: every pool model, by
+    /// name.
+    selections: Vec<std::rc::Rc<[ModelId]>>,
+}
+
+impl<'f> JobContext<'f> {
+    /// Interns the pool models into `models` (as the table always has).
+    fn new(fleet: &'f Fleet, models: &mut Models) -> Self {
+        let mut any_models: Vec<&str> = fleet.pool_models();
+        any_models.sort_unstable();
+        JobContext {
+            default_class: fleet
+                .priority_classes
+                .iter()
+                .find(|c| c.spec.default)
+                .map(|c| c.name()),
+            classes: fleet
+                .priority_classes
+                .iter()
+                .map(|c| (c.name(), &c.spec))
+                .collect(),
+            selections: vec![any_models.iter().map(|m| models.intern(m)).collect()],
+        }
+    }
+
+    /// The facts of `spec` (no first-seen time), interning the models its
+    /// selector names.
+    fn facts(&mut self, spec: &JobSpec, tree: &QueueTree, models: &mut Models) -> JobFacts {
+        let named = spec.priority_class.as_deref();
+        let class_name = named.or(self.default_class);
         let class = class_name.and_then(|c| {
-            classes
+            self.classes
                 .iter()
                 .find(|(name, _)| *name == c)
                 .map(|(_, spec)| *spec)
         });
         let queue = tree.id(&spec.queue).filter(|q| tree.is_leaf(*q));
-        let models_ok: std::rc::Rc<[ModelId]> = match &spec.gpu {
+        let selection = match &spec.gpu {
             Some(sel) if !sel.models.is_empty() => {
                 let mut ids = Vec::with_capacity(sel.models.len());
                 for m in &sel.models {
@@ -106,28 +179,30 @@ pub fn job_table<'a>(
                         ids.push(id);
                     }
                 }
-                match selectors.iter().find(|s| s[..] == ids[..]) {
-                    Some(shared) => shared.clone(),
+                // The list without a selector is shared only by jobs
+                // without one (as it always was).
+                match self.selections[1..].iter().position(|s| s[..] == ids[..]) {
+                    Some(k) => k + 1,
                     None => {
-                        let shared: std::rc::Rc<[ModelId]> = ids.into();
-                        selectors.push(shared.clone());
-                        shared
+                        self.selections.push(ids.into());
+                        self.selections.len() - 1
                     }
                 }
             }
-            _ => any.clone(),
+            _ => 0,
         };
         let topology = spec.topology.unwrap_or_default();
-        jobs.push(JobInfo {
-            name: job.name(),
-            spec,
-            object: job,
+        JobFacts {
             queue,
             priority: class.map_or(0, |c| c.value),
-            class: class_name.filter(|_| class.is_some()),
+            class: match (class, named) {
+                (None, _) => ClassName::None,
+                (Some(_), Some(_)) => ClassName::Named,
+                (Some(_), None) => ClassName::Default,
+            },
             preemptible: class.is_none_or(|c| c.preemptible),
             grace: class.map_or(Duration::default(), |c| c.grace_period),
-            models: models_ok,
+            models: selection as u32,
             first_seen: None,
             gpus: spec.total_gpus(),
             replicas: spec.replicas,
@@ -135,13 +210,317 @@ pub fn job_table<'a>(
             time_limit: spec.time_limit,
             required: topology.required.filter(|l| *l != TopologyLevel::None),
             preferred: topology.preferred.filter(|l| *l != TopologyLevel::None),
-            attained: None,
-        });
+        }
     }
+}
+
+/// Jobs by name, borrowing nothing: each name's 64-bit hash to its job, the
+/// name itself checked against the table at every look-up (so a planner
+/// keeps it while the names stay). Names whose hash another name already
+/// has (which a 64-bit hash all but rules out) are kept apart, whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct JobIndex {
+    by_hash: HashMap<u64, JobId>,
+    collided: Vec<(Box<str>, JobId)>,
+}
+
+impl JobIndex {
+    fn hash(name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        rustc_hash::FxBuildHasher.hash_one(name)
+    }
+
+    /// Adds `name` as job `id` unless the table has it (`name_of` gives the
+    /// names of the jobs added so far); whether it was added.
+    fn insert<'n>(&mut self, name: &str, id: JobId, name_of: impl Fn(JobId) -> &'n str) -> bool {
+        match self.by_hash.entry(Self::hash(name)) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(id);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(slot) => {
+                if name_of(*slot.get()) == name || self.collided.iter().any(|(n, _)| **n == *name) {
+                    return false;
+                }
+                self.collided.push((name.into(), id));
+                true
+            }
+        }
+    }
+
+    /// The job named `name`; `name_of` gives the table's names.
+    pub(crate) fn get<'n>(&self, name: &str, name_of: impl Fn(JobId) -> &'n str) -> Option<JobId> {
+        let id = *self.by_hash.get(&Self::hash(name))?;
+        if name_of(id) == name {
+            return Some(id);
+        }
+        self.collided
+            .iter()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, id)| *id)
+    }
+}
+
+/// Builds the job table (in document order) and a name index. `queued`
+/// gives first-seen times (the last entry of a name wins).
+pub fn job_table<'a>(
+    fleet: &'a Fleet,
+    tree: &QueueTree,
+    models: &mut Models,
+    queued: &[QueuedJob],
+) -> (Vec<JobInfo<'a>>, JobIndex) {
+    let (jobs, index, _, _) = table_and_facts(fleet, tree, models, queued, false);
+    (jobs, index)
+}
+
+/// [`job_table`], and when `keep` the facts of each job (in table order)
+/// and the lists of models they accept.
+fn table_and_facts<'a>(
+    fleet: &'a Fleet,
+    tree: &QueueTree,
+    models: &mut Models,
+    queued: &[QueuedJob],
+    keep: bool,
+) -> (Vec<JobInfo<'a>>, JobIndex, Vec<JobFacts>, Vec<Vec<ModelId>>) {
+    let mut context = JobContext::new(fleet, models);
+    // Document order: nothing downstream depends on the table's order (fair
+    // share sorts by priority, age and name), and a duplicate name — which
+    // validation rejects — keeps its first document.
+    let mut index = JobIndex::default();
+    index.by_hash.reserve(fleet.jobs.len());
+    let mut jobs: Vec<JobInfo> = Vec::with_capacity(fleet.jobs.len());
+    let mut kept = Vec::with_capacity(if keep { fleet.jobs.len() } else { 0 });
+    for job in &fleet.jobs {
+        if !index.insert(job.name(), jobs.len() as JobId, |id| jobs[id as usize].name) {
+            continue;
+        }
+        let facts = context.facts(&job.spec, tree, models);
+        jobs.push(JobInfo::new(job, &facts, &context));
+        if keep {
+            kept.push(facts);
+        }
+    }
+    set_first_seen(&mut jobs, &index, queued);
+    if keep {
+        for (facts, job) in kept.iter_mut().zip(&jobs) {
+            facts.first_seen = job.first_seen;
+        }
+    }
+    let selections = context.selections.iter().map(|s| s.to_vec()).collect();
+    (jobs, index, kept, selections)
+}
+
+/// First-seen times from `queued` (the last entry of a name wins).
+fn set_first_seen(jobs: &mut [JobInfo], index: &JobIndex, queued: &[QueuedJob]) {
     for q in queued {
-        if let Some(&j) = index.get(q.job.as_str()) {
+        if let Some(j) = index.get(&q.job, |id| jobs[id as usize].name) {
             jobs[j as usize].first_seen = Some(q.since);
         }
     }
-    (jobs, index)
+}
+
+/// The job table a [`crate::Planner`] keeps between plans: each job's facts,
+/// the name index, the models the table interned, and what the rest of the
+/// fleet was (its pools, queues and priority classes: the facts depend on
+/// them).
+#[derive(Debug, Default)]
+pub(crate) struct KeptJobs {
+    facts: Vec<JobFacts>,
+    /// The lists of models the facts point into.
+    selections: Vec<Vec<ModelId>>,
+    /// Lent to the engine for a plan (`None` meanwhile).
+    index: Option<JobIndex>,
+    /// The models known before the table was made, and those it added, in
+    /// order.
+    models_before: Vec<String>,
+    interned: Vec<String>,
+    /// The fleet's documents other than jobs, where they came from aside.
+    rest: Option<FleetRest>,
+    /// Per job: its spec's runtime hash once drift needed it.
+    pub(crate) runtime: Vec<Option<u64>>,
+}
+
+/// A fleet's pools, queues and priority classes, their metadata and specs.
+#[derive(Debug, PartialEq)]
+struct FleetRest {
+    pools: Vec<(model::spec::Metadata, model::spec::NodePoolSpec)>,
+    queues: Vec<(model::spec::Metadata, model::spec::QueueSpec)>,
+    classes: Vec<(model::spec::Metadata, model::spec::PriorityClassSpec)>,
+}
+
+impl FleetRest {
+    fn of(fleet: &Fleet) -> Self {
+        fn parts<S: Clone>(objects: &[Object<S>]) -> Vec<(model::spec::Metadata, S)> {
+            objects
+                .iter()
+                .map(|o| (o.metadata.clone(), o.spec.clone()))
+                .collect()
+        }
+        FleetRest {
+            pools: parts(&fleet.pools),
+            queues: parts(&fleet.queues),
+            classes: parts(&fleet.priority_classes),
+        }
+    }
+
+    fn matches(&self, fleet: &Fleet) -> bool {
+        fn same<S: PartialEq>(kept: &[(model::spec::Metadata, S)], objects: &[Object<S>]) -> bool {
+            kept.len() == objects.len()
+                && kept
+                    .iter()
+                    .zip(objects)
+                    .all(|((m, s), o)| *m == o.metadata && *s == o.spec)
+        }
+        same(&self.pools, &fleet.pools)
+            && same(&self.queues, &fleet.queues)
+            && same(&self.classes, &fleet.priority_classes)
+    }
+}
+
+/// What a caller vouches for about a plan's input against the input of its
+/// previous call to the same [`crate::Planner`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unchanged<'c> {
+    /// The fleet's jobs are the previous call's, as many and of the same
+    /// names at each position, but for the documents at these positions
+    /// (changed, their names kept). `None`: nothing vouched.
+    pub jobs_but: Option<&'c [usize]>,
+    /// The observed state's `queued` entries are the previous call's.
+    pub queued: bool,
+}
+
+impl KeptJobs {
+    /// The job table of `fleet` ([`job_table`]'s, built again from what was
+    /// kept where `unchanged` allows) and its name index, lent until
+    /// [`KeptJobs::give_back`].
+    pub(crate) fn table<'a>(
+        &mut self,
+        fleet: &'a Fleet,
+        tree: &QueueTree,
+        models: &mut Models,
+        queued: &[QueuedJob],
+        unchanged: Unchanged<'_>,
+    ) -> (Vec<JobInfo<'a>>, JobIndex) {
+        if let Some(table) = self.made_again(fleet, tree, models, queued, unchanged) {
+            #[cfg(debug_assertions)]
+            {
+                let mut fresh_models = Models::default();
+                for m in &self.models_before {
+                    fresh_models.intern(m);
+                }
+                let (fresh, fresh_index) = job_table(fleet, tree, &mut fresh_models, queued);
+                debug_assert!(
+                    fresh_models.names() == models.names()
+                        && fresh_index == table.1
+                        && fresh.len() == table.0.len()
+                        && fresh.iter().zip(&table.0).all(|(a, b)| same_info(a, b)),
+                    "a kept job table differs from a new one"
+                );
+            }
+            return table;
+        }
+        let models_before = models.names().to_vec();
+        let (jobs, index, facts, selections) = table_and_facts(fleet, tree, models, queued, true);
+        self.selections = selections;
+        self.interned = models.names()[models_before.len()..].to_vec();
+        self.models_before = models_before;
+        self.facts = facts;
+        self.rest = Some(FleetRest::of(fleet));
+        self.runtime = vec![None; jobs.len()];
+        self.index = None;
+        (jobs, index)
+    }
+
+    /// The table made from what was kept, but for the jobs `unchanged`
+    /// names, when it vouches for the jobs and the rest of the fleet is
+    /// the one kept; `None` otherwise (`models` as they were).
+    fn made_again<'a>(
+        &mut self,
+        fleet: &'a Fleet,
+        tree: &QueueTree,
+        models: &mut Models,
+        queued: &[QueuedJob],
+        unchanged: Unchanged<'_>,
+    ) -> Option<(Vec<JobInfo<'a>>, JobIndex)> {
+        let changed = unchanged.jobs_but?;
+        // No duplicate names (the table's positions are the fleet's), the
+        // same documents besides jobs, the same models known before.
+        if self.index.is_none()
+            || self.facts.len() != fleet.jobs.len()
+            || changed.iter().any(|&k| k >= fleet.jobs.len())
+            || models.names() != self.models_before
+            || !self.rest.as_ref().is_some_and(|rest| rest.matches(fleet))
+        {
+            return None;
+        }
+        let before = models.clone();
+        let mut context = JobContext::new(fleet, models);
+        for m in &self.interned {
+            models.intern(m);
+        }
+        if context.selections[0][..] != self.selections.first()?[..] {
+            *models = before;
+            return None;
+        }
+        context.selections = self.selections.iter().map(|s| s[..].into()).collect();
+        let known = models.len();
+        let mut facts: Vec<(usize, JobFacts)> = Vec::with_capacity(changed.len());
+        for &k in changed {
+            let mut new = context.facts(&fleet.jobs[k].spec, tree, models);
+            new.first_seen = self.facts[k].first_seen;
+            facts.push((k, new));
+        }
+        if models.len() != known {
+            // A model first named by a changed job: ids would follow
+            // another order.
+            *models = before;
+            return None;
+        }
+        let index = self.index.take()?;
+        self.selections = context.selections.iter().map(|s| s.to_vec()).collect();
+        for (k, new) in facts {
+            self.facts[k] = new;
+            self.runtime[k] = None;
+        }
+        let mut jobs: Vec<JobInfo<'a>> = fleet
+            .jobs
+            .iter()
+            .zip(&self.facts)
+            .map(|(object, facts)| JobInfo::new(object, facts, &context))
+            .collect();
+        if !unchanged.queued {
+            for job in &mut jobs {
+                job.first_seen = None;
+            }
+            set_first_seen(&mut jobs, &index, queued);
+            for (facts, job) in self.facts.iter_mut().zip(&jobs) {
+                facts.first_seen = job.first_seen;
+            }
+        }
+        Some((jobs, index))
+    }
+
+    /// The name index lent by [`KeptJobs::table`], for the next plan.
+    pub(crate) fn give_back(&mut self, index: JobIndex) {
+        self.index = Some(index);
+    }
+}
+
+/// Two table entries alike (debug builds' check of a kept table).
+#[cfg(debug_assertions)]
+fn same_info(a: &JobInfo, b: &JobInfo) -> bool {
+    std::ptr::eq(a.object, b.object)
+        && a.queue == b.queue
+        && a.priority == b.priority
+        && a.class == b.class
+        && a.preemptible == b.preemptible
+        && a.grace == b.grace
+        && a.models == b.models
+        && a.first_seen == b.first_seen
+        && a.gpus == b.gpus
+        && a.replicas == b.replicas
+        && a.per_replica == b.per_replica
+        && a.time_limit == b.time_limit
+        && a.required == b.required
+        && a.preferred == b.preferred
 }

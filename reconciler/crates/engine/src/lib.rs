@@ -56,6 +56,7 @@ pub struct PlanInput<'a> {
 pub use alike::job_plans_alike;
 pub use explain::{Explanation, NodeLine, OrderInfo, QuotaLine, ShareLine, explain};
 pub use horizon::{Horizon, plan_with_horizon};
+pub use jobs::Unchanged;
 pub use planner::Planner;
 
 /// Computes the plan.
@@ -67,7 +68,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         &input.observed.nodes,
         &plan.actions,
         None,
-        Some(&names),
+        Some((&names, &mut [])),
     );
     plan
 }
@@ -76,13 +77,22 @@ pub fn plan(input: &PlanInput) -> Plan {
 /// document of a name), kept past the plan for drift detection.
 pub(crate) struct JobNames<'a> {
     objects: Vec<&'a model::spec::Object<model::spec::JobSpec>>,
-    by_name: HashMap<&'a str, JobId>,
+    index: jobs::JobIndex,
 }
 
 impl<'a> JobNames<'a> {
-    /// The job document named `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&'a model::spec::Object<model::spec::JobSpec>> {
-        self.by_name.get(name).map(|&j| self.objects[j as usize])
+    /// The job document named `name`, and its place in the table.
+    pub(crate) fn get(
+        &self,
+        name: &str,
+    ) -> Option<(JobId, &'a model::spec::Object<model::spec::JobSpec>)> {
+        let j = self.index.get(name, |j| self.objects[j as usize].name())?;
+        Some((j, self.objects[j as usize]))
+    }
+
+    /// The name index, for the next plan ([`planner::Planner`]).
+    pub(crate) fn into_index(self) -> jobs::JobIndex {
+        self.index
     }
 }
 
@@ -257,7 +267,8 @@ struct Engine<'a> {
     cluster: Cluster,
     tree: QueueTree,
     jobs: Vec<JobInfo<'a>>,
-    job_by_name: HashMap<&'a str, JobId>,
+    /// The jobs by name ([`Engine::job_named`]).
+    job_index: jobs::JobIndex,
     runs: Vec<Run<'a>>,
     /// Jobs still pending (preemptors that wait count as pending).
     pending_now: Vec<bool>,
@@ -364,14 +375,20 @@ impl<'a> Engine<'a> {
         Self::build(input, &input.observed.nodes, None)
     }
 
+    /// The job named `name` (the first document of that name).
+    fn job_named(&self, name: &str) -> Option<JobId> {
+        self.job_index.get(name, |j| self.jobs[j as usize].name)
+    }
+
     /// The engine on `input` with `nodes` as its observed nodes (the
     /// observed state's own, or given apart: [`Planner::plan_with_nodes`]),
-    /// its cluster from `kept` when given (the same cluster
-    /// [`Cluster::unindexed`] builds: [`planner::KeptNodes`]).
+    /// its cluster and job table from `kept` when given (those
+    /// [`Cluster::unindexed`] and [`jobs::job_table`] build:
+    /// [`planner::KeptNodes`], [`jobs::KeptJobs`]).
     fn build(
         input: &PlanInput<'a>,
         nodes: &[model::observed::ObservedNode],
-        kept: Option<&mut planner::KeptNodes>,
+        kept: Option<planner::Kept<'_, '_>>,
     ) -> Self {
         let fleet = input.fleet;
         let observed = input.observed;
@@ -398,11 +415,24 @@ impl<'a> Engine<'a> {
             .collect();
 
         let tree = QueueTree::new(&fleet.queues, &mut models);
-        let (jobs, job_by_name) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
+        let (kept_nodes, kept_jobs) = match kept {
+            Some(planner::Kept {
+                nodes,
+                jobs,
+                unchanged,
+            }) => (Some(nodes), Some((jobs, unchanged))),
+            None => (None, None),
+        };
+        let (jobs, job_index) = match kept_jobs {
+            Some((kept, unchanged)) => {
+                kept.table(fleet, &tree, &mut models, &observed.queued, unchanged)
+            }
+            None => jobs::job_table(fleet, &tree, &mut models, &observed.queued),
+        };
         // Indexed once the running jobs hold their GPUs and unhealthy
         // nodes are cordoned (one bulk build, not an update per change).
         let pool_of = |name: &str| pool_ids.get(name).copied();
-        let cluster = match kept {
+        let cluster = match kept_nodes {
             Some(kept) => {
                 let layouts: Vec<(&str, NvLink)> =
                     pools.iter().map(|p| (p.name, p.spec.nvlink)).collect();
@@ -427,7 +457,7 @@ impl<'a> Engine<'a> {
             cluster,
             tree,
             jobs,
-            job_by_name,
+            job_index,
             runs: Vec::new(),
             pending_now,
             decided,
@@ -532,7 +562,7 @@ impl<'a> Engine<'a> {
                 placement.push((node, positions));
             }
             let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
-            let job = self.job_by_name.get(r.job.as_str()).copied();
+            let job = self.job_named(&r.job);
             let mut restarting = false;
             let (stopping, ends_at) = match job {
                 None => (Stopping::Cancelled, Some(self.now)),
@@ -584,10 +614,10 @@ impl<'a> Engine<'a> {
                     Stopping::Preempted | Stopping::Terminated => {
                         self.tree.charge_held(q, m, gpus, true);
                         if stopping == Stopping::Preempted
-                            && let Some(&p) = r
+                            && let Some(p) = r
                                 .preempted_for
                                 .as_deref()
-                                .and_then(|name| self.job_by_name.get(name))
+                                .and_then(|name| self.job_named(name))
                         {
                             self.held_for.entry(p).or_default().push(run_id);
                         }
@@ -865,7 +895,7 @@ impl<'a> Engine<'a> {
                 done[j as usize] = true;
             }
             for name in &self.completed {
-                if let Some(&j) = self.job_by_name.get(name) {
+                if let Some(j) = self.job_named(name) {
                     done[j as usize] = true;
                 }
             }
@@ -1622,7 +1652,7 @@ impl<'a> Engine<'a> {
     fn hold_nominations(&mut self) {
         let queued = self.observed_queued;
         for q in queued {
-            let Some(&j) = self.job_by_name.get(q.job.as_str()) else {
+            let Some(j) = self.job_named(&q.job) else {
                 continue;
             };
             if !self.pending_now[j as usize] {
@@ -1695,7 +1725,7 @@ impl<'a> Engine<'a> {
             }
             let kept_for = run
                 .preempted_for
-                .and_then(|name| self.job_by_name.get(name).copied())
+                .and_then(|name| self.job_named(name))
                 .filter(|j| self.pending_now[*j as usize]);
             self.freeing.add(m, &run.placement, kept_for);
             self.runs[r].kept_for = kept_for;
@@ -1777,7 +1807,7 @@ impl<'a> Engine<'a> {
         };
         let names = JobNames {
             objects: self.jobs.iter().map(|j| j.object).collect(),
-            by_name: std::mem::take(&mut self.job_by_name),
+            index: std::mem::take(&mut self.job_index),
         };
         (plan, capture, cluster, names)
     }

@@ -8,6 +8,7 @@ use model::spec::NvLink;
 use super::cluster::Cluster;
 use super::drift::CleanNodes;
 use super::ids::{Models, PoolId};
+use super::jobs::{KeptJobs, Unchanged};
 use super::{Engine, PlanInput};
 
 /// Plans again and again, keeping what the engine builds from the observed
@@ -16,11 +17,22 @@ use super::{Engine, PlanInput};
 /// every plan. Each call's plan is
 /// the one [`crate::plan`] gives on the same input: the nodes kept are
 /// checked against the input's at every call and built again when they
-/// differ (a node's `idleSince` alone is taken as it is). Pure, as
-/// [`crate::plan`]: no I/O, no clock.
+/// differ (a node's `idleSince` alone is taken as it is). It keeps the job
+/// table too (each job's queue, class, models, sizes; the name index; the
+/// runtime hashes drift compares), made again from what was kept when the
+/// caller vouches for what did not change ([`Planner::plan_since_last`]).
+/// Pure, as [`crate::plan`]: no I/O, no clock.
 #[derive(Debug, Default)]
 pub struct Planner {
     kept: KeptNodes,
+    jobs: KeptJobs,
+}
+
+/// What a plan's engine takes from its planner.
+pub(crate) struct Kept<'k, 'c> {
+    pub(crate) nodes: &'k mut KeptNodes,
+    pub(crate) jobs: &'k mut KeptJobs,
+    pub(crate) unchanged: Unchanged<'c>,
 }
 
 impl Planner {
@@ -31,7 +43,7 @@ impl Planner {
 
     /// The plan for `input`: [`crate::plan`]'s, byte for byte.
     pub fn plan(&mut self, input: &PlanInput) -> Plan {
-        self.plan_kept(input, &input.observed.nodes, false)
+        self.plan_kept(input, &input.observed.nodes, false, Unchanged::default())
     }
 
     /// [`Planner::plan`] for a caller that knows `input`'s observed nodes
@@ -41,7 +53,7 @@ impl Planner {
     /// (debug builds compare them and panic when they differ). The pools
     /// and GPU models are still checked.
     pub fn plan_same_nodes(&mut self, input: &PlanInput) -> Plan {
-        self.plan_kept(input, &input.observed.nodes, true)
+        self.plan_kept(input, &input.observed.nodes, true, Unchanged::default())
     }
 
     /// The plan for `input` and its horizon: [`crate::plan_with_horizon`]'s,
@@ -60,13 +72,38 @@ impl Planner {
         input: &PlanInput,
         nodes: &[ObservedNode],
     ) -> (Plan, crate::Horizon) {
-        crate::horizon::collect(input, || self.plan_kept(input, nodes, false))
+        self.plan_since_last(input, nodes, Unchanged::default())
     }
 
-    fn plan_kept(&mut self, input: &PlanInput, nodes: &[ObservedNode], same_nodes: bool) -> Plan {
+    /// [`Planner::plan_with_nodes`] for a caller that vouches for what did
+    /// not change since its previous call to this planner (`unchanged`):
+    /// the job table is made from what was kept then, but for the jobs
+    /// that changed. The plan is the same (debug builds make the table
+    /// anew too and panic when the two differ); what the planner can check
+    /// itself (the pools, queues and priority classes, the models) it does.
+    pub fn plan_since_last(
+        &mut self,
+        input: &PlanInput,
+        nodes: &[ObservedNode],
+        unchanged: Unchanged<'_>,
+    ) -> (Plan, crate::Horizon) {
+        crate::horizon::collect(input, || self.plan_kept(input, nodes, false, unchanged))
+    }
+
+    fn plan_kept(
+        &mut self,
+        input: &PlanInput,
+        nodes: &[ObservedNode],
+        same_nodes: bool,
+        unchanged: Unchanged<'_>,
+    ) -> Plan {
         self.kept.same_nodes = same_nodes;
-        let (mut plan, _, cluster, names) =
-            Engine::build(input, nodes, Some(&mut self.kept)).run_keeping();
+        let kept = Kept {
+            nodes: &mut self.kept,
+            jobs: &mut self.jobs,
+            unchanged,
+        };
+        let (mut plan, _, cluster, names) = Engine::build(input, nodes, Some(kept)).run_keeping();
         self.kept.spare = Some(cluster);
         plan.drift = crate::drift::detect_kept(
             input.fleet,
@@ -74,8 +111,9 @@ impl Planner {
             nodes,
             &plan.actions,
             Some(&mut self.kept.clean),
-            Some(&names),
+            Some((&names, &mut self.jobs.runtime)),
         );
+        self.jobs.give_back(names.into_index());
         plan
     }
 }

@@ -12,8 +12,9 @@
 
 mod support;
 
-use gitfleet_engine::{PlanInput, Planner, plan};
+use gitfleet_engine::{PlanInput, Planner, Unchanged, plan};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 use support::{Case, build, case_raw, feed_back};
 
 fn same_plan(planner: &mut Planner, case: &Case, step: &str) -> Result<(), TestCaseError> {
@@ -101,4 +102,152 @@ proptest! {
         same_plan_same_nodes(&mut planner, &sick_fed, "a, a GPU unhealthy, fed back")?;
         same_plan(&mut planner, &idle, "a, healthy again")?;
     }
+}
+
+/// One change to a job's spec or annotations, its name kept (what a commit
+/// editing one job in place does), chosen by `kind` and `pick`.
+fn change_job(case: &mut Case, at: usize, kind: u8, pick: u8) {
+    let classes: Vec<String> = case
+        .fleet
+        .priority_classes
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let queues: Vec<String> = case
+        .fleet
+        .queues
+        .iter()
+        .map(|q| q.name().to_string())
+        .collect();
+    let models: Vec<String> = case
+        .fleet
+        .pools
+        .iter()
+        .map(|p| p.spec.gpu.model.clone())
+        .collect();
+    let job = &mut case.fleet.jobs[at];
+    let spec = &mut job.spec;
+    let pick = usize::from(pick);
+    match kind % 9 {
+        0 => spec.replicas = 1 + (spec.replicas + pick as u32) % 4,
+        1 => spec.gpus_per_replica = 1 + (spec.gpus_per_replica + pick as u32) % 8,
+        2 => {
+            spec.priority_class = match classes.len() {
+                0 => Some("unknown".into()),
+                n if pick % (n + 1) == n => None,
+                n => Some(classes[pick % n].clone()),
+            }
+        }
+        3 if !queues.is_empty() => spec.queue = queues[pick % queues.len()].clone(),
+        4 => {
+            // A model of a pool, or one no pool has (a new model name).
+            let model = match models.len() {
+                n if n > 0 && pick % 3 != 0 => models[pick % n].clone(),
+                _ => format!("X{pick}"),
+            };
+            spec.gpu = Some(model::spec::GpuSelector {
+                models: vec![model],
+            });
+        }
+        5 => spec.gpu = None,
+        6 => {
+            spec.time_limit = match pick % 3 {
+                0 => None,
+                k => Some(model::spec::Duration::from_secs(600 * k as u64)),
+            }
+        }
+        7 => {
+            job.metadata
+                .annotations
+                .insert(model::spec::RESTART_ANNOTATION.into(), format!("r{pick}"));
+        }
+        _ => spec.command = vec![format!("run-{pick}")],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 150,
+        rng_seed: prop::test_runner::RngSeed::Fixed(2),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// `Planner::plan_since_last` with the positions of the jobs a step
+    /// changed (and whether the observed `queued` entries are the previous
+    /// step's) plans as `engine::plan` does from scratch, step after step:
+    /// jobs changed in place, the plan fed back, a queue's or class's
+    /// change (which the planner sees itself), nothing changed.
+    #[test]
+    fn a_plan_since_last_is_the_one_built_from_scratch(
+        a in case_raw(),
+        steps in prop::collection::vec(
+            (prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), any::<u8>()), 0..4),
+             0u8..4),
+            1..6,
+        ),
+    ) {
+        let mut case = build(&a);
+        let mut planner = Planner::new();
+        let first = planner
+            .plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default())
+            .0;
+        prop_assert_eq!(&first, &case.plan(), "first");
+        for (n, (changes, then)) in steps.into_iter().enumerate() {
+            let mut at: Vec<usize> = Vec::new();
+            if !case.fleet.jobs.is_empty() {
+                for (index, kind, pick) in changes {
+                    let k = index.index(case.fleet.jobs.len());
+                    change_job(&mut case, k, kind, pick);
+                    at.push(k);
+                }
+            }
+            let mut queued = true;
+            match then {
+                // The plan fed back: other records.
+                1 => {
+                    case = feed_back(&case, &case.plan());
+                    queued = false;
+                }
+                // Another queue limit or class value, vouched for as jobs
+                // alone (the planner compares the rest itself).
+                2 => {
+                    if let Some(q) = case.fleet.queues.first_mut() {
+                        q.spec.weight += 1;
+                        q.spec.quota.pop();
+                    } else if let Some(c) = case.fleet.priority_classes.first_mut() {
+                        c.spec.value += 1;
+                    }
+                }
+                _ => {}
+            }
+            let unchanged = Unchanged { jobs_but: Some(&at), queued };
+            let (kept, _) = planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+            prop_assert_eq!(&kept, &case.plan(), "step {}", n);
+        }
+    }
+}
+
+/// A caller that vouches wrongly (a job changed that it does not name) is
+/// caught by debug builds, which make the job table anew too.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "a kept job table differs")]
+fn a_wrong_vouch_is_caught_in_debug_builds() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut case = loop {
+        let raw = case_raw().new_tree(&mut runner).unwrap().current();
+        let case = build(&raw);
+        if !case.fleet.jobs.is_empty() {
+            break case;
+        }
+    };
+    let mut planner = Planner::new();
+    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
+    change_job(&mut case, 0, 0, 1);
+    let unchanged = Unchanged {
+        jobs_but: Some(&[]),
+        queued: true,
+    };
+    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
 }

@@ -114,6 +114,9 @@ pub struct DocumentCache {
     /// Whether the last load changed the fleet given in place (the same
     /// files in the same order: `previous` and `given` pair up).
     in_place: bool,
+    /// When it changed only jobs, each keeping its name: their positions
+    /// in the new fleet.
+    jobs_changed: Option<Vec<usize>>,
 }
 
 impl DocumentCache {
@@ -144,6 +147,7 @@ impl DocumentCache {
         self.given.clear();
         self.previous = None;
         self.in_place = false;
+        self.jobs_changed = None;
     }
 
     /// When the last load changed the fleet handed to it in place
@@ -164,6 +168,14 @@ impl DocumentCache {
             .collect()
     }
 
+    /// When the last load changed the fleet handed to it in place and only
+    /// jobs changed, each keeping its name (the other documents equal, where
+    /// they were read from aside): the positions of those jobs in the new
+    /// fleet (every other job is the old fleet's at the same position).
+    pub fn jobs_changed_in_place(&self) -> Option<&[usize]> {
+        self.jobs_changed.as_deref().filter(|_| self.in_place)
+    }
+
     /// The jobs of the fleet handed back to the last load that the new
     /// fleet does not have from the same file (the files that changed or
     /// went): where a job the revision removes was. Empty when the last load
@@ -181,6 +193,7 @@ impl DocumentCache {
     /// place. `None` when the last load took no fleet.
     pub fn restore_previous(&mut self) -> Option<Fleet> {
         self.in_place = false;
+        self.jobs_changed = None;
         let (given, retired) = self.previous.take()?;
         self.files.extend(retired);
         let fleet = assemble(&given, &self.files)?;
@@ -239,6 +252,7 @@ impl DocumentCache {
     ) -> Result<(Loaded, LoadStats), E> {
         self.previous = None;
         self.in_place = false;
+        self.jobs_changed = None;
         let mut stats = LoadStats {
             files: listed.len(),
             ..LoadStats::default()
@@ -340,6 +354,7 @@ impl DocumentCache {
                 if took {
                     self.previous = Some((before, retired));
                     self.in_place = stats.in_place;
+                    self.jobs_changed = jobs_changed;
                 }
                 self.files = kept;
                 let loaded = Loaded { fleet, diagnostics };
@@ -1017,6 +1032,13 @@ mod tests {
                 loaded.diagnostics
             );
             if valid {
+                // The jobs of a.yaml, at the fleet's first two places.
+                let changed: Option<&[usize]> = alone.then_some(&[0, 1]);
+                assert_eq!(
+                    cache.jobs_changed_in_place(),
+                    changed,
+                    "{rev}: jobs changed"
+                );
                 fleet = Some(loaded.fleet);
             } else {
                 assert!(fleet.is_some(), "{rev}: the fleet lent comes back");

@@ -54,7 +54,7 @@ use crate::state::{
     AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
-use engine::{Horizon, PlanInput, Planner};
+use engine::{Horizon, PlanInput, Planner, Unchanged};
 use exec::{ActionContext, Event, ExecError, Executor, JobView, Observation, Outcome, StopView};
 use load::Loaded;
 use load::cache::{DocumentCache, LoadStats};
@@ -262,6 +262,9 @@ pub struct Phases {
     /// Whether the last plan's observed state was planned from again (built
     /// from the same records and nodes).
     pub observed_state_reused: bool,
+    /// Whether the planner was told which jobs changed since it last
+    /// planned (it makes its job table from what it kept then).
+    pub jobs_kept: bool,
 }
 
 /// A plan ready to be carried out (`gitfleet apply` shows it first).
@@ -471,8 +474,20 @@ pub struct Reconciler<E> {
     /// Whether a plan may be re-used at all (default; off to compare).
     reuse_plans: bool,
     /// The engine's planner: its view of the observed nodes (the cluster)
-    /// is kept from one plan to the next while they stay the same.
+    /// is kept from one plan to the next while they stay the same, and its
+    /// job table while the jobs do (`planned_last` says what it planned).
     planner: Planner,
+    /// What the planner last planned, when a whole fleet's revision.
+    planned_last: Option<PlannedLast>,
+}
+
+/// The revision whose fleet the planner last planned, with its jobs, and
+/// the observed state it planned from (held weakly: while it lives, a state
+/// at the same address is the same state).
+#[derive(Debug)]
+struct PlannedLast {
+    revision: String,
+    observed: std::sync::Weak<ObservedState>,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -516,6 +531,7 @@ impl<E: Executor> Reconciler<E> {
             pending_in_fleet: None,
             reuse_plans: true,
             planner: Planner::new(),
+            planned_last: None,
         }
     }
 
@@ -787,7 +803,8 @@ impl<E: Executor> Reconciler<E> {
         // An executor that does not run Jobs (Slurm's accounting mode) gets
         // a plan without them: nothing to place, stop or keep pending.
         let jobless;
-        let planned: &Fleet = if self.executor.capabilities().runs_jobs {
+        let runs_jobs = self.executor.capabilities().runs_jobs;
+        let planned: &Fleet = if runs_jobs {
             &fleet
         } else {
             jobless = Fleet {
@@ -796,7 +813,20 @@ impl<E: Executor> Reconciler<E> {
             };
             &jobless
         };
-        let (plan, horizon) = self.planner.plan_with_nodes(
+        let jobs_but = revision
+            .as_ref()
+            .filter(|_| runs_jobs)
+            .and_then(|r| self.jobs_changed_since_planned(&r.id));
+        let unchanged = Unchanged {
+            jobs_but: jobs_but.as_deref(),
+            queued: self.planned_last.as_ref().is_some_and(|last| {
+                last.observed
+                    .upgrade()
+                    .is_some_and(|o| Arc::ptr_eq(&o, &observed))
+            }),
+        };
+        self.phases.jobs_kept = jobs_but.is_some();
+        let (plan, horizon) = self.planner.plan_since_last(
             &PlanInput {
                 fleet: planned,
                 observed: &observed,
@@ -804,7 +834,15 @@ impl<E: Executor> Reconciler<E> {
                 revision: revision.as_ref().map(|r| r.id.as_str()),
             },
             &nodes,
+            unchanged,
         );
+        self.planned_last = revision
+            .as_ref()
+            .filter(|_| runs_jobs)
+            .map(|r| PlannedLast {
+                revision: r.id.clone(),
+                observed: Arc::downgrade(&observed),
+            });
         let plan_seconds = planning.elapsed().as_secs_f64();
         // The revision loaded and planned: it cannot be what kills us
         // (unmarked in the transaction that records the pending jobs).
@@ -939,6 +977,23 @@ impl<E: Executor> Reconciler<E> {
             return Some(false);
         }
         self.plans_alike(last).then_some(true)
+    }
+
+    /// When the fleet in force has the jobs of the fleet the planner last
+    /// planned but for some (changed in place, each keeping its name):
+    /// their positions (none: the same fleet, or one made from it by a
+    /// commit that left the fleet's files alone). A fleet's contents are
+    /// its revision's.
+    fn jobs_changed_since_planned(&self, revision: &str) -> Option<Vec<usize>> {
+        let last = self.planned_last.as_ref()?;
+        if last.revision == revision {
+            return Some(Vec::new());
+        }
+        let derived = self.derived.as_ref().filter(|d| d.from == last.revision)?;
+        if !derived.in_place {
+            return Some(Vec::new());
+        }
+        self.cache.jobs_changed_in_place().map(<[usize]>::to_vec)
     }
 
     /// Whether the fleet in force plans as `last`'s did: it was made from

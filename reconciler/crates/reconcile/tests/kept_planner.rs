@@ -6,7 +6,10 @@
 //! time passing (jobs end, time limits pass, pools scale so the nodes
 //! change), every plan the loop makes must be, byte for byte, the plan
 //! [`engine::plan`] makes from scratch on the same input (its fleet, the
-//! observed state it was made from, its time and revision).
+//! observed state it was made from, its time and revision). A commit that
+//! changes jobs in place (or none) tells the planner which jobs changed,
+//! and it makes its job table from what it kept (debug builds make it anew
+//! too and compare).
 //!
 //! The cases come from a fixed seed, as the repository's other property
 //! tests do (`GITFLEET_PLANNER_CASES`, `GITFLEET_PLANNER_SEED` to explore).
@@ -199,6 +202,14 @@ fn check(size: FleetSize, steps: &[Step]) -> Result<(), TestCaseError> {
         }
         let done = block_on(reconciler.iterate(now)).unwrap();
         prop_assert!(done.refused.is_none(), "step {k} ({step:?}) was refused");
+        // A job changed in place, or no commit: the planner is told which
+        // jobs changed and makes its job table from what it kept.
+        if matches!(
+            step,
+            Step::Resize { .. } | Step::Reclass { .. } | Step::Wait { .. }
+        ) {
+            prop_assert!(done.phases.jobs_kept, "step {k} ({step:?}): jobs kept");
+        }
         same_as_from_scratch(&reconciler, &done)?;
     }
     Ok(())

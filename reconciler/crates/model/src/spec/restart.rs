@@ -76,7 +76,7 @@ impl JobSpec {
 
     /// The number [`runtime_digest`](Self::runtime_digest) shows in hex:
     /// FNV-1a of the canonical JSON, hashed as it is written (no buffer).
-    fn runtime_hash(&self) -> u64 {
+    pub fn runtime_hash(&self) -> u64 {
         let fields = RuntimeFields {
             image: &self.image,
             command: &self.command,
@@ -153,6 +153,13 @@ impl Object<JobSpec> {
     /// Whether `running` runs another spec than this one (by the digest
     /// recorded when it started; unknown digests never count).
     pub fn runs_older_spec(&self, running: &RunningJob) -> bool {
+        self.runs_older_spec_with(running, || self.spec.runtime_hash())
+    }
+
+    /// [`Object::runs_older_spec`] with this spec's
+    /// [`runtime_hash`](JobSpec::runtime_hash) from `hash` (which a caller
+    /// may have kept).
+    pub fn runs_older_spec_with(&self, running: &RunningJob, hash: impl FnOnce() -> u64) -> bool {
         running.spec_digest.as_deref().is_some_and(|was| {
             // A recorded digest is 16 hex digits; anything else is
             // compared as text.
@@ -161,7 +168,7 @@ impl Object<JobSpec> {
                     .bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             match u64::from_str_radix(was, 16) {
-                Ok(n) if digits => n != self.spec.runtime_hash(),
+                Ok(n) if digits => n != hash(),
                 _ => was != self.spec.runtime_digest(),
             }
         })
