@@ -321,7 +321,7 @@ fn set_first_seen(jobs: &mut [JobInfo], index: &JobIndex, queued: &[QueuedJob]) 
 
 /// The job table a [`crate::Planner`] keeps between plans: each job's facts,
 /// the name index, the models the table interned, and what the rest of the
-/// fleet was (its pools, queues and priority classes: the facts depend on
+/// fleet was (its priority classes and queue tree: the facts depend on
 /// them).
 #[derive(Debug, Default)]
 pub(crate) struct KeptJobs {
@@ -334,46 +334,50 @@ pub(crate) struct KeptJobs {
     /// order.
     models_before: Vec<String>,
     interned: Vec<String>,
-    /// The fleet's documents other than jobs, where they came from aside.
+    /// What the facts depend on besides the jobs and models.
     rest: Option<FleetRest>,
     /// Per job: its spec's runtime hash once drift needed it.
     pub(crate) runtime: Vec<Option<u64>>,
 }
 
-/// A fleet's pools, queues and priority classes, their metadata and specs.
+/// What a job's facts depend on besides the job and the models: the
+/// priority classes (metadata and specs) and the queue tree's shape (each
+/// queue's name and parent, in id order).
 #[derive(Debug, PartialEq)]
 struct FleetRest {
-    pools: Vec<(model::spec::Metadata, model::spec::NodePoolSpec)>,
-    queues: Vec<(model::spec::Metadata, model::spec::QueueSpec)>,
     classes: Vec<(model::spec::Metadata, model::spec::PriorityClassSpec)>,
+    queues: Vec<(std::sync::Arc<str>, Option<QueueId>)>,
 }
 
 impl FleetRest {
-    fn of(fleet: &Fleet) -> Self {
-        fn parts<S: Clone>(objects: &[Object<S>]) -> Vec<(model::spec::Metadata, S)> {
-            objects
-                .iter()
-                .map(|o| (o.metadata.clone(), o.spec.clone()))
-                .collect()
-        }
+    fn of(fleet: &Fleet, tree: &QueueTree) -> Self {
         FleetRest {
-            pools: parts(&fleet.pools),
-            queues: parts(&fleet.queues),
-            classes: parts(&fleet.priority_classes),
+            classes: fleet
+                .priority_classes
+                .iter()
+                .map(|c| (c.metadata.clone(), c.spec.clone()))
+                .collect(),
+            queues: tree
+                .queues
+                .iter()
+                .map(|q| (q.name.clone(), q.parent))
+                .collect(),
         }
     }
 
-    fn matches(&self, fleet: &Fleet) -> bool {
-        fn same<S: PartialEq>(kept: &[(model::spec::Metadata, S)], objects: &[Object<S>]) -> bool {
-            kept.len() == objects.len()
-                && kept
-                    .iter()
-                    .zip(objects)
-                    .all(|((m, s), o)| *m == o.metadata && *s == o.spec)
-        }
-        same(&self.pools, &fleet.pools)
-            && same(&self.queues, &fleet.queues)
-            && same(&self.classes, &fleet.priority_classes)
+    fn matches(&self, fleet: &Fleet, tree: &QueueTree) -> bool {
+        self.classes.len() == fleet.priority_classes.len()
+            && self
+                .classes
+                .iter()
+                .zip(&fleet.priority_classes)
+                .all(|((m, s), c)| *m == c.metadata && *s == c.spec)
+            && self.queues.len() == tree.queues.len()
+            && self
+                .queues
+                .iter()
+                .zip(&tree.queues)
+                .all(|((name, parent), q)| *name == q.name && *parent == q.parent)
     }
 }
 
@@ -383,7 +387,9 @@ impl FleetRest {
 pub struct Unchanged<'c> {
     /// The fleet's jobs are the previous call's, as many and of the same
     /// names at each position, but for the documents at these positions
-    /// (changed, their names kept). `None`: nothing vouched.
+    /// (changed, their names kept). `None`: nothing vouched. (Documents of
+    /// other kinds may have changed: the planner compares what its job
+    /// table depends on.)
     pub jobs_but: Option<&'c [usize]>,
     /// The observed state's `queued` entries are the previous call's.
     pub queued: bool,
@@ -425,7 +431,7 @@ impl KeptJobs {
         self.interned = models.names()[models_before.len()..].to_vec();
         self.models_before = models_before;
         self.facts = facts;
-        self.rest = Some(FleetRest::of(fleet));
+        self.rest = Some(FleetRest::of(fleet, tree));
         self.runtime = vec![None; jobs.len()];
         self.index = None;
         (jobs, index)
@@ -444,12 +450,17 @@ impl KeptJobs {
     ) -> Option<(Vec<JobInfo<'a>>, JobIndex)> {
         let changed = unchanged.jobs_but?;
         // No duplicate names (the table's positions are the fleet's), the
-        // same documents besides jobs, the same models known before.
+        // same classes and queue tree, the same models known before (the
+        // pools' and the queues' quotas'; the pools' list is compared
+        // below).
         if self.index.is_none()
             || self.facts.len() != fleet.jobs.len()
             || changed.iter().any(|&k| k >= fleet.jobs.len())
             || models.names() != self.models_before
-            || !self.rest.as_ref().is_some_and(|rest| rest.matches(fleet))
+            || !self
+                .rest
+                .as_ref()
+                .is_some_and(|rest| rest.matches(fleet, tree))
         {
             return None;
         }

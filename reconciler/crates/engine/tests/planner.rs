@@ -183,7 +183,7 @@ proptest! {
         a in case_raw(),
         steps in prop::collection::vec(
             (prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), any::<u8>()), 0..4),
-             0u8..4),
+             0u8..6),
             1..6,
         ),
     ) {
@@ -209,14 +209,22 @@ proptest! {
                     case = feed_back(&case, &case.plan());
                     queued = false;
                 }
-                // Another queue limit or class value, vouched for as jobs
-                // alone (the planner compares the rest itself).
+                // Another queue weight and quota (the same tree), a queue
+                // gone (another tree), another class value: the planner
+                // compares what the table depends on itself.
                 2 => {
                     if let Some(q) = case.fleet.queues.first_mut() {
                         q.spec.weight += 1;
                         q.spec.quota.pop();
-                    } else if let Some(c) = case.fleet.priority_classes.first_mut() {
+                    }
+                }
+                3 => {
+                    case.fleet.queues.pop();
+                }
+                4 => {
+                    if let Some(c) = case.fleet.priority_classes.first_mut() {
                         c.spec.value += 1;
+                        c.spec.preemptible = !c.spec.preemptible;
                     }
                 }
                 _ => {}

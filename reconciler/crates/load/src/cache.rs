@@ -114,8 +114,8 @@ pub struct DocumentCache {
     /// Whether the last load changed the fleet given in place (the same
     /// files in the same order: `previous` and `given` pair up).
     in_place: bool,
-    /// When it changed only jobs, each keeping its name: their positions
-    /// in the new fleet.
+    /// When each job kept its name: the positions in the new fleet of the
+    /// jobs of the files that changed.
     jobs_changed: Option<Vec<usize>>,
 }
 
@@ -168,10 +168,10 @@ impl DocumentCache {
             .collect()
     }
 
-    /// When the last load changed the fleet handed to it in place and only
-    /// jobs changed, each keeping its name (the other documents equal, where
-    /// they were read from aside): the positions of those jobs in the new
-    /// fleet (every other job is the old fleet's at the same position).
+    /// When the last load changed the fleet handed to it in place and every
+    /// job kept its name and place: the positions in the new fleet of the
+    /// jobs of the files that changed (every other job is the old fleet's at
+    /// the same position; documents of other kinds may have changed).
     pub fn jobs_changed_in_place(&self) -> Option<&[usize]> {
         self.jobs_changed.as_deref().filter(|_| self.in_place)
     }
@@ -312,13 +312,14 @@ impl DocumentCache {
         if clean {
             let reused = previous.take_if(|fleet| self.is_given(fleet));
             let took = reused.is_some();
-            // Changed in place with only jobs changed, each keeping its name:
-            // the positions of those jobs.
+            // Changed in place with each job keeping its name: the positions
+            // of the jobs of the files that changed, and whether nothing
+            // but jobs changed.
             let mut jobs_changed = None;
             let (fleet, retired) = match reused {
                 Some(fleet) if self.same_paths(&in_order) => {
                     stats.in_place = true;
-                    jobs_changed = self.jobs_changed_alone(&in_order);
+                    jobs_changed = self.jobs_changed(&in_order);
                     self.spliced(fleet, &in_order)
                 }
                 Some(fleet) => {
@@ -334,8 +335,11 @@ impl DocumentCache {
             // The fleet given had nothing to report: a change of jobs
             // alone is checked alone when that finds nothing.
             let clean_alone = jobs_changed
-                .as_deref()
-                .is_some_and(|positions| crate::validate::changed_jobs_clean(&fleet, positions));
+                .as_ref()
+                .filter(|(_, only_jobs)| *only_jobs)
+                .is_some_and(|(positions, _)| {
+                    crate::validate::changed_jobs_clean(&fleet, positions)
+                });
             stats.checked_alone = clean_alone;
             if !clean_alone {
                 check_fleet(&fleet, &mut diagnostics);
@@ -354,7 +358,7 @@ impl DocumentCache {
                 if took {
                     self.previous = Some((before, retired));
                     self.in_place = stats.in_place;
-                    self.jobs_changed = jobs_changed;
+                    self.jobs_changed = jobs_changed.map(|(positions, _)| positions);
                 }
                 self.files = kept;
                 let loaded = Loaded { fleet, diagnostics };
@@ -403,11 +407,11 @@ impl DocumentCache {
     }
 
     /// When every file of `in_order` that changed from the fleet given (the
-    /// same paths: [`DocumentCache::same_paths`]) has only other job
-    /// documents, of the same names in the same order (its other documents
-    /// equal, where they were read from aside): the positions of those jobs
-    /// in the new fleet. `None` otherwise.
-    fn jobs_changed_alone(&self, in_order: &[(&ListedFile, Arc<Parsed>)]) -> Option<Vec<usize>> {
+    /// same paths: [`DocumentCache::same_paths`]) has job documents of the
+    /// same names in the same order: the positions of those jobs in the new
+    /// fleet, and whether those files changed nothing else (their other
+    /// documents equal, where they were read from aside). `None` otherwise.
+    fn jobs_changed(&self, in_order: &[(&ListedFile, Arc<Parsed>)]) -> Option<(Vec<usize>, bool)> {
         fn same<S: PartialEq>(a: &[Document<S>], b: &[Document<S>]) -> bool {
             a.len() == b.len()
                 && a.iter().zip(b).all(|(a, b)| {
@@ -415,29 +419,31 @@ impl DocumentCache {
                 })
         }
         let mut positions = Vec::new();
+        let mut only_jobs = true;
         let mut at = 0;
         for ((file, entry), given) in in_order.iter().zip(&self.given) {
             let new = &entry.docs;
             if file.id != given.key.1 {
                 let old = &self.files.get(&given.key)?.docs;
-                let kept = same(&old.pools, &new.pools)
-                    && same(&old.queues, &new.queues)
-                    && same(&old.priority_classes, &new.priority_classes)
-                    && same(&old.policies, &new.policies)
-                    && old.jobs.len() == new.jobs.len()
+                let names_kept = old.jobs.len() == new.jobs.len()
                     && old
                         .jobs
                         .iter()
                         .zip(&new.jobs)
                         .all(|(a, b)| a.object.name() == b.object.name());
-                if !kept {
+                if !names_kept {
                     return None;
                 }
+                only_jobs = only_jobs
+                    && same(&old.pools, &new.pools)
+                    && same(&old.queues, &new.queues)
+                    && same(&old.priority_classes, &new.priority_classes)
+                    && same(&old.policies, &new.policies);
                 positions.extend(at..at + new.jobs.len());
             }
             at += new.jobs.len();
         }
-        Some(positions)
+        Some((positions, only_jobs))
     }
 
     /// [`DocumentCache::moved_into`] when [`DocumentCache::same_paths`]
@@ -1032,8 +1038,9 @@ mod tests {
                 loaded.diagnostics
             );
             if valid {
-                // The jobs of a.yaml, at the fleet's first two places.
-                let changed: Option<&[usize]> = alone.then_some(&[0, 1]);
+                // The jobs of a.yaml, at the fleet's first two places (also
+                // when a queue changed beside them).
+                let changed: Option<&[usize]> = (*alone || i == 7).then_some(&[0, 1]);
                 assert_eq!(
                     cache.jobs_changed_in_place(),
                     changed,

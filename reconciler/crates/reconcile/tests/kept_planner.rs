@@ -202,11 +202,11 @@ fn check(size: FleetSize, steps: &[Step]) -> Result<(), TestCaseError> {
         }
         let done = block_on(reconciler.iterate(now)).unwrap();
         prop_assert!(done.refused.is_none(), "step {k} ({step:?}) was refused");
-        // A job changed in place, or no commit: the planner is told which
-        // jobs changed and makes its job table from what it kept.
+        // Jobs or a queue changed in place, or no commit: the planner is
+        // told which jobs changed and makes its job table from what it kept.
         if matches!(
             step,
-            Step::Resize { .. } | Step::Reclass { .. } | Step::Wait { .. }
+            Step::Resize { .. } | Step::Reclass { .. } | Step::Limit { .. } | Step::Wait { .. }
         ) {
             prop_assert!(done.phases.jobs_kept, "step {k} ({step:?}): jobs kept");
         }
