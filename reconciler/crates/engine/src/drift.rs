@@ -230,8 +230,15 @@ fn job_spec_drift<'a>(
         }
         let known = j.and_then(|j| hashes.as_deref_mut()?.get_mut(j as usize));
         let older = match known {
-            Some(slot) => spec
-                .runs_older_spec_with(r, || *slot.get_or_insert_with(|| spec.spec.runtime_hash())),
+            Some(slot) => spec.runs_older_spec_with(r, || {
+                let hash = *slot.get_or_insert_with(|| spec.spec.runtime_hash());
+                debug_assert_eq!(
+                    hash,
+                    spec.spec.runtime_hash(),
+                    "a kept runtime hash is stale"
+                );
+                hash
+            }),
             None => spec.runs_older_spec(r),
         };
         if !older {

@@ -26,7 +26,7 @@ mod scaling;
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use model::observed::{NodeGpus, ObservedState, Timestamp};
 use model::plan::{Action, Pending, Plan, Summary};
@@ -690,9 +690,17 @@ impl<'a> Engine<'a> {
             })
             .collect();
         runs_by_start.sort_unstable_by_key(|(_, started)| *started);
-        let mut priorities: Vec<i32> = self.jobs.iter().map(|j| j.priority).collect();
+        // The jobs' priorities, distinct (few: one per class), sorted.
+        let mut distinct: HashSet<i32> = HashSet::default();
+        let mut last = None;
+        for job in &self.jobs {
+            if last != Some(job.priority) {
+                last = Some(job.priority);
+                distinct.insert(job.priority);
+            }
+        }
+        let mut priorities: Vec<i32> = distinct.into_iter().collect();
         priorities.sort_unstable();
-        priorities.dedup();
         self.run_starts = priorities
             .into_iter()
             .map(|p| {

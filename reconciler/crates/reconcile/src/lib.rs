@@ -481,13 +481,16 @@ pub struct Reconciler<E> {
     planned_last: Option<PlannedLast>,
 }
 
-/// The revision whose fleet the planner last planned, with its jobs, and
-/// the observed state it planned from (held weakly: while it lives, a state
-/// at the same address is the same state).
+/// The revision whose fleet has the jobs the planner last planned but for
+/// some, and the observed state it planned from (held weakly: while it
+/// lives, a state at the same address is the same state).
 #[derive(Debug)]
 struct PlannedLast {
     revision: String,
     observed: std::sync::Weak<ObservedState>,
+    /// The positions of the jobs changed since the planner planned (by
+    /// commits whose plan was kept: changes no plan can see).
+    changed: Vec<usize>,
 }
 
 impl<E: Executor> std::fmt::Debug for Reconciler<E> {
@@ -699,6 +702,9 @@ impl<E: Executor> Reconciler<E> {
                 Arc::make_mut(&mut last.plan).revision = last.revision.clone();
                 last.fleet = Arc::as_ptr(&fleet) as usize;
                 self.phases.plan_kept_for_revision = true;
+                if let Some(r) = &revision {
+                    self.planned_last_follows(&r.id);
+                }
                 // Loaded, and nothing to plan: it cannot be what kills us.
                 if self.loading {
                     let mut revisions = self.store.revisions()?;
@@ -842,6 +848,7 @@ impl<E: Executor> Reconciler<E> {
             .map(|r| PlannedLast {
                 revision: r.id.clone(),
                 observed: Arc::downgrade(&observed),
+                changed: Vec::new(),
             });
         let plan_seconds = planning.elapsed().as_secs_f64();
         // The revision loaded and planned: it cannot be what kills us
@@ -986,14 +993,31 @@ impl<E: Executor> Reconciler<E> {
     /// its revision's.
     fn jobs_changed_since_planned(&self, revision: &str) -> Option<Vec<usize>> {
         let last = self.planned_last.as_ref()?;
-        if last.revision == revision {
-            return Some(Vec::new());
+        let mut changed = last.changed.clone();
+        if last.revision != revision {
+            let derived = self.derived.as_ref().filter(|d| d.from == last.revision)?;
+            if derived.in_place {
+                changed.extend_from_slice(self.cache.jobs_changed_in_place()?);
+                changed.sort_unstable();
+                changed.dedup();
+            }
         }
-        let derived = self.derived.as_ref().filter(|d| d.from == last.revision)?;
-        if !derived.in_place {
-            return Some(Vec::new());
-        }
-        self.cache.jobs_changed_in_place().map(<[usize]>::to_vec)
+        Some(changed)
+    }
+
+    /// The last plan was kept for `revision`, made from the planner's last
+    /// fleet by changes no plan can see: the planner's fleet is now that
+    /// one, with the jobs changed since to tell it.
+    fn planned_last_follows(&mut self, revision: &str) {
+        let changed = self.jobs_changed_since_planned(revision);
+        self.planned_last = match (self.planned_last.take(), changed) {
+            (Some(last), Some(changed)) => Some(PlannedLast {
+                revision: revision.to_string(),
+                changed,
+                ..last
+            }),
+            _ => None,
+        };
     }
 
     /// Whether the fleet in force plans as `last`'s did: it was made from

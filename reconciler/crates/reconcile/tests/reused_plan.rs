@@ -401,6 +401,9 @@ fn a_commit_no_plan_can_see_keeps_the_plan_for_its_revision() {
             !planned.reused && !planned.phases.plan_kept_for_revision,
             "{fleet:?}"
         );
+        // The planner is told which jobs changed since it last planned
+        // (for the first, three commits back: the plans kept since).
+        assert!(planned.phases.jobs_kept, "{fleet:?}: jobs kept");
     }
     let drift = &pair.iterate(now + minutes(1));
     assert!(
