@@ -1105,8 +1105,82 @@ fn free_or_victim<'a>(
 }
 
 /// Drops victims from `extra` (least preferred first) while one replica of
-/// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
+/// `per_replica` GPUs still fits on `node`; returns the rest, the GPUs and
+/// how many GPUs the replica could use there with the rest.
 fn trim_on_node(
+    node: &NodeState,
+    mine: &[usize],
+    chosen: &[usize],
+    extra: Vec<usize>,
+    cands: &[Candidate],
+    per_replica: u32,
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
+    // On a node whose GPUs fit a bit set, each victim's GPUs there are a
+    // mask: a set's usable GPUs are their union with the free ones, so
+    // each trial is a few OR's, not a sorted victim list and a scan.
+    let victims = runs_of(cands, chosen, &[]);
+    let base = (per_replica > 0)
+        .then(|| node.usable_mask(&free_or_victim(mine, &victims, stopping)))
+        .flatten();
+    let Some(base) = base else {
+        return trim_on_node_plain(node, mine, chosen, extra, cands, per_replica, stopping);
+    };
+    let masks: Vec<u64> = extra
+        .iter()
+        .map(|&i| run_mask(node, cands[i].run, mine))
+        .collect();
+    let mut kept = vec![true; extra.len()];
+    let mut left = extra.len();
+    let union = |kept: &[bool], skip: usize| {
+        kept.iter()
+            .zip(&masks)
+            .enumerate()
+            .filter(|&(k, (&keep, _))| keep && k != skip)
+            .fold(base, |acc, (_, (_, &mask))| acc | mask)
+    };
+    // Least preferred first: what stays is as preferred as can be.
+    for k in (0..extra.len()).rev() {
+        if left == 1 {
+            break;
+        }
+        if node.pick_in_mask(per_replica as usize, union(&kept, k)).is_some() {
+            kept[k] = false;
+            left -= 1;
+        }
+    }
+    let mask = union(&kept, usize::MAX);
+    let rest: Vec<usize> = extra
+        .iter()
+        .zip(&kept)
+        .filter(|&(_, &keep)| keep)
+        .map(|(&i, _)| i)
+        .collect();
+    let found = node
+        .pick_in_mask(per_replica as usize, mask)
+        .map(|positions| (rest, positions, mask.count_ones()));
+    debug_assert_eq!(
+        found,
+        trim_on_node_plain(node, mine, chosen, extra, cands, per_replica, stopping),
+        "victims trimmed by masks differently"
+    );
+    found
+}
+
+/// The positions of `node` that run `run` holds, but not `mine`.
+fn run_mask(node: &NodeState, run: RunId, mine: &[usize]) -> u64 {
+    let mut mask = 0u64;
+    for (pos, g) in node.gpus.iter().enumerate() {
+        if g.owner == Owner::Running(run) && !mine.contains(&pos) {
+            mask |= 1 << pos;
+        }
+    }
+    mask
+}
+
+/// [`trim_on_node`] the straightforward way: each trial lists its victims
+/// and picks GPUs on the node.
+fn trim_on_node_plain(
     node: &NodeState,
     mine: &[usize],
     chosen: &[usize],
@@ -1114,7 +1188,7 @@ fn trim_on_node(
     cands: &[Candidate],
     per_replica: u32,
     stopping: &Waitable,
-) -> Option<(Vec<usize>, Vec<usize>)> {
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
     let pick = |extra: &[usize]| {
         let victims = runs_of(cands, chosen, extra);
         node.pick_gpus(per_replica, free_or_victim(mine, &victims, stopping))
@@ -1131,7 +1205,9 @@ fn trim_on_node(
         }
     }
     let positions = pick(&extra)?;
-    Some((extra, positions))
+    let victims = runs_of(cands, chosen, &extra);
+    let avail = UsableGpus::of(node, free_or_victim(mine, &victims, stopping)).count();
+    Some((extra, positions, avail))
 }
 
 /// The borrowing rule over a set of victims: taking them in preference
@@ -1589,15 +1665,41 @@ fn victims_by_node(
     cands: &[Candidate],
     which: &[usize],
 ) -> BTreeMap<NodeId, Vec<usize>> {
-    let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+    // (node, candidate) in the order of `which`, sorted by node (stably:
+    // each node's candidates stay in that order), then grouped: the map is
+    // built in bulk from sorted keys, not entry by entry.
+    let mut pairs: Vec<(NodeId, usize)> = Vec::with_capacity(which.len() + which.len() / 2);
     for &i in which {
         for (node, _) in &e.runs[cands[i].run as usize].placement {
-            let on_node = by_node.entry(*node).or_default();
+            pairs.push((*node, i));
+        }
+    }
+    pairs.sort_by_key(|&(node, _)| node);
+    let mut groups: Vec<(NodeId, Vec<usize>)> = Vec::new();
+    for (node, i) in pairs {
+        match groups.last_mut() {
             // A run may have several replicas (entries) on one node.
-            if on_node.last() != Some(&i) {
-                on_node.push(i);
+            Some((at, on_node)) if *at == node => {
+                if on_node.last() != Some(&i) {
+                    on_node.push(i);
+                }
+            }
+            _ => groups.push((node, vec![i])),
+        }
+    }
+    let by_node: BTreeMap<NodeId, Vec<usize>> = groups.into_iter().collect();
+    #[cfg(debug_assertions)]
+    {
+        let mut plain: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
+        for &i in which {
+            for (node, _) in &e.runs[cands[i].run as usize].placement {
+                let on_node = plain.entry(*node).or_default();
+                if on_node.last() != Some(&i) {
+                    on_node.push(i);
+                }
             }
         }
+        debug_assert_eq!(by_node, plain, "victims grouped by node differently");
     }
     by_node
 }
@@ -2129,7 +2231,10 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
     if req.per_replica == 0 {
         return true;
     }
-    let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
+    // Sized for every candidate on its own node: never grown (rehashing
+    // was most of its cost in storms).
+    let mut victim_gpus: HashMap<NodeId, u32> =
+        HashMap::with_capacity_and_hasher(cands.len(), Default::default());
     for c in cands {
         for (node, positions) in &e.runs[c.run as usize].placement {
             *victim_gpus.entry(*node).or_default() += positions.len() as u32;
@@ -2250,7 +2355,7 @@ fn victims_on_node(
         };
         if let Some(positions) = picked {
             if extra.len() > 1
-                && let Some((kept, positions)) = trim_on_node(
+                && let Some(trimmed) = trim_on_node(
                     node,
                     mine,
                     chosen,
@@ -2260,9 +2365,7 @@ fn victims_on_node(
                     stopping,
                 )
             {
-                let victims = runs_of(cands, chosen, &kept);
-                let avail = UsableGpus::of(node, free_or_victim(mine, &victims, stopping)).count();
-                return Some((kept, positions, avail));
+                return Some(trimmed);
             }
             return Some((extra, positions, usable.count()));
         }
@@ -2571,6 +2674,9 @@ fn fewest_victims_exhaustive(
         /// States reached already (victims, GPUs taken per node): replicas
         /// are alike, so sequences in another order often meet again.
         seen: rustc_hash::FxHashSet<SearchState>,
+        /// [`replica_on`] per node, GPUs taken there and victims (as sets:
+        /// what it depends on), for states that differ elsewhere.
+        on_node: HashMap<(NodeId, Vec<usize>, Cost), Option<(Vec<usize>, Vec<usize>, u32)>>,
     }
     /// A state of the search: its victims' cost, the GPUs taken per node.
     type SearchState = (Cost, Vec<(NodeId, Vec<usize>)>);
@@ -2608,6 +2714,7 @@ fn fewest_victims_exhaustive(
                 })
                 .collect(),
         );
+        let cost = state.0.clone();
         if !s.seen.insert(state) {
             return;
         }
@@ -2617,9 +2724,29 @@ fn fewest_victims_exhaustive(
             let node = s.e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = s.by_node.get(&id).unwrap_or(&none);
-            let Some((extra, positions, _)) = replica_on(
-                s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
-            ) else {
+            let mut mine_set = mine.clone();
+            mine_set.sort_unstable();
+            let key = (id, mine_set, cost.clone());
+            let found = match s.on_node.get(&key) {
+                Some(found) => {
+                    debug_assert_eq!(
+                        *found,
+                        replica_on(
+                            s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
+                        ),
+                        "a replica's victims depend on more than its sets"
+                    );
+                    found.clone()
+                }
+                None => {
+                    let found = replica_on(
+                        s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
+                    );
+                    s.on_node.insert(key, found.clone());
+                    found
+                }
+            };
+            let Some((extra, positions, _)) = found else {
                 continue;
             };
             let (had, mine_had) = (chosen.len(), taken.get(&id).map_or(0, Vec::len));
@@ -2650,6 +2777,7 @@ fn fewest_victims_exhaustive(
         best: None,
         bound: Some(bound.clone()),
         seen: Default::default(),
+        on_node: Default::default(),
     };
     go(
         &mut search,
