@@ -143,6 +143,9 @@ struct VictimList {
     /// preempted since counting none; empty until the victim search asks
     /// (`preemption::eligible_gpus`).
     gpu_sums: Vec<u64>,
+    /// Victims preempted in this plan still in `victims` past `head` (at
+    /// most): the list is compacted when they are many.
+    stale: usize,
 }
 
 /// Everything about a job that its admission depends on, besides the
@@ -713,6 +716,7 @@ impl<'a> Engine<'a> {
                     head: 0,
                     gpus_range: (0, 0),
                     gpu_sums: Vec::new(),
+                    stale: 0,
                 });
             }
             let key = victim_order(job.priority, run.started);

@@ -1144,7 +1144,10 @@ fn trim_on_node(
         if left == 1 {
             break;
         }
-        if node.pick_in_mask(per_replica as usize, union(&kept, k)).is_some() {
+        if node
+            .pick_in_mask(per_replica as usize, union(&kept, k))
+            .is_some()
+        {
             kept[k] = false;
             left -= 1;
         }
@@ -1665,41 +1668,15 @@ fn victims_by_node(
     cands: &[Candidate],
     which: &[usize],
 ) -> BTreeMap<NodeId, Vec<usize>> {
-    // (node, candidate) in the order of `which`, sorted by node (stably:
-    // each node's candidates stay in that order), then grouped: the map is
-    // built in bulk from sorted keys, not entry by entry.
-    let mut pairs: Vec<(NodeId, usize)> = Vec::with_capacity(which.len() + which.len() / 2);
+    let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     for &i in which {
         for (node, _) in &e.runs[cands[i].run as usize].placement {
-            pairs.push((*node, i));
-        }
-    }
-    pairs.sort_by_key(|&(node, _)| node);
-    let mut groups: Vec<(NodeId, Vec<usize>)> = Vec::new();
-    for (node, i) in pairs {
-        match groups.last_mut() {
+            let on_node = by_node.entry(*node).or_default();
             // A run may have several replicas (entries) on one node.
-            Some((at, on_node)) if *at == node => {
-                if on_node.last() != Some(&i) {
-                    on_node.push(i);
-                }
-            }
-            _ => groups.push((node, vec![i])),
-        }
-    }
-    let by_node: BTreeMap<NodeId, Vec<usize>> = groups.into_iter().collect();
-    #[cfg(debug_assertions)]
-    {
-        let mut plain: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
-        for &i in which {
-            for (node, _) in &e.runs[cands[i].run as usize].placement {
-                let on_node = plain.entry(*node).or_default();
-                if on_node.last() != Some(&i) {
-                    on_node.push(i);
-                }
+            if on_node.last() != Some(&i) {
+                on_node.push(i);
             }
         }
-        debug_assert_eq!(by_node, plain, "victims grouped by node differently");
     }
     by_node
 }
@@ -3241,6 +3218,25 @@ fn commit(
                     list.gpu_sums[at] -= c.gpus;
                     at += at & at.wrapping_neg();
                 }
+            }
+            // Victims preempted past the front stay in the list, and every
+            // merge of candidates steps over them ([`candidates`]): in a
+            // storm they pile up. Once they are a quarter of the list, it
+            // is compacted (the same victims in the same order; the sums
+            // are counted again when asked).
+            list.stale += 1;
+            if list.stale > 8 && list.stale * 4 > list.victims.len() - list.head {
+                let head = list.head;
+                let mut kept: Vec<super::Victim> = list.victims[head..]
+                    .iter()
+                    .filter(|v| runs[v.run as usize].stopping == Stopping::No)
+                    .copied()
+                    .collect();
+                kept.shrink_to_fit();
+                list.victims = kept;
+                list.head = 0;
+                list.stale = 0;
+                list.gpu_sums = Vec::new();
             }
         }
     }
