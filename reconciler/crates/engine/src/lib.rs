@@ -1576,11 +1576,19 @@ impl<'a> Engine<'a> {
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
+        let kept_nodes: Vec<NodeId> = self
+            .kept_runs
+            .get(req.model as usize)
+            .into_iter()
+            .flatten()
+            .flat_map(|&r| self.runs[r as usize].placement.iter().map(|(id, _)| *id))
+            .collect();
         let p = freeing.place(
             &self.cluster,
             req,
             &|r| self.claimable(r, j),
             &self.own_nominated,
+            &kept_nodes,
         );
         self.freeing = freeing;
         let Some(p) = p else { return false };
