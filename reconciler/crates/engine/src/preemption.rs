@@ -1813,11 +1813,12 @@ fn add_for_quota_in(
     }
     // The victims given may be enough already.
     let mut fits = e.tree.fits(q, m, gpus).is_ok();
+    let own_path: Vec<QueueId> = e.tree.path(q).collect();
     for &i in order {
         if fits {
             break;
         }
-        if member[i] || !frees_quota_for(e, q, cands[i].queue) {
+        if member[i] || !frees_quota_on(e, &own_path, cands[i].queue) {
             continue;
         }
         if !headroom.allows(e, i) {
@@ -2264,10 +2265,17 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
 }
 
 /// Whether taking usage from queue `victim` can make room under the limits
-/// on the path of `q` (they share an ancestor with a limit, or are the same).
-fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
-    let theirs: Vec<QueueId> = e.tree.path(victim).collect();
-    e.tree.path(q).any(|a| theirs.contains(&a))
+/// on the path of the preemptor's leaf (`own_path`, from the leaf up, found
+/// once per search): they share an ancestor with a limit, or are the same.
+fn frees_quota_on(e: &Engine, own_path: &[QueueId], victim: QueueId) -> bool {
+    let frees = e.tree.path(victim).any(|a| own_path.contains(&a));
+    // The straightforward way: the victim's path listed, the leaf's walked.
+    #[cfg(debug_assertions)]
+    if let Some(&q) = own_path.first() {
+        let theirs: Vec<QueueId> = e.tree.path(victim).collect();
+        debug_assert_eq!(frees, e.tree.path(q).any(|a| theirs.contains(&a)));
+    }
+    frees
 }
 
 /// A victim set's cost: its candidates' ranks, least preferred first,
