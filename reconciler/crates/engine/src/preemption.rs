@@ -736,15 +736,14 @@ fn upper_bound(
             let k = by_priority.partition_point(|(pr, _)| *pr < p);
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
+        let meet = meeting(e, vq, m, own_path, &path, reclaim);
         let gpus = if vq == q {
             match job.attained {
                 Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
                 None => below(job.priority),
             }
-        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
-            && chain_borrows(e, vq, m, own_path)
-        {
-            if reclaims(e, q, vq, reclaim, own_path) {
+        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m) && meet.borrows {
+            if meet.reclaims {
                 by_priority.last().map_or(0, |(_, total)| *total)
             } else {
                 below(job.priority)
@@ -753,9 +752,65 @@ fn upper_bound(
             0
         };
         bound += gpus;
-        release_on_path(e, vq, &path, &mut released, gpus);
+        if let Some(k) = meet.at {
+            released[k] += gpus;
+        }
     }
     (bound, released)
+}
+
+/// Where the path of victim queue `vq` meets the path of the preemptor's
+/// leaf `q` (`path`, leaf first; `own_path` marks it), found in one walk:
+/// what [`chain_borrows`], [`reclaims`] and [`release_on_path`] each walk
+/// it for (debug builds compare with them).
+struct Meeting {
+    /// The place on `path` where the paths meet (the usage leaves there).
+    at: Option<usize>,
+    /// [`chain_borrows`].
+    borrows: bool,
+    /// [`reclaims`].
+    reclaims: bool,
+}
+
+fn meeting(
+    e: &Engine,
+    vq: QueueId,
+    m: u16,
+    own_path: &[bool],
+    path: &[QueueId],
+    within: Within,
+) -> Meeting {
+    let mut borrows = true;
+    let mut at = None;
+    for a in e.tree.path(vq) {
+        if own_path[a as usize] {
+            at = path.iter().position(|p| *p == a);
+            break;
+        }
+        borrows = borrows && e.tree.running(a, m) > e.tree.guaranteed(a, m);
+    }
+    let below = at.unwrap_or(path.len()).min(64);
+    let needed: u64 = if below >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << below) - 1
+    };
+    let meet = Meeting {
+        at,
+        borrows,
+        reclaims: within & needed == needed,
+    };
+    #[cfg(debug_assertions)]
+    {
+        debug_assert_eq!(meet.borrows, chain_borrows(e, vq, m, own_path));
+        if let Some(&q) = path.first() {
+            debug_assert_eq!(meet.reclaims, reclaims(e, q, vq, within, own_path));
+        }
+        let mut released = vec![0u64; path.len()];
+        release_on_path(e, vq, path, &mut released, 1);
+        debug_assert_eq!(released.iter().position(|r| *r > 0), meet.at);
+    }
+    meet
 }
 
 /// At most how many GPUs the candidates of job `j` (leaf `q`, model `m`)
@@ -782,13 +837,12 @@ fn eligible_bound(
         (job.priority, job.first_seen, job.attained.is_some())
     };
     for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let meet = meeting(e, vq, m, own_path, &path, reclaim);
         let (below, started_before) = if vq == q {
             (if las { None } else { Some(priority) }, None)
-        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m)
-            || !chain_borrows(e, vq, m, own_path)
-        {
+        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m) || !meet.borrows {
             continue;
-        } else if reclaims(e, q, vq, reclaim, own_path) {
+        } else if meet.reclaims {
             (None, None)
         } else {
             (Some(priority), first_seen)
@@ -801,7 +855,9 @@ fn eligible_bound(
         };
         let gpus = eligible_gpus(list, &e.runs, below, started_before);
         total += gpus;
-        release_on_path(e, vq, &path, &mut released, gpus);
+        if let Some(k) = meet.at {
+            released[k] += gpus;
+        }
     }
     (total, released)
 }
