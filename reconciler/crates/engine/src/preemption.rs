@@ -2717,8 +2717,13 @@ fn fewest_victims_exhaustive(
         seen: rustc_hash::FxHashSet<SearchState>,
         /// [`replica_on`] per node, GPUs taken there and victims (as sets:
         /// what it depends on), for states that differ elsewhere.
-        on_node: HashMap<(NodeId, Vec<usize>, Cost), Option<(Vec<usize>, Vec<usize>, u32)>>,
+        on_node: HashMap<OnNodeKey, Option<ReplicaVictims>>,
     }
+    /// A node, the GPUs taken there (sorted), the victims as a [`Cost`].
+    type OnNodeKey = (NodeId, Vec<usize>, Cost);
+    /// What [`replica_on`] returns: the victims, the GPUs, how many it
+    /// could use there.
+    type ReplicaVictims = (Vec<usize>, Vec<usize>, u32);
     /// A state of the search: its victims' cost, the GPUs taken per node.
     type SearchState = (Cost, Vec<(NodeId, Vec<usize>)>);
     fn cost_of(chosen: &[usize]) -> Cost {
