@@ -141,7 +141,7 @@ impl NodeState {
 
     /// The positions `usable` says yes to as a bit set, on nodes of at most
     /// 64 GPUs (`None` on larger ones).
-    fn usable_mask(&self, usable: &impl Fn(usize, &Gpu) -> bool) -> Option<u64> {
+    pub(crate) fn usable_mask(&self, usable: &impl Fn(usize, &Gpu) -> bool) -> Option<u64> {
         if self.domain_masks.is_empty() {
             return None;
         }

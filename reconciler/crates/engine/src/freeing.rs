@@ -49,13 +49,16 @@ impl Freeing {
     /// Places a job on free GPUs plus GPUs of stopping jobs it may wait for,
     /// when that fits; `claimable(run)` says whether it may take a run's GPUs,
     /// `nominated` are the GPUs nominated for it (preferred after stopping
-    /// jobs' GPUs).
+    /// jobs' GPUs). `kept_nodes`: the nodes where runs kept for one job
+    /// (their preemptor, or their own when restarting) have GPUs; every
+    /// other stopping run is open to all (the cluster's waiting index).
     pub fn place(
         &mut self,
         cluster: &Cluster,
         req: &Request,
         claimable: &dyn Fn(RunId) -> bool,
         nominated: &[(NodeId, usize)],
+        kept_nodes: &[NodeId],
     ) -> Option<Placement> {
         let m = req.model as usize;
         let waiting_room = self.general.get(m).copied().unwrap_or(0) + self.dedicated_total;
@@ -71,12 +74,7 @@ impl Freeing {
                 .iter()
                 .any(|g| matches!(g.owner, Owner::Freeing(_)))
         });
-        let nodes = cluster.free_nodes_and(
-            req.model,
-            set.iter()
-                .copied()
-                .filter(|id| cluster.node(*id).schedulable),
-        );
+        let set: &BTreeSet<NodeId> = set;
         let usable = |n: &NodeState, _: usize, g: &Gpu| {
             n.schedulable
                 && match g.owner {
@@ -96,7 +94,62 @@ impl Freeing {
                 2
             }
         };
-        placement::place_preferring(cluster, &nodes, req, &usable, &prefer)
+        let every = || {
+            cluster.free_nodes_and(
+                req.model,
+                set.iter()
+                    .copied()
+                    .filter(|id| cluster.node(*id).schedulable),
+            )
+        };
+        if req.required.or(req.preferred).is_some() || req.per_replica == 0 {
+            return placement::place_preferring(cluster, &every(), req, &usable, &prefer);
+        }
+        // Without topology, a node with no GPU nominated for the job and none
+        // of a kept run offers its free GPUs and those of open stopping runs
+        // (preferred): the cluster's waiting index lists such nodes in the
+        // order the placement takes them, so they are read only as far as
+        // it gets (not looked at GPU by GPU, every stopping job's node every
+        // time). The others are listed, as they would be in full.
+        let mut special: Vec<NodeId> = kept_nodes
+            .iter()
+            .copied()
+            .chain(nominated.iter().map(|(id, _)| *id))
+            .collect();
+        special.sort_unstable();
+        special.dedup();
+        let listed: Vec<NodeId> = special
+            .iter()
+            .copied()
+            .filter(|&id| {
+                let node = cluster.node(id);
+                node.schedulable
+                    && (set.contains(&id)
+                        || (node.free > 0 && !node.is_virtual && node.model == Some(req.model)))
+            })
+            .collect();
+        let streamed = || -> Box<dyn Iterator<Item = (u32, u32, NodeId)> + '_> {
+            Box::new(
+                cluster
+                    .rooms_open_first(req.model, req.per_replica)
+                    .filter(|(_, _, id)| special.binary_search(id).is_err()),
+            )
+        };
+        let found = placement::place_preferring_counted(
+            cluster,
+            &listed,
+            req,
+            &usable,
+            &prefer,
+            &|_| None,
+            Some(&streamed as placement::Streamed),
+        );
+        debug_assert_eq!(
+            found,
+            placement::place_preferring(cluster, &every(), req, &usable, &prefer),
+            "stopping jobs' GPUs streamed placed differently"
+        );
+        found
     }
 
     /// Whether some stopping job's GPUs are kept for job `j`.

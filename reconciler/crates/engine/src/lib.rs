@@ -153,6 +153,9 @@ struct VictimList {
     /// preempted since counting none; empty until the victim search asks
     /// (`preemption::eligible_gpus`).
     gpu_sums: Vec<u64>,
+    /// Victims preempted in this plan still in `victims` past `head` (at
+    /// most): the list is compacted when they are many.
+    stale: usize,
 }
 
 /// Everything about a job that its admission depends on, besides the
@@ -751,6 +754,7 @@ impl<'a> Engine<'a> {
                     head: 0,
                     gpus_range: (0, 0),
                     gpu_sums: Vec::new(),
+                    stale: 0,
                 });
             }
             let key = victim_order(job.priority, run.started);
@@ -1610,11 +1614,19 @@ impl<'a> Engine<'a> {
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
+        let kept_nodes: Vec<NodeId> = self
+            .kept_runs
+            .get(req.model as usize)
+            .into_iter()
+            .flatten()
+            .flat_map(|&r| self.runs[r as usize].placement.iter().map(|(id, _)| *id))
+            .collect();
         let p = freeing.place(
             &self.cluster,
             req,
             &|r| self.claimable(r, j),
             &self.own_nominated,
+            &kept_nodes,
         );
         self.freeing = freeing;
         let Some(p) = p else { return false };

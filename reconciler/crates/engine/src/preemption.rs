@@ -736,15 +736,14 @@ fn upper_bound(
             let k = by_priority.partition_point(|(pr, _)| *pr < p);
             if k == 0 { 0 } else { by_priority[k - 1].1 }
         };
+        let meet = meeting(e, vq, m, own_path, &path, reclaim);
         let gpus = if vq == q {
             match job.attained {
                 Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
                 None => below(job.priority),
             }
-        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m)
-            && chain_borrows(e, vq, m, own_path)
-        {
-            if reclaims(e, q, vq, reclaim, own_path) {
+        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m) && meet.borrows {
+            if meet.reclaims {
                 by_priority.last().map_or(0, |(_, total)| *total)
             } else {
                 below(job.priority)
@@ -753,9 +752,65 @@ fn upper_bound(
             0
         };
         bound += gpus;
-        release_on_path(e, vq, &path, &mut released, gpus);
+        if let Some(k) = meet.at {
+            released[k] += gpus;
+        }
     }
     (bound, released)
+}
+
+/// Where the path of victim queue `vq` meets the path of the preemptor's
+/// leaf `q` (`path`, leaf first; `own_path` marks it), found in one walk:
+/// what [`chain_borrows`], [`reclaims`] and [`release_on_path`] each walk
+/// it for (debug builds compare with them).
+struct Meeting {
+    /// The place on `path` where the paths meet (the usage leaves there).
+    at: Option<usize>,
+    /// [`chain_borrows`].
+    borrows: bool,
+    /// [`reclaims`].
+    reclaims: bool,
+}
+
+fn meeting(
+    e: &Engine,
+    vq: QueueId,
+    m: u16,
+    own_path: &[bool],
+    path: &[QueueId],
+    within: Within,
+) -> Meeting {
+    let mut borrows = true;
+    let mut at = None;
+    for a in e.tree.path(vq) {
+        if own_path[a as usize] {
+            at = path.iter().position(|p| *p == a);
+            break;
+        }
+        borrows = borrows && e.tree.running(a, m) > e.tree.guaranteed(a, m);
+    }
+    let below = at.unwrap_or(path.len()).min(64);
+    let needed: u64 = if below >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << below) - 1
+    };
+    let meet = Meeting {
+        at,
+        borrows,
+        reclaims: within & needed == needed,
+    };
+    #[cfg(debug_assertions)]
+    {
+        debug_assert_eq!(meet.borrows, chain_borrows(e, vq, m, own_path));
+        if let Some(&q) = path.first() {
+            debug_assert_eq!(meet.reclaims, reclaims(e, q, vq, within, own_path));
+        }
+        let mut released = vec![0u64; path.len()];
+        release_on_path(e, vq, path, &mut released, 1);
+        debug_assert_eq!(released.iter().position(|r| *r > 0), meet.at);
+    }
+    meet
 }
 
 /// At most how many GPUs the candidates of job `j` (leaf `q`, model `m`)
@@ -782,13 +837,12 @@ fn eligible_bound(
         (job.priority, job.first_seen, job.attained.is_some())
     };
     for vq in std::iter::once(q).chain(others.iter().copied()) {
+        let meet = meeting(e, vq, m, own_path, &path, reclaim);
         let (below, started_before) = if vq == q {
             (if las { None } else { Some(priority) }, None)
-        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m)
-            || !chain_borrows(e, vq, m, own_path)
-        {
+        } else if e.tree.running(vq, m) <= e.tree.guaranteed(vq, m) || !meet.borrows {
             continue;
-        } else if reclaims(e, q, vq, reclaim, own_path) {
+        } else if meet.reclaims {
             (None, None)
         } else {
             (Some(priority), first_seen)
@@ -801,7 +855,9 @@ fn eligible_bound(
         };
         let gpus = eligible_gpus(list, &e.runs, below, started_before);
         total += gpus;
-        release_on_path(e, vq, &path, &mut released, gpus);
+        if let Some(k) = meet.at {
+            released[k] += gpus;
+        }
     }
     (total, released)
 }
@@ -1105,8 +1161,85 @@ fn free_or_victim<'a>(
 }
 
 /// Drops victims from `extra` (least preferred first) while one replica of
-/// `per_replica` GPUs still fits on `node`; returns the rest and the GPUs.
+/// `per_replica` GPUs still fits on `node`; returns the rest, the GPUs and
+/// how many GPUs the replica could use there with the rest.
 fn trim_on_node(
+    node: &NodeState,
+    mine: &[usize],
+    chosen: &[usize],
+    extra: Vec<usize>,
+    cands: &[Candidate],
+    per_replica: u32,
+    stopping: &Waitable,
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
+    // On a node whose GPUs fit a bit set, each victim's GPUs there are a
+    // mask: a set's usable GPUs are their union with the free ones, so
+    // each trial is a few OR's, not a sorted victim list and a scan.
+    let victims = runs_of(cands, chosen, &[]);
+    let base = (per_replica > 0)
+        .then(|| node.usable_mask(&free_or_victim(mine, &victims, stopping)))
+        .flatten();
+    let Some(base) = base else {
+        return trim_on_node_plain(node, mine, chosen, extra, cands, per_replica, stopping);
+    };
+    let masks: Vec<u64> = extra
+        .iter()
+        .map(|&i| run_mask(node, cands[i].run, mine))
+        .collect();
+    let mut kept = vec![true; extra.len()];
+    let mut left = extra.len();
+    let union = |kept: &[bool], skip: usize| {
+        kept.iter()
+            .zip(&masks)
+            .enumerate()
+            .filter(|&(k, (&keep, _))| keep && k != skip)
+            .fold(base, |acc, (_, (_, &mask))| acc | mask)
+    };
+    // Least preferred first: what stays is as preferred as can be.
+    for k in (0..extra.len()).rev() {
+        if left == 1 {
+            break;
+        }
+        if node
+            .pick_in_mask(per_replica as usize, union(&kept, k))
+            .is_some()
+        {
+            kept[k] = false;
+            left -= 1;
+        }
+    }
+    let mask = union(&kept, usize::MAX);
+    let rest: Vec<usize> = extra
+        .iter()
+        .zip(&kept)
+        .filter(|&(_, &keep)| keep)
+        .map(|(&i, _)| i)
+        .collect();
+    let found = node
+        .pick_in_mask(per_replica as usize, mask)
+        .map(|positions| (rest, positions, mask.count_ones()));
+    debug_assert_eq!(
+        found,
+        trim_on_node_plain(node, mine, chosen, extra, cands, per_replica, stopping),
+        "victims trimmed by masks differently"
+    );
+    found
+}
+
+/// The positions of `node` that run `run` holds, but not `mine`.
+fn run_mask(node: &NodeState, run: RunId, mine: &[usize]) -> u64 {
+    let mut mask = 0u64;
+    for (pos, g) in node.gpus.iter().enumerate() {
+        if g.owner == Owner::Running(run) && !mine.contains(&pos) {
+            mask |= 1 << pos;
+        }
+    }
+    mask
+}
+
+/// [`trim_on_node`] the straightforward way: each trial lists its victims
+/// and picks GPUs on the node.
+fn trim_on_node_plain(
     node: &NodeState,
     mine: &[usize],
     chosen: &[usize],
@@ -1114,7 +1247,7 @@ fn trim_on_node(
     cands: &[Candidate],
     per_replica: u32,
     stopping: &Waitable,
-) -> Option<(Vec<usize>, Vec<usize>)> {
+) -> Option<(Vec<usize>, Vec<usize>, u32)> {
     let pick = |extra: &[usize]| {
         let victims = runs_of(cands, chosen, extra);
         node.pick_gpus(per_replica, free_or_victim(mine, &victims, stopping))
@@ -1131,7 +1264,9 @@ fn trim_on_node(
         }
     }
     let positions = pick(&extra)?;
-    Some((extra, positions))
+    let victims = runs_of(cands, chosen, &extra);
+    let avail = UsableGpus::of(node, free_or_victim(mine, &victims, stopping)).count();
+    Some((extra, positions, avail))
 }
 
 /// The borrowing rule over a set of victims: taking them in preference
@@ -1734,11 +1869,12 @@ fn add_for_quota_in(
     }
     // The victims given may be enough already.
     let mut fits = e.tree.fits(q, m, gpus).is_ok();
+    let own_path: Vec<QueueId> = e.tree.path(q).collect();
     for &i in order {
         if fits {
             break;
         }
-        if member[i] || !frees_quota_for(e, q, cands[i].queue) {
+        if member[i] || !frees_quota_on(e, &own_path, cands[i].queue) {
             continue;
         }
         if !headroom.allows(e, i) {
@@ -2129,7 +2265,10 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
     if req.per_replica == 0 {
         return true;
     }
-    let mut victim_gpus: HashMap<NodeId, u32> = HashMap::default();
+    // Sized for every candidate on its own node: never grown (rehashing
+    // was most of its cost in storms).
+    let mut victim_gpus: HashMap<NodeId, u32> =
+        HashMap::with_capacity_and_hasher(cands.len(), Default::default());
     for c in cands {
         for (node, positions) in &e.runs[c.run as usize].placement {
             *victim_gpus.entry(*node).or_default() += positions.len() as u32;
@@ -2182,10 +2321,17 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
 }
 
 /// Whether taking usage from queue `victim` can make room under the limits
-/// on the path of `q` (they share an ancestor with a limit, or are the same).
-fn frees_quota_for(e: &Engine, q: QueueId, victim: QueueId) -> bool {
-    let theirs: Vec<QueueId> = e.tree.path(victim).collect();
-    e.tree.path(q).any(|a| theirs.contains(&a))
+/// on the path of the preemptor's leaf (`own_path`, from the leaf up, found
+/// once per search): they share an ancestor with a limit, or are the same.
+fn frees_quota_on(e: &Engine, own_path: &[QueueId], victim: QueueId) -> bool {
+    let frees = e.tree.path(victim).any(|a| own_path.contains(&a));
+    // The straightforward way: the victim's path listed, the leaf's walked.
+    #[cfg(debug_assertions)]
+    if let Some(&q) = own_path.first() {
+        let theirs: Vec<QueueId> = e.tree.path(victim).collect();
+        debug_assert_eq!(frees, e.tree.path(q).any(|a| theirs.contains(&a)));
+    }
+    frees
 }
 
 /// A victim set's cost: its candidates' ranks, least preferred first,
@@ -2250,7 +2396,7 @@ fn victims_on_node(
         };
         if let Some(positions) = picked {
             if extra.len() > 1
-                && let Some((kept, positions)) = trim_on_node(
+                && let Some(trimmed) = trim_on_node(
                     node,
                     mine,
                     chosen,
@@ -2260,9 +2406,7 @@ fn victims_on_node(
                     stopping,
                 )
             {
-                let victims = runs_of(cands, chosen, &kept);
-                let avail = UsableGpus::of(node, free_or_victim(mine, &victims, stopping)).count();
-                return Some((kept, positions, avail));
+                return Some(trimmed);
             }
             return Some((extra, positions, usable.count()));
         }
@@ -2571,7 +2715,15 @@ fn fewest_victims_exhaustive(
         /// States reached already (victims, GPUs taken per node): replicas
         /// are alike, so sequences in another order often meet again.
         seen: rustc_hash::FxHashSet<SearchState>,
+        /// [`replica_on`] per node, GPUs taken there and victims (as sets:
+        /// what it depends on), for states that differ elsewhere.
+        on_node: HashMap<OnNodeKey, Option<ReplicaVictims>>,
     }
+    /// A node, the GPUs taken there (sorted), the victims as a [`Cost`].
+    type OnNodeKey = (NodeId, Vec<usize>, Cost);
+    /// What [`replica_on`] returns: the victims, the GPUs, how many it
+    /// could use there.
+    type ReplicaVictims = (Vec<usize>, Vec<usize>, u32);
     /// A state of the search: its victims' cost, the GPUs taken per node.
     type SearchState = (Cost, Vec<(NodeId, Vec<usize>)>);
     fn cost_of(chosen: &[usize]) -> Cost {
@@ -2608,6 +2760,7 @@ fn fewest_victims_exhaustive(
                 })
                 .collect(),
         );
+        let cost = state.0.clone();
         if !s.seen.insert(state) {
             return;
         }
@@ -2617,9 +2770,29 @@ fn fewest_victims_exhaustive(
             let node = s.e.cluster.node(id);
             let mine = taken.get(&id).unwrap_or(&none);
             let local = s.by_node.get(&id).unwrap_or(&none);
-            let Some((extra, positions, _)) = replica_on(
-                s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
-            ) else {
+            let mut mine_set = mine.clone();
+            mine_set.sort_unstable();
+            let key = (id, mine_set, cost.clone());
+            let found = match s.on_node.get(&key) {
+                Some(found) => {
+                    debug_assert_eq!(
+                        *found,
+                        replica_on(
+                            s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
+                        ),
+                        "a replica's victims depend on more than its sets"
+                    );
+                    found.clone()
+                }
+                None => {
+                    let found = replica_on(
+                        s.e, node, mine, local, chosen, s.cands, s.req, &unused, s.stopping,
+                    );
+                    s.on_node.insert(key, found.clone());
+                    found
+                }
+            };
+            let Some((extra, positions, _)) = found else {
                 continue;
             };
             let (had, mine_had) = (chosen.len(), taken.get(&id).map_or(0, Vec::len));
@@ -2650,6 +2823,7 @@ fn fewest_victims_exhaustive(
         best: None,
         bound: Some(bound.clone()),
         seen: Default::default(),
+        on_node: Default::default(),
     };
     go(
         &mut search,
@@ -3113,6 +3287,25 @@ fn commit(
                     list.gpu_sums[at] -= c.gpus;
                     at += at & at.wrapping_neg();
                 }
+            }
+            // Victims preempted past the front stay in the list, and every
+            // merge of candidates steps over them ([`candidates`]): in a
+            // storm they pile up. Once they are a quarter of the list, it
+            // is compacted (the same victims in the same order; the sums
+            // are counted again when asked).
+            list.stale += 1;
+            if list.stale > 8 && list.stale * 4 > list.victims.len() - list.head {
+                let head = list.head;
+                let mut kept: Vec<super::Victim> = list.victims[head..]
+                    .iter()
+                    .filter(|v| runs[v.run as usize].stopping == Stopping::No)
+                    .copied()
+                    .collect();
+                kept.shrink_to_fit();
+                list.victims = kept;
+                list.head = 0;
+                list.stale = 0;
+                list.gpu_sums = Vec::new();
             }
         }
     }
