@@ -15,9 +15,10 @@
 //! read from the tables at the first write of a store and kept in step
 //! with its writes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use redb::{ReadableTable, Table, TableDefinition};
+use rustc_hash::FxHashMap;
 
 use super::compact;
 use super::records::JobRecord;
@@ -59,7 +60,8 @@ enum Place {
 /// Where every stored job record is.
 #[derive(Debug, Default)]
 pub(super) struct Index {
-    at: HashMap<String, Place>,
+    // Fx: a burst adds thousands of names, and the state is ours.
+    at: FxHashMap<String, Place>,
 }
 
 impl Index {
@@ -68,7 +70,7 @@ impl Index {
         jobs: &Table<'_, &str, &str>,
         groups: &Table<'_, u64, &str>,
     ) -> Result<Index, GroupError> {
-        let mut at = HashMap::new();
+        let mut at = FxHashMap::default();
         for entry in jobs.iter()? {
             let (name, _) = entry?;
             at.insert(name.value().to_string(), Place::Own);
