@@ -16,10 +16,13 @@
 //! Tables hold JSON values (serde), so a record can gain fields without a
 //! migration; old values read with defaults. Job records without a stop, a
 //! nomination or an end (pending and running ones) are written in a compact
-//! form instead ([`compact`]); JSON ones still read.
+//! form instead ([`compact`]); JSON ones still read. Job records are stored
+//! many a value ([`job_groups`]); one a value, as older states hold them,
+//! still read.
 
 mod compact;
 mod groups;
+mod job_groups;
 mod records;
 
 pub use records::{
@@ -42,7 +45,8 @@ use model::observed::Timestamp;
 
 /// Singletons: revisions, the clock.
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
-/// Job name → [`JobRecord`].
+/// Job name → [`JobRecord`], as older gitfleets wrote them; records are
+/// now written to [`job_groups::JOB_GROUPS`], many a value.
 const JOBS: TableDefinition<&str, &str> = TableDefinition::new("jobs");
 /// Executor-owned values (the sim executor's virtual nodes), by key.
 const EXECUTOR: TableDefinition<&str, &str> = TableDefinition::new("executor");
@@ -188,6 +192,9 @@ pub struct Store {
     deferred: AtomicBool,
     /// Commits that wrote (or tried to write) job records ([`Store::job_writes`]).
     job_writes: AtomicU64,
+    /// Where each job record is stored, once a write needed it (`None`
+    /// before, and after a write that failed: read again).
+    job_index: Mutex<Option<job_groups::Index>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -265,6 +272,7 @@ impl Store {
             held: Mutex::new(None),
             deferred: AtomicBool::new(false),
             job_writes: AtomicU64::new(0),
+            job_index: Mutex::new(None),
         };
         store.create_tables()?;
         // Written after the database exists and lasts as long as the
@@ -305,6 +313,7 @@ impl Store {
         let all = [
             META.name(),
             JOBS.name(),
+            job_groups::JOB_GROUPS.name(),
             EXECUTOR.name(),
             INTENTS.name(),
             INTENTS_DONE.name(),
@@ -317,6 +326,8 @@ impl Store {
         {
             txn.open_table(META).map_err(|e| self.err(e))?;
             txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            txn.open_table(job_groups::JOB_GROUPS)
+                .map_err(|e| self.err(e))?;
             txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
             txn.open_table(INTENTS).map_err(|e| self.err(e))?;
             txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
@@ -388,16 +399,28 @@ impl Store {
     pub fn jobs(&self) -> Result<BTreeMap<String, JobRecord>, StateError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+        let corrupt = |table: &'static str, key: String, message: String| StateError::Corrupt {
+            path: self.path.display().to_string(),
+            table,
+            key,
+            message,
+        };
         let mut out = BTreeMap::new();
         for entry in table.iter().map_err(|e| self.err(e))? {
             let (key, value) = entry.map_err(|e| self.err(e))?;
-            let record = compact::decode(value.value()).map_err(|message| StateError::Corrupt {
-                path: self.path.display().to_string(),
-                table: "jobs",
-                key: key.value().to_string(),
-                message,
-            })?;
+            let record = compact::decode(value.value())
+                .map_err(|message| corrupt("jobs", key.value().to_string(), message))?;
             out.insert(key.value().to_string(), record);
+        }
+        let groups = txn
+            .open_table(job_groups::JOB_GROUPS)
+            .map_err(|e| self.err(e))?;
+        let mut records = Vec::new();
+        for entry in groups.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            job_groups::decode(value.value(), &mut records)
+                .map_err(|message| corrupt("job_groups", key.value().to_string(), message))?;
+            out.extend(records.drain(..));
         }
         Ok(out)
     }
@@ -669,6 +692,14 @@ impl Store {
         held: Option<&HeldWrites>,
         durability: Durability,
     ) -> Result<(), StateError> {
+        // Where the job records are: taken while they change, put back once
+        // the transaction is committed (a failed write leaves `None`, so the
+        // next reads it again).
+        let mut job_index = self
+            .job_index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut index = None;
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
@@ -680,21 +711,8 @@ impl Store {
                 meta.insert(CLOCK_KEY, to_json(clock).as_str())
                     .map_err(|e| self.err(e))?;
             }
-            let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
-            // In key order (stable: of two records of one job the later
-            // wins), which is faster to insert into the B-tree than the
-            // plan's order.
-            let mut records: Vec<&JobRecord> = batch.jobs.iter().collect();
-            records.sort_by(|a, b| a.job.cmp(&b.job));
-            // One buffer for every record's text (not an allocation each).
-            let mut text = String::new();
-            for record in records {
-                compact::encode(record, &mut text);
-                jobs.insert(record.job.as_str(), text.as_str())
-                    .map_err(|e| self.err(e))?;
-            }
-            for name in &batch.remove_jobs {
-                jobs.remove(name.as_str()).map_err(|e| self.err(e))?;
+            if !batch.jobs.is_empty() || !batch.remove_jobs.is_empty() {
+                index = Some(self.write_jobs(&txn, batch, job_index.take())?);
             }
             let mut executor = txn.open_table(EXECUTOR).map_err(|e| self.err(e))?;
             for (key, value) in &batch.executor_put {
@@ -727,7 +745,65 @@ impl Store {
                 }
             }
         }
-        self.finish(txn, durability)
+        self.finish(txn, durability)?;
+        if index.is_some() {
+            *job_index = index;
+        }
+        Ok(())
+    }
+
+    /// Writes the batch's job records and removals in `txn`
+    /// ([`job_groups`]), with `index` (read from the tables when `None`);
+    /// returns it, in step with the transaction.
+    fn write_jobs(
+        &self,
+        txn: &WriteTransaction,
+        batch: &Batch,
+        index: Option<job_groups::Index>,
+    ) -> Result<job_groups::Index, StateError> {
+        let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+        let mut groups = txn
+            .open_table(job_groups::JOB_GROUPS)
+            .map_err(|e| self.err(e))?;
+        let failed = |e: job_groups::GroupError| match e {
+            job_groups::GroupError::Storage(message) => self.err(message),
+            job_groups::GroupError::Corrupt { key } => {
+                self.corrupt("job_groups", key, "not a group of job records")
+            }
+        };
+        let mut index = match index {
+            Some(index) => index,
+            None => job_groups::Index::build(&jobs, &groups).map_err(failed)?,
+        };
+        // Sorted by job, one record each: of two records of one job the
+        // later wins, and a removal wins over both (it was applied last).
+        let removed: std::collections::HashSet<&str> =
+            batch.remove_jobs.iter().map(String::as_str).collect();
+        let mut records: Vec<&JobRecord> = batch
+            .jobs
+            .iter()
+            .filter(|r| !removed.contains(r.job.as_str()))
+            .collect();
+        records.sort_by(|a, b| a.job.cmp(&b.job));
+        let mut latest: Vec<&JobRecord> = Vec::with_capacity(records.len());
+        for record in records {
+            match latest.last_mut() {
+                Some(last) if last.job == record.job => *last = record,
+                _ => latest.push(record),
+            }
+        }
+        // One buffer for every record's text (not an allocation each).
+        let mut text = String::new();
+        job_groups::write(
+            &mut jobs,
+            &mut groups,
+            &mut index,
+            &latest,
+            &batch.remove_jobs,
+            &mut text,
+        )
+        .map_err(failed)?;
+        Ok(index)
     }
 
     /// Marks intents done in `txn`: a group all of whose intents are done
@@ -917,8 +993,12 @@ mod tests {
             .unwrap();
         let stored = {
             let txn = store.db.begin_read().unwrap();
-            let table = txn.open_table(JOBS).unwrap();
-            table.get("new").unwrap().unwrap().value().to_string()
+            let table = txn.open_table(job_groups::JOB_GROUPS).unwrap();
+            let group = table.get(1).unwrap().unwrap().value().to_string();
+            let entries = job_groups::entries(&group).unwrap();
+            assert_eq!(entries.len(), 1);
+            assert_eq!(entries[0].0, "new");
+            entries[0].1.to_string()
         };
         assert!(stored.starts_with("~1"), "{stored:?}");
         drop(store);
