@@ -217,11 +217,12 @@ impl<'f> JobContext<'f> {
 /// Jobs by name, borrowing nothing: each name's 64-bit hash to its job, the
 /// name itself checked against the table at every look-up (so a planner
 /// keeps it while the names stay). Names whose hash another name already
-/// has (which a 64-bit hash all but rules out) are kept apart, whole.
+/// has (rare, unless names are made to collide: the hash is not keyed) are
+/// kept apart, whole, under a keyed hash.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct JobIndex {
     by_hash: HashMap<u64, JobId>,
-    collided: Vec<(Box<str>, JobId)>,
+    collided: std::collections::HashMap<Box<str>, JobId>,
 }
 
 impl JobIndex {
@@ -233,16 +234,27 @@ impl JobIndex {
     /// Adds `name` as job `id` unless the table has it (`name_of` gives the
     /// names of the jobs added so far); whether it was added.
     fn insert<'n>(&mut self, name: &str, id: JobId, name_of: impl Fn(JobId) -> &'n str) -> bool {
-        match self.by_hash.entry(Self::hash(name)) {
+        self.insert_hashed(Self::hash(name), name, id, name_of)
+    }
+
+    /// [`JobIndex::insert`] with the name's hash given.
+    fn insert_hashed<'n>(
+        &mut self,
+        hash: u64,
+        name: &str,
+        id: JobId,
+        name_of: impl Fn(JobId) -> &'n str,
+    ) -> bool {
+        match self.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(id);
                 true
             }
             std::collections::hash_map::Entry::Occupied(slot) => {
-                if name_of(*slot.get()) == name || self.collided.iter().any(|(n, _)| **n == *name) {
+                if name_of(*slot.get()) == name || self.collided.contains_key(name) {
                     return false;
                 }
-                self.collided.push((name.into(), id));
+                self.collided.insert(name.into(), id);
                 true
             }
         }
@@ -250,14 +262,21 @@ impl JobIndex {
 
     /// The job named `name`; `name_of` gives the table's names.
     pub(crate) fn get<'n>(&self, name: &str, name_of: impl Fn(JobId) -> &'n str) -> Option<JobId> {
-        let id = *self.by_hash.get(&Self::hash(name))?;
+        self.get_hashed(Self::hash(name), name, name_of)
+    }
+
+    /// [`JobIndex::get`] with the name's hash given.
+    fn get_hashed<'n>(
+        &self,
+        hash: u64,
+        name: &str,
+        name_of: impl Fn(JobId) -> &'n str,
+    ) -> Option<JobId> {
+        let id = *self.by_hash.get(&hash)?;
         if name_of(id) == name {
             return Some(id);
         }
-        self.collided
-            .iter()
-            .find(|(n, _)| **n == *name)
-            .map(|(_, id)| *id)
+        self.collided.get(name).copied()
     }
 }
 
@@ -534,4 +553,44 @@ fn same_info(a: &JobInfo, b: &JobInfo) -> bool {
         && a.time_limit == b.time_limit
         && a.required == b.required
         && a.preferred == b.preferred
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Names inserted under hashes chosen to collide: every name is found
+    /// as its own job, a name seen before is not added again, and a name
+    /// never inserted is not found even where its hash is taken.
+    #[test]
+    fn names_whose_hashes_collide_are_each_found() {
+        let names = ["a", "b", "c", "a", "d", "b"];
+        // "a", "b", "a", "b" share hash 7; "c", "d" share hash 9.
+        let hash = |name: &str| if name == "a" || name == "b" { 7 } else { 9 };
+        let mut index = JobIndex::default();
+        let mut table: Vec<&str> = Vec::new();
+        for name in names {
+            let id = table.len() as JobId;
+            if index.insert_hashed(hash(name), name, id, |j| table[j as usize]) {
+                table.push(name);
+            }
+        }
+        assert_eq!(table, ["a", "b", "c", "d"], "duplicates are not added");
+        for (id, name) in table.iter().enumerate() {
+            let found = index.get_hashed(hash(name), name, |j| table[j as usize]);
+            assert_eq!(found, Some(id as JobId), "{name}");
+        }
+        assert_eq!(index.get_hashed(7, "e", |j| table[j as usize]), None);
+        assert_eq!(index.get_hashed(8, "e", |j| table[j as usize]), None);
+        // The unkeyed hash agrees with itself for a real look-up.
+        let mut plain = JobIndex::default();
+        let real = ["x", "y"];
+        for (id, name) in real.iter().enumerate() {
+            assert!(plain.insert(name, id as JobId, |j| real[j as usize]));
+        }
+        assert_eq!(plain.get("y", |j| real[j as usize]), Some(1));
+        assert_eq!(plain.get("z", |j| real[j as usize]), None);
+    }
 }
