@@ -116,7 +116,7 @@ fn compact(r: &JobRecord, out: &mut String) -> bool {
 
 /// `n` in decimal (what `write!` gives, without its formatting machinery:
 /// a burst writes thousands of these).
-fn number(mut n: u64, out: &mut String) {
+pub(super) fn number(mut n: u64, out: &mut String) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {

@@ -115,25 +115,10 @@ fn field(text: &str) -> Option<(&str, &str)> {
 
 fn push_entry(name: &str, value: &str, out: &mut String) {
     for text in [name, value] {
-        push_number(text.len(), out);
+        super::compact::number(text.len() as u64, out);
         out.push(':');
         out.push_str(text);
     }
-}
-
-fn push_number(n: usize, out: &mut String) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|d| char::from(*d)));
 }
 
 /// The new groups of one transaction, filled in order.
@@ -599,7 +584,7 @@ mod tests {
     fn numbers_are_written_in_decimal() {
         for n in [0, 7, 10, 64, 12345, usize::MAX] {
             let mut s = String::new();
-            push_number(n, &mut s);
+            super::compact::number(n as u64, &mut s);
             assert_eq!(s, n.to_string());
         }
     }
