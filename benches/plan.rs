@@ -256,7 +256,7 @@ fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     // last plan (none changed): the job table made from what was kept.
     let unchanged = Unchanged {
         jobs_but: Some(&[]),
-        queued: true,
+        records: true,
     };
     let mut kept = Vec::new();
     for _ in 0..ENGINE_RUNS {

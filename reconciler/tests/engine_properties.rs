@@ -263,7 +263,7 @@ fn no_gpu_given_twice(f: &Facts, plan: &Plan) -> Result<(), String> {
 ///    `gpusPerReplica` GPUs on one node, one accepted model for the gang; a
 ///    job is placed at most once and never both placed and pending.
 fn gangs_all_or_nothing(f: &Facts, plan: &Plan) -> Result<(), String> {
-    let pending: BTreeSet<&str> = plan.pending.iter().map(|p| p.job.as_str()).collect();
+    let pending: BTreeSet<&str> = plan.pending.iter().map(|p| &*p.job).collect();
     let mut placed = BTreeSet::new();
     for (job, placement) in places(plan) {
         let Some(spec) = f.jobs.get(job) else {
@@ -376,7 +376,7 @@ fn quotas_hold(f: &Facts, plan: &Plan) -> Result<(), String> {
             p.waiting_for.as_deref(),
             Some("preemption" | "freeing" | "scale-up")
         );
-        let Some(spec) = f.jobs.get(p.job.as_str()) else {
+        let Some(spec) = f.jobs.get(&*p.job) else {
             continue;
         };
         let models: Vec<&str> = provided
@@ -441,7 +441,7 @@ fn guarantees_hold(f: &Facts, plan: &Plan) -> Result<(), String> {
         let Some(pspec) = f.jobs.get(preemptor) else {
             return Err(format!("{victim} preempted for {preemptor}, not in Git"));
         };
-        let pending = plan.pending.iter().find(|p| p.job == preemptor);
+        let pending = plan.pending.iter().find(|p| *p.job == *preemptor);
         ensure(
             pending.is_some_and(|p| p.waiting_for.as_deref() == Some("preemption")),
             || format!("preemptor {preemptor} is not pending waiting for preemption"),
@@ -625,16 +625,16 @@ fn every_job_accounted_for(f: &Facts, plan: &Plan) -> Result<(), String> {
     let placed: BTreeSet<&str> = places(plan).iter().map(|(j, _)| *j).collect();
     let mut pending = BTreeSet::new();
     for p in &plan.pending {
-        ensure(pending.insert(p.job.as_str()), || {
+        ensure(pending.insert(&*p.job), || {
             format!("{} is pending twice", p.job)
         })?;
         ensure(!p.reason.trim().is_empty(), || {
             format!("{} is pending without a reason", p.job)
         })?;
-        ensure(f.jobs.contains_key(p.job.as_str()), || {
+        ensure(f.jobs.contains_key(&*p.job), || {
             format!("{} is pending but not in Git", p.job)
         })?;
-        ensure(!f.running.contains_key(p.job.as_str()), || {
+        ensure(!f.running.contains_key(&*p.job), || {
             format!("{} is pending but running", p.job)
         })?;
     }

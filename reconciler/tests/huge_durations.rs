@@ -44,12 +44,12 @@ fn huge_time_limits_and_durations_mean_never() {
         p.actions
     );
     assert!(
-        p.pending.iter().any(|q| q.job == "waiting"),
+        p.pending.iter().any(|q| &*q.job == "waiting"),
         "{:?}",
         p.pending
     );
     let later = now + chrono::Duration::days(10_000);
     let moved = advance(&fleet, &apply_plan(&fleet, &observed, &p, now), later);
-    assert!(moved.running.iter().any(|r| r.job == "forever"));
+    assert!(moved.running.iter().any(|r| &*r.job == "forever"));
     assert!(moved.completed.is_empty());
 }

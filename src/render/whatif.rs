@@ -23,7 +23,7 @@ pub struct SuggestedPlanReport<'a> {
 
 impl SuggestedPlanReport<'_> {
     fn section(&self, markdown: bool) -> String {
-        let order = self.report.plan.pending.iter().map(|p| p.job.as_str());
+        let order = self.report.plan.pending.iter().map(|p| &*p.job);
         whatif_plan_text(self.whatif, order, markdown)
     }
 }
@@ -49,8 +49,8 @@ impl Render for SuggestedPlanReport<'_> {
                 .iter()
                 .map(|p| PendingJson {
                     pending: p,
-                    suggestions: self.whatif.suggestions.get(&p.job),
-                    expected_start: self.whatif.starts.get(&p.job),
+                    suggestions: self.whatif.suggestions.get(&*p.job),
+                    expected_start: self.whatif.starts.get(&*p.job),
                 })
                 .collect(),
             summary: &plan.summary,
@@ -132,7 +132,7 @@ mod tests {
         let plan = plan();
         let job = plan.pending[0].job.clone();
         let mut whatif = WhatIf::default();
-        whatif.suggestions.insert(job.clone(), Vec::new());
+        whatif.suggestions.insert(job.to_string(), Vec::new());
         let report = SuggestedPlanReport {
             report: PlanReport {
                 plan: &plan,
@@ -141,7 +141,7 @@ mod tests {
             whatif: &whatif,
         };
         let value: serde_json::Value = serde_json::from_str(&json(&report)).unwrap();
-        assert_eq!(value["pending"][0]["job"], job.as_str());
+        assert_eq!(value["pending"][0]["job"], &*job);
         assert_eq!(value["pending"][0]["suggestions"], serde_json::json!([]));
         assert!(value["pending"][0].get("expected_start").is_none());
         assert!(

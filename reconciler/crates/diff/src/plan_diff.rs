@@ -338,13 +338,13 @@ fn job_outcomes(plan: &Plan) -> (BTreeMap<String, JobOutcome>, BTreeMap<String, 
     }
     for p in &plan.pending {
         outcomes.insert(
-            p.job.clone(),
+            p.job.to_string(),
             JobOutcome::Pending {
                 reason: p.reason.to_string(),
             },
         );
         if let Some(q) = &p.queue {
-            queues.insert(p.job.clone(), q.to_string());
+            queues.insert(p.job.to_string(), q.to_string());
         }
     }
     (outcomes, queues)

@@ -91,7 +91,7 @@ pub fn queue_totals(
         let queue = pending
             .queue
             .as_deref()
-            .or_else(|| queue_of.get(pending.job.as_str()).copied());
+            .or_else(|| queue_of.get(&*pending.job).copied());
         if let Some(queue) = queue {
             totals.entry(queue.to_string()).or_default().pending += 1;
         }

@@ -188,10 +188,11 @@ fn job_spec_drift<'a>(
     names: Option<(&crate::JobNames<'a>, &mut [Option<u64>])>,
     out: &mut Vec<Drift>,
 ) {
-    let running: Vec<&RunningJob> = observed
+    let running: Vec<(usize, &RunningJob)> = observed
         .running
         .iter()
-        .filter(|r| r.spec_digest.is_some() && r.preempting_since.is_none())
+        .enumerate()
+        .filter(|(_, r)| r.spec_digest.is_some() && r.preempting_since.is_none())
         .collect();
     if running.is_empty() {
         return;
@@ -214,15 +215,24 @@ fn job_spec_drift<'a>(
             specs
         }
     };
-    let spec_of = |name: &str| match names {
-        Some(names) => names.get(name).map(|(j, spec)| (Some(j), spec)),
+    // The engine looked the running records' names up already.
+    let spec_of = |k: usize, name: &str| match names {
+        Some(names) => {
+            let found = names.of_running(k);
+            debug_assert_eq!(
+                found.map(|(j, _)| j),
+                names.get(name).map(|(j, _)| j),
+                "a running record's job differs from its name's"
+            );
+            found.map(|(j, spec)| (Some(j), spec))
+        }
         None => made.get(name).map(|spec| (None, *spec)),
     };
     // Found in file order, listed by name (a job's records in file order):
     // only the jobs with drift are sorted.
     let mut found: Vec<(&str, Drift)> = Vec::new();
-    for r in running {
-        let Some((j, spec)) = spec_of(r.job.as_str()) else {
+    for (k, r) in running {
+        let Some((j, spec)) = spec_of(k, r.job.as_str()) else {
             continue;
         };
         if spec.restart_requested(r).is_some() {

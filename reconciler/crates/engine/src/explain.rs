@@ -362,7 +362,7 @@ fn finish(input: &PlanInput, job: &str, plan: &Plan, capture: Capture) -> Explan
         })
         .cloned()
         .collect();
-    let pending = plan.pending.iter().find(|p| p.job == job);
+    let pending = plan.pending.iter().find(|p| *p.job == *job);
     let running = input.observed.running.iter().any(|r| r.job == job);
     let own = actions.iter().find(|a| a.job() == Some(job));
     let (status, summary) = match (own, pending, running) {

@@ -357,6 +357,12 @@ pub(crate) struct KeptJobs {
     rest: Option<FleetRest>,
     /// Per job: its spec's runtime hash once drift needed it.
     pub(crate) runtime: Vec<Option<u64>>,
+    /// Where the last plan's observed records led (job ids are the
+    /// table's): `None` once the table is made anew.
+    pub(crate) resolved: Option<crate::records::Resolved>,
+    /// Per job: its name, shared, once a plan listed it pending (lent to
+    /// the engine for a plan: names stay at their places while kept).
+    pub(crate) names: Vec<Option<std::sync::Arc<str>>>,
 }
 
 /// What a job's facts depend on besides the job and the models: the
@@ -410,8 +416,10 @@ pub struct Unchanged<'c> {
     /// other kinds may have changed: the planner compares what its job
     /// table depends on.)
     pub jobs_but: Option<&'c [usize]>,
-    /// The observed state's `queued` entries are the previous call's.
-    pub queued: bool,
+    /// The observed state's records (`running`, `completed` and `queued`
+    /// entries) are the previous call's. (The nodes, given apart, are
+    /// compared by the planner.)
+    pub records: bool,
 }
 
 impl KeptJobs {
@@ -453,6 +461,8 @@ impl KeptJobs {
         self.rest = Some(FleetRest::of(fleet, tree));
         self.runtime = vec![None; jobs.len()];
         self.index = None;
+        self.resolved = None;
+        self.names = vec![None; jobs.len()];
         (jobs, index)
     }
 
@@ -518,7 +528,7 @@ impl KeptJobs {
             .zip(&self.facts)
             .map(|(object, facts)| JobInfo::new(object, facts, &context))
             .collect();
-        if !unchanged.queued {
+        if !unchanged.records {
             for job in &mut jobs {
                 job.first_seen = None;
             }
@@ -530,9 +540,17 @@ impl KeptJobs {
         Some((jobs, index))
     }
 
-    /// The name index lent by [`KeptJobs::table`], for the next plan.
-    pub(crate) fn give_back(&mut self, index: JobIndex) {
+    /// The name index lent by [`KeptJobs::table`], where the plan's
+    /// records led and the shared names, for the next plan.
+    pub(crate) fn give_back(
+        &mut self,
+        index: JobIndex,
+        resolved: crate::records::Resolved,
+        names: Vec<Option<std::sync::Arc<str>>>,
+    ) {
         self.index = Some(index);
+        self.resolved = Some(resolved);
+        self.names = names;
     }
 }
 

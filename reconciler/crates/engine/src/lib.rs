@@ -22,6 +22,7 @@ mod planner;
 mod preemption;
 mod quota;
 mod reasons;
+mod records;
 mod scaling;
 
 use std::sync::Arc;
@@ -78,6 +79,10 @@ pub fn plan(input: &PlanInput) -> Plan {
 pub(crate) struct JobNames<'a> {
     objects: Vec<&'a model::spec::Object<model::spec::JobSpec>>,
     index: jobs::JobIndex,
+    /// Where the observed records' names led.
+    resolved: records::Resolved,
+    /// Per job: its shared name, once listed pending.
+    shared_names: Vec<Option<Arc<str>>>,
 }
 
 impl<'a> JobNames<'a> {
@@ -90,9 +95,21 @@ impl<'a> JobNames<'a> {
         Some((j, self.objects[j as usize]))
     }
 
-    /// The name index, for the next plan ([`planner::Planner`]).
-    pub(crate) fn into_index(self) -> jobs::JobIndex {
-        self.index
+    /// The job document of running record `k` (the observed order) and
+    /// its place in the table: the one named as it is.
+    pub(crate) fn of_running(
+        &self,
+        k: usize,
+    ) -> Option<(JobId, &'a model::spec::Object<model::spec::JobSpec>)> {
+        let j = (*self.resolved.running.get(k)?)?;
+        Some((j, self.objects[j as usize]))
+    }
+
+    /// The name index, where the records led and the shared names, for the
+    /// next plan ([`planner::Planner`]).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_parts(self) -> (jobs::JobIndex, records::Resolved, Vec<Option<Arc<str>>>) {
+        (self.index, self.resolved, self.shared_names)
     }
 }
 
@@ -295,8 +312,11 @@ struct Engine<'a> {
     unhealthy: u64,
     /// Set by `explain`: what to record about one job.
     explain: Option<explain::Capture>,
-    /// Jobs that already ran to an end.
-    completed: Vec<&'a str>,
+    /// Where the observed records' names lead (jobs, nodes).
+    resolved: records::Resolved,
+    /// Per job: its name as the plan lists it pending, made once (kept
+    /// from plan to plan by a planner).
+    shared_names: Vec<Option<Arc<str>>>,
     /// GPUs of stopping jobs.
     freeing: freeing::Freeing,
     /// Running jobs per leaf queue (preemption candidates).
@@ -426,22 +446,58 @@ impl<'a> Engine<'a> {
             }) => (Some(nodes), Some((jobs, unchanged))),
             None => (None, None),
         };
-        let (jobs, job_index) = match kept_jobs {
+        let (jobs, job_index, kept_resolved, shared_names) = match kept_jobs {
             Some((kept, unchanged)) => {
-                kept.table(fleet, &tree, &mut models, &observed.queued, unchanged)
+                let (jobs, index) =
+                    kept.table(fleet, &tree, &mut models, &observed.queued, unchanged);
+                // The last plan's look-ups, when its table was kept (the
+                // same names at the same places) and so are the records.
+                let resolved = kept.resolved.take().filter(|_| unchanged.records);
+                let names = std::mem::take(&mut kept.names);
+                (jobs, index, resolved, names)
             }
-            None => jobs::job_table(fleet, &tree, &mut models, &observed.queued),
+            None => {
+                let (jobs, index) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
+                (jobs, index, None, Vec::new())
+            }
+        };
+        let shared_names = if shared_names.len() == jobs.len() {
+            debug_assert!(
+                jobs.iter()
+                    .zip(&shared_names)
+                    .all(|(job, shared)| shared.as_deref().is_none_or(|s| s == job.name)),
+                "a kept shared name differs from its job's"
+            );
+            shared_names
+        } else {
+            vec![None; jobs.len()]
         };
         // Indexed once the running jobs hold their GPUs and unhealthy
         // nodes are cordoned (one bulk build, not an update per change).
         let pool_of = |name: &str| pool_ids.get(name).copied();
-        let cluster = match kept_nodes {
+        let (cluster, nodes_kept) = match kept_nodes {
             Some(kept) => {
                 let layouts: Vec<(&str, NvLink)> =
                     pools.iter().map(|p| (p.name, p.spec.nvlink)).collect();
-                kept.cluster(nodes, &layouts, &mut models, pool_of)
+                let cluster = kept.cluster(nodes, &layouts, &mut models, pool_of);
+                (cluster, kept.reused)
             }
-            None => Cluster::unindexed(nodes, &mut models, pool_of),
+            None => (Cluster::unindexed(nodes, &mut models, pool_of), false),
+        };
+        let look_up = || {
+            records::Resolved::of(
+                observed,
+                |name| job_index.get(name, |j| jobs[j as usize].name),
+                |name| cluster.node_id(name),
+            )
+        };
+        // Node ids hold while the cluster is the kept one.
+        let resolved = match kept_resolved.filter(|_| nodes_kept) {
+            Some(kept) => {
+                debug_assert!(kept == look_up(), "kept records' look-ups differ");
+                kept
+            }
+            None => look_up(),
         };
         for node in &cluster.nodes {
             if let Some(p) = node.pool {
@@ -473,7 +529,8 @@ impl<'a> Engine<'a> {
             placed: Vec::new(),
             unhealthy: 0,
             explain: None,
-            completed: observed.completed.iter().map(|c| c.job.as_str()).collect(),
+            resolved,
+            shared_names,
             freeing: freeing::Freeing::default(),
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
@@ -543,18 +600,15 @@ impl<'a> Engine<'a> {
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
         let mut stops: Vec<(RunId, Action)> = Vec::new();
-        // The last node found: jobs that started one after the other often
-        // sit on one node, and a name compared is cheaper than one looked up.
-        let mut last_node: Option<NodeId> = None;
-        for (r, &run_id) in running.iter().zip(&run_of) {
+        let resolved = std::mem::take(&mut self.resolved);
+        let mut part_nodes = resolved.part_nodes.iter();
+        for ((r, &run_id), &job) in running.iter().zip(&run_of).zip(&resolved.running) {
             let mut placement: Placement = Vec::with_capacity(r.placement.len());
             let mut model = None;
             for part in &r.placement {
-                let same = last_node.filter(|id| self.cluster.node(*id).name == part.node);
-                let Some(node) = same.or_else(|| self.cluster.node_id(&part.node)) else {
+                let Some(node) = part_nodes.next().copied().flatten() else {
                     continue;
                 };
-                last_node = Some(node);
                 let state = self.cluster.node(node);
                 model = model.or(state.model);
                 let positions: Vec<usize> = part
@@ -565,7 +619,6 @@ impl<'a> Engine<'a> {
                 placement.push((node, positions));
             }
             let gpus: u64 = placement.iter().map(|(_, p)| p.len() as u64).sum();
-            let job = self.job_named(&r.job);
             let mut restarting = false;
             let (stopping, ends_at) = match job {
                 None => (Stopping::Cancelled, Some(self.now)),
@@ -670,6 +723,7 @@ impl<'a> Engine<'a> {
                 kept_for: None,
             }));
         }
+        self.resolved = resolved;
         self.runs = by_name
             .iter()
             .filter_map(|(_, i)| unordered[*i as usize].take())
@@ -906,10 +960,8 @@ impl<'a> Engine<'a> {
             for j in self.runs.iter().filter_map(|r| r.job) {
                 done[j as usize] = true;
             }
-            for name in &self.completed {
-                if let Some(j) = self.job_named(name) {
-                    done[j as usize] = true;
-                }
+            for j in self.resolved.completed.iter().flatten() {
+                done[*j as usize] = true;
             }
             (0..self.jobs.len() as JobId)
                 .filter(|j| !done[*j as usize])
@@ -1671,8 +1723,8 @@ impl<'a> Engine<'a> {
     /// it (`queued[].nominated`), so the job it was made for gets them.
     fn hold_nominations(&mut self) {
         let queued = self.observed_queued;
-        for q in queued {
-            let Some(j) = self.job_named(&q.job) else {
+        for (k, q) in queued.iter().enumerate() {
+            let Some(j) = self.resolved.queued[k] else {
                 continue;
             };
             if !self.pending_now[j as usize] {
@@ -1770,8 +1822,11 @@ impl<'a> Engine<'a> {
 
     fn push_pending(&mut self, j: JobId, reason: impl Into<Arc<str>>, waiting_for: &'static str) {
         let job = &self.jobs[j as usize];
+        let name = self.shared_names[j as usize]
+            .get_or_insert_with(|| job.name.into())
+            .clone();
         self.pending.push(Pending {
-            job: job.name.to_string(),
+            job: name,
             reason: reason.into(),
             // The leaf's shared name is the spec's.
             queue: Some(match job.queue {
@@ -1828,6 +1883,8 @@ impl<'a> Engine<'a> {
         let names = JobNames {
             objects: self.jobs.iter().map(|j| j.object).collect(),
             index: std::mem::take(&mut self.job_index),
+            resolved: std::mem::take(&mut self.resolved),
+            shared_names: std::mem::take(&mut self.shared_names),
         };
         (plan, capture, cluster, names)
     }

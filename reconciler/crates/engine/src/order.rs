@@ -39,23 +39,41 @@ impl FairShare {
     /// Queues `pending` (jobs whose queue is a known leaf) for picking;
     /// `now` is the plan's time (the age of `shortest-first` leaves).
     pub fn new(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId], now: Timestamp) -> Self {
-        let mut per_leaf: Vec<Vec<(LeafKey, JobId)>> = vec![Vec::new(); tree.queues.len()];
+        // One list, leaf after leaf (counted first: no list grows), each
+        // leaf's part sorted.
+        let n = tree.queues.len();
+        let mut start = vec![0usize; n + 1];
+        for &j in pending {
+            if let Some(q) = jobs[j as usize].queue {
+                start[q as usize + 1] += 1;
+            }
+        }
+        for q in 0..n {
+            start[q + 1] += start[q];
+        }
+        let orders: Vec<LeafOrder> = (0..n as QueueId)
+            .map(|q| LeafOrder::of(tree, q, now))
+            .collect();
+        let mut next = start.clone();
+        let mut keyed: Vec<(LeafKey, JobId)> = vec![((0, 0, 0), 0); start[n]];
         for &j in pending {
             let job = &jobs[j as usize];
             if let Some(q) = job.queue {
-                let order = LeafOrder::of(tree, q, now);
-                per_leaf[q as usize].push((leaf_key(job, order), j));
+                let at = &mut next[q as usize];
+                keyed[*at] = (leaf_key(job, orders[q as usize]), j);
+                *at += 1;
             }
         }
-        let mut ordered: Vec<(QueueId, JobId)> = Vec::with_capacity(pending.len());
-        for (q, mut list) in per_leaf.into_iter().enumerate() {
+        let mut ordered: Vec<(QueueId, JobId)> = Vec::with_capacity(keyed.len());
+        for q in 0..n {
+            let list = &mut keyed[start[q]..start[q + 1]];
             // The key settles almost every comparison without leaving the
             // list; names break the remaining ties.
             list.sort_unstable_by(|(ka, a), (kb, b)| {
                 ka.cmp(kb)
                     .then_with(|| jobs[*a as usize].name.cmp(jobs[*b as usize].name))
             });
-            ordered.extend(list.into_iter().map(|(_, j)| (q as QueueId, j)));
+            ordered.extend(list.iter().map(|(_, j)| (q as QueueId, *j)));
         }
         Self::from_ordered(tree, jobs, &ordered, now)
     }

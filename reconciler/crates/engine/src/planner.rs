@@ -113,7 +113,8 @@ impl Planner {
             Some(&mut self.kept.clean),
             Some((&names, &mut self.jobs.runtime)),
         );
-        self.jobs.give_back(names.into_index());
+        let (index, resolved, shared) = names.into_parts();
+        self.jobs.give_back(index, resolved, shared);
         plan
     }
 }
@@ -132,6 +133,9 @@ pub(crate) struct KeptNodes {
     /// The caller vouches that the nodes are the kept ones
     /// ([`Planner::plan_same_nodes`]).
     same_nodes: bool,
+    /// Whether the last [`KeptNodes::cluster`] was the kept one (the same
+    /// nodes as the plan before: node ids found then hold).
+    pub(crate) reused: bool,
 }
 
 /// The input a kept cluster was built from.
@@ -219,8 +223,10 @@ impl KeptNodes {
             for (node, &k) in cluster.nodes.iter_mut().zip(&from.order) {
                 node.idle_since = observed[k as usize].idle_since;
             }
+            self.reused = true;
             return cluster;
         }
+        self.reused = false;
         let models_before = models.names().to_vec();
         let cluster = Cluster::unindexed(observed, models, pool_of);
         let node_models = models.names()[models_before.len()..].to_vec();

@@ -65,7 +65,7 @@ fn waiting(plan: &Plan) -> BTreeSet<String> {
     plan.pending
         .iter()
         .filter(|p| matches!(p.waiting_for.as_deref(), Some("preemption" | "freeing")))
-        .map(|p| p.job.clone())
+        .map(|p| p.job.to_string())
         .collect()
 }
 
@@ -74,7 +74,7 @@ fn blocked(plan: &Plan) -> Vec<String> {
     plan.pending
         .iter()
         .filter(|p| matches!(p.waiting_for.as_deref(), Some("resources" | "quota")))
-        .map(|p| p.job.clone())
+        .map(|p| p.job.to_string())
         .collect()
 }
 
@@ -206,7 +206,7 @@ fn work_conservation(case: &Case, plan: &Plan) -> Option<Vec<String>> {
     let placed = support::placed(plan);
     let mut out = Vec::new();
     for p in &plan.pending {
-        if !waiting.is_empty() && !waiting.contains(&p.job) {
+        if !waiting.is_empty() && !waiting.contains(&*p.job) {
             continue;
         }
         if would_fit(
@@ -470,7 +470,7 @@ fn promise_released_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
         && preempted.iter().all(|(v, p)| {
             f.leaf(v) == f.leaf(p)
                 && f.class(v).0 < f.class(p).0
-                && plan.pending.iter().any(|x| &x.job == p)
+                && plan.pending.iter().any(|x| *x.job == **p)
         }))
         || stopping_gpus_seen_late(case, plan, next)
 }
@@ -500,7 +500,7 @@ fn stopping_gpus_seen_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
         && !preempted.is_empty()
         && preempted
             .iter()
-            .all(|(_, p)| plan.pending.iter().any(|x| &x.job == p))
+            .all(|(_, p)| plan.pending.iter().any(|x| *x.job == **p))
 }
 
 /// A third tension (T4, one pass, reclaim seen late): a job within its
@@ -521,7 +521,7 @@ fn borrowers_reclaimed_late(case: &Case, plan: &Plan, next: &Plan) -> bool {
     !victims.is_empty()
         && victims.iter().all(|(v, p)| {
             f.leaf(v) != f.leaf(p)
-                && plan.pending.iter().any(|x| &x.job == p)
+                && plan.pending.iter().any(|x| *x.job == **p)
                 && !now.values().any(|x| x == p)
         })
 }

@@ -229,7 +229,7 @@ proptest! {
                 }
                 _ => {}
             }
-            let unchanged = Unchanged { jobs_but: Some(&at), queued };
+            let unchanged = Unchanged { jobs_but: Some(&at), records: queued };
             let (kept, _) = planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
             prop_assert_eq!(&kept, &case.plan(), "step {}", n);
         }
@@ -255,7 +255,31 @@ fn a_wrong_vouch_is_caught_in_debug_builds() {
     change_job(&mut case, 0, 0, 1);
     let unchanged = Unchanged {
         jobs_but: Some(&[]),
-        queued: true,
+        records: true,
+    };
+    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+}
+
+/// A caller that vouches for records that changed (a running job gone) is
+/// caught by debug builds, which look the records up anew too.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "kept records' look-ups differ")]
+fn a_wrong_vouch_for_records_is_caught_in_debug_builds() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut case = loop {
+        let raw = case_raw().new_tree(&mut runner).unwrap().current();
+        let case = build(&raw);
+        if !case.observed.running.is_empty() {
+            break case;
+        }
+    };
+    let mut planner = Planner::new();
+    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
+    case.observed.running.pop();
+    let unchanged = Unchanged {
+        jobs_but: Some(&[]),
+        records: true,
     };
     planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
 }

@@ -347,8 +347,8 @@ fn removed(nodes: &[String]) -> String {
 /// A job that stays pending.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
-    /// Job name.
-    pub job: String,
+    /// Job name (shared: a planner keeps one per job from plan to plan).
+    pub job: std::sync::Arc<str>,
     /// The binding constraint, in words a user can act on (shared: jobs
     /// held back alike have the same words).
     pub reason: std::sync::Arc<str>,

@@ -825,7 +825,7 @@ impl<E: Executor> Reconciler<E> {
             .and_then(|r| self.jobs_changed_since_planned(&r.id));
         let unchanged = Unchanged {
             jobs_but: jobs_but.as_deref(),
-            queued: self.planned_last.as_ref().is_some_and(|last| {
+            records: self.planned_last.as_ref().is_some_and(|last| {
                 last.observed
                     .upgrade()
                     .is_some_and(|o| Arc::ptr_eq(&o, &observed))
@@ -1684,9 +1684,7 @@ impl<E: Executor> Reconciler<E> {
         };
         if noted.is_some() && unnoted.len() <= UNNOTED_LOOKED_UP {
             for pending in unnoted {
-                if let Some(record) =
-                    pending_record(records.get(pending.job.as_str()), pending, now)
-                {
+                if let Some(record) = pending_record(records.get(&*pending.job), pending, now) {
                     batch.jobs.push(record);
                 }
             }
@@ -1697,7 +1695,7 @@ impl<E: Executor> Reconciler<E> {
         let by_name: rustc_hash::FxHashMap<&str, &JobRecord> =
             records.iter().map(|(name, r)| (name.as_str(), r)).collect();
         for pending in &plan.pending {
-            let record = by_name.get(pending.job.as_str()).copied();
+            let record = by_name.get(&*pending.job).copied();
             if let Some(record) = pending_record(record, pending, now) {
                 batch.jobs.push(record);
             }

@@ -362,7 +362,7 @@ fn compute(input: &PlanInput<'_>, plan: &Plan, horizon: Horizon) -> BTreeMap<Str
         .pending
         .iter()
         .take(MAX_STARTS)
-        .map(|p| p.job.as_str())
+        .map(|p| &*p.job)
         .collect();
     if first.is_empty() {
         return BTreeMap::new();
@@ -456,7 +456,7 @@ spec: {queue: q, gpusPerReplica: 8, timeLimit: 1h}
         let fleet = fleet();
         let now = at("2026-11-21T10:30:00Z");
         let (observed, plan) = observed(&fleet, now);
-        assert_eq!(plan.pending[0].job, "wait");
+        assert_eq!(&*plan.pending[0].job, "wait");
         let starts = StartsCache::default().starts(&fleet, &observed, &plan, now, Some("r1"), None);
         let wait = &starts["wait"];
         assert_eq!(wait.status, "expected");

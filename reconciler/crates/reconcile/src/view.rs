@@ -103,15 +103,15 @@ pub fn fleet_view(input: &ViewInput<'_>) -> FleetView {
                     .iter()
                     .take(MAX_PENDING)
                     .map(|p| {
-                        let spec = specs.get(p.job.as_str());
+                        let spec = specs.get(&*p.job);
                         PendingView {
-                            job: p.job.clone(),
+                            job: p.job.to_string(),
                             queue: p.queue.as_deref().unwrap_or_default().to_string(),
                             model: spec.map(|s| model_label(s)).unwrap_or_default(),
                             gpus: spec.map(|s| s.total_gpus()).unwrap_or(0),
                             waiting_for: p.waiting_for.as_deref().unwrap_or("other").to_string(),
                             reason: p.reason.to_string(),
-                            expected_start: input.starts.get(&p.job).cloned(),
+                            expected_start: input.starts.get(&*p.job).cloned(),
                         }
                     })
                     .collect()
@@ -243,7 +243,7 @@ fn queues(
     type Kind<'s> = (&'s str, Option<&'s str>, Option<&'s [String]>);
     let mut kinds: HashMap<Kind<'_>, (&JobSpec, u64, u64)> = HashMap::new();
     for p in input.plan.map(|p| p.pending.as_slice()).unwrap_or_default() {
-        let Some(spec) = specs.get(p.job.as_str()) else {
+        let Some(spec) = specs.get(&*p.job) else {
             continue;
         };
         let kind = (

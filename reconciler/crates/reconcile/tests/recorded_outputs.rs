@@ -229,7 +229,7 @@ fn unchanged_iterations_write_what_a_full_record_writes() {
         status
             .job_list
             .iter()
-            .any(|l| l.job == "wait" && l.phase == gitfleet_reconcile::state::Phase::Running),
+            .any(|l| &*l.job == "wait" && l.phase == gitfleet_reconcile::state::Phase::Running),
         "{:?}",
         status.job_list
     );

@@ -90,9 +90,9 @@ pub fn apply_plan(
     drop_lent_nominations(&mut next.queued, plan);
     let known: BTreeSet<String> = next.queued.iter().map(|q| q.job.clone()).collect();
     for p in &plan.pending {
-        if !known.contains(&p.job) {
+        if !known.contains(&*p.job) {
             next.queued.push(QueuedJob {
-                job: p.job.clone(),
+                job: p.job.to_string(),
                 since: now,
                 nominated: Vec::new(),
             });

@@ -44,7 +44,7 @@ pub fn for_plan(input: &PlanInput, plan: &Plan, max_jobs: usize, horizon: Horizo
         .pending
         .iter()
         .take(max_jobs)
-        .map(|p| p.job.as_str())
+        .map(|p| &*p.job)
         .collect();
     WhatIf {
         suggestions: suggest(input, plan, &first),

@@ -79,7 +79,7 @@ pub fn expected_starts(
     jobs: Option<&[&str]>,
     horizon: Horizon,
 ) -> BTreeMap<String, ExpectedStart> {
-    let pending: HashSet<&str> = plan.pending.iter().map(|p| p.job.as_str()).collect();
+    let pending: HashSet<&str> = plan.pending.iter().map(|p| &*p.job).collect();
     let mut open: HashSet<String> = match jobs {
         Some(jobs) => jobs
             .iter()
@@ -95,8 +95,8 @@ pub fn expected_starts(
     let mut reasons: HashMap<String, String> = plan
         .pending
         .iter()
-        .filter(|p| open.contains(&p.job))
-        .map(|p| (p.job.clone(), p.reason.to_string()))
+        .filter(|p| open.contains(&*p.job))
+        .map(|p| (p.job.to_string(), p.reason.to_string()))
         .collect();
     let mut sim = Sim::new(input.fleet, input.observed, input.now);
     sim.carry_out(plan, input.now);
@@ -133,7 +133,7 @@ pub fn expected_starts(
                 }
             }
             for p in &next.pending {
-                if let Some(r) = reasons.get_mut(&p.job) {
+                if let Some(r) = reasons.get_mut(&*p.job) {
                     *r = p.reason.to_string();
                 }
             }
@@ -411,9 +411,9 @@ impl<'a> Sim<'a> {
             let known: HashSet<&str> = self.queued.iter().map(|q| q.job.as_str()).collect();
             plan.pending
                 .iter()
-                .filter(|p| !known.contains(p.job.as_str()))
+                .filter(|p| !known.contains(&*p.job))
                 .map(|p| QueuedJob {
-                    job: p.job.clone(),
+                    job: p.job.to_string(),
                     since: t,
                     nominated: Vec::new(),
                 })

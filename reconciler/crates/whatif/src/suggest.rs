@@ -38,7 +38,7 @@ pub fn suggest(input: &PlanInput, plan: &Plan, jobs: &[&str]) -> BTreeMap<String
     let pending: Vec<&str> = jobs
         .iter()
         .copied()
-        .filter(|j| plan.pending.iter().any(|p| p.job == *j))
+        .filter(|j| plan.pending.iter().any(|p| *p.job == **j))
         .collect();
     if pending.is_empty() {
         return out;

@@ -66,7 +66,7 @@ impl Case {
         let input = self.input();
         let plan = plan(&input);
         assert!(
-            plan.pending.iter().any(|p| p.job == job),
+            plan.pending.iter().any(|p| *p.job == *job),
             "{job} is pending"
         );
         suggest(&input, &plan, &[job])

@@ -112,17 +112,18 @@ pub fn distance(plan: &Plan, r: &Outcome) -> usize {
     for p in &plan.pending {
         let engine = matches!(p.waiting_for.as_deref(), Some("preemption" | "freeing"));
         let mine = matches!(
-            r.pending.get(&p.job),
+            r.pending.get(&*p.job),
             Some(Wait::Preemption | Wait::Freeing)
         );
         d += usize::from(engine != mine);
     }
     // The engine lists pending jobs in the order it considered them.
-    let engine: Vec<&String> = plan.pending.iter().map(|p| &p.job).collect();
-    let mine: Vec<&String> = r
+    let engine: Vec<&str> = plan.pending.iter().map(|p| &*p.job).collect();
+    let mine: Vec<&str> = r
         .order
         .iter()
         .filter(|j| r.pending.contains_key(*j))
+        .map(String::as_str)
         .collect();
     d += engine.iter().zip(&mine).filter(|(a, b)| a != b).count();
     d + support::terminated(plan)

@@ -420,7 +420,7 @@ pub fn outcome_plan(o: &Outcome) -> model::plan::Plan {
         .pending
         .iter()
         .map(|(job, wait)| Pending {
-            job: job.clone(),
+            job: job.as_str().into(),
             reason: std::sync::Arc::from(""),
             queue: None,
             waiting_for: Some(std::borrow::Cow::Borrowed(match wait {
