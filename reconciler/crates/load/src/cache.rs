@@ -69,8 +69,9 @@ pub struct LoadStats {
     /// Whether the fleet lent to the load was changed in place (the same
     /// files, only contents changed; [`DocumentCache::load_reusing`]).
     pub in_place: bool,
-    /// Whether the whole-fleet checks ran on the changed jobs alone (a
-    /// change in place of jobs only, each keeping its name, found clean).
+    /// Whether the whole-fleet checks ran on the changed documents alone (a
+    /// change in place, each job keeping its name, of jobs only or of
+    /// documents that the other jobs read the same of; found clean).
     pub checked_alone: bool,
 }
 
@@ -316,10 +317,18 @@ impl DocumentCache {
             // of the jobs of the files that changed, and whether nothing
             // but jobs changed.
             let mut jobs_changed = None;
+            // What its jobs read of the other documents, when those changed.
+            let mut facing_before = None;
             let (fleet, retired) = match reused {
                 Some(fleet) if self.same_paths(&in_order) => {
                     stats.in_place = true;
                     jobs_changed = self.jobs_changed(&in_order);
+                    if jobs_changed
+                        .as_ref()
+                        .is_some_and(|(_, only_jobs)| !only_jobs)
+                    {
+                        facing_before = Some(crate::validate::JobFacing::of(&fleet));
+                    }
                     self.spliced(fleet, &in_order)
                 }
                 Some(fleet) => {
@@ -333,13 +342,16 @@ impl DocumentCache {
             let mut diagnostics = Vec::new();
             // The documents have no trees: checked as the fleet's objects.
             // The fleet given had nothing to report: a change of jobs
-            // alone is checked alone when that finds nothing.
-            let clean_alone = jobs_changed
-                .as_ref()
-                .filter(|(_, only_jobs)| *only_jobs)
-                .is_some_and(|(positions, _)| {
-                    crate::validate::changed_jobs_clean(&fleet, positions)
-                });
+            // alone is checked alone when that finds nothing; so is a
+            // change of other documents (with jobs or not) that leaves
+            // what the jobs read of them as it was, with those documents.
+            let clean_alone = match &jobs_changed {
+                Some((positions, true)) => crate::validate::changed_jobs_clean(&fleet, positions),
+                Some((positions, false)) => facing_before.as_ref().is_some_and(|before| {
+                    crate::validate::changed_others_clean(&fleet, before, positions)
+                }),
+                None => false,
+            };
             stats.checked_alone = clean_alone;
             if !clean_alone {
                 check_fleet(&fleet, &mut diagnostics);
@@ -1046,6 +1058,64 @@ mod tests {
                     changed,
                     "{rev}: jobs changed"
                 );
+                fleet = Some(loaded.fleet);
+            } else {
+                assert!(fleet.is_some(), "{rev}: the fleet lent comes back");
+            }
+        }
+    }
+
+    /// Documents of other kinds changed in place (with jobs or not) are
+    /// checked alone when the jobs read the same of them (their queues'
+    /// names and leaves, the classes, the pools' models and sizes), with the
+    /// verdict and messages of a full load; otherwise, or when the checks
+    /// alone find something, the whole fleet is checked.
+    #[test]
+    fn other_documents_changed_in_place_are_checked_alone_when_jobs_read_the_same() {
+        let mut cache = DocumentCache::new();
+        let jobs = |a: &str| format!("{}---\n{}", job("a", a), job("b", "8"));
+        let weighted = QUEUE.replace("spec:\n", "spec:\n  weight: 2\n");
+        let child = format!(
+            "{weighted}---\napiVersion: gitfleet/v1\nkind: Queue\nmetadata: {{name: q2}}\nspec: {{parent: q}}\n"
+        );
+        let small = POOL.replace("count: 8", "count: 4");
+        let larger = POOL.replace("max: 1", "max: 2");
+        let renamed = weighted.replace("name: q", "name: r");
+        let unknown_model = weighted.replace("model: H100", "model: Z");
+        // (jobs, pools, queues, valid, checked alone)
+        let revisions = [
+            (jobs("1"), POOL.to_string(), QUEUE.to_string(), true, false),
+            // A queue's weight: the jobs read the same.
+            (jobs("1"), POOL.to_string(), weighted.clone(), true, true),
+            // The queue gets a child: its jobs are not in a leaf.
+            (jobs("1"), POOL.to_string(), child, false, false),
+            // Smaller nodes: job b's replica no longer fits.
+            (jobs("1"), small, weighted.clone(), false, false),
+            // More nodes of the same size, beside a job changed.
+            (jobs("2"), larger.clone(), weighted.clone(), true, true),
+            // The queue renamed: the jobs' queue is unknown.
+            (jobs("2"), larger.clone(), renamed, false, false),
+            // The queue's own error, the jobs reading the same.
+            (jobs("2"), larger, unknown_model, false, false),
+        ];
+        let mut fleet: Option<Fleet> = None;
+        for (i, (a, pools, queues, valid, alone)) in revisions.iter().enumerate() {
+            let files = [
+                ("a.yaml", a.as_str()),
+                ("pools.yaml", pools.as_str()),
+                ("queues.yaml", queues.as_str()),
+            ];
+            let rev = format!("r{i}");
+            let (listed, sources) = revision(&rev, &files);
+            let (loaded, stats) = cache
+                .load_reusing(&listed, |f| Ok::<_, ()>(f.id.clone()), &mut fleet)
+                .unwrap();
+            let full = load_fleet(&sources);
+            assert_eq!(loaded.fleet, full.fleet, "{rev}: the fleet");
+            assert_eq!(loaded.diagnostics, full.diagnostics, "{rev}: the messages");
+            assert_eq!(loaded.is_valid(), *valid, "{rev}: {:?}", loaded.diagnostics);
+            assert_eq!(stats.checked_alone, *alone, "{rev}: checked alone");
+            if *valid {
                 fleet = Some(loaded.fleet);
             } else {
                 assert!(fleet.is_some(), "{rev}: the fleet lent comes back");

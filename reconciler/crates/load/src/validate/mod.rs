@@ -52,6 +52,68 @@ pub(crate) fn changed_jobs_clean(fleet: &Fleet, positions: &[usize]) -> bool {
     diagnostics.is_empty()
 }
 
+/// What a job's own checks read of the other documents: the queues (each
+/// name, and whether it has children), the priority classes' names, and
+/// each pool's GPU model and count. While it stays the same, a job that
+/// passed its checks passes them again.
+#[derive(Debug, PartialEq)]
+pub(crate) struct JobFacing {
+    queues: std::collections::BTreeMap<String, bool>,
+    classes: std::collections::BTreeSet<String>,
+    pools: std::collections::BTreeSet<(String, u32)>,
+}
+
+impl JobFacing {
+    /// What the jobs of `fleet` read of its other documents.
+    pub(crate) fn of(fleet: &Fleet) -> Self {
+        let mut queues: std::collections::BTreeMap<String, bool> = fleet
+            .queues
+            .iter()
+            .map(|q| (q.name().to_string(), false))
+            .collect();
+        for q in &fleet.queues {
+            if let Some(parent) = q.spec.parent.as_deref()
+                && let Some(has_children) = queues.get_mut(parent)
+            {
+                *has_children = true;
+            }
+        }
+        JobFacing {
+            queues,
+            classes: fleet
+                .priority_classes
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect(),
+            pools: fleet
+                .pools
+                .iter()
+                .map(|p| (p.spec.gpu.model.clone(), p.spec.gpu.count))
+                .collect(),
+        }
+    }
+}
+
+/// Whether [`check_fleet`] finds nothing in `fleet`, known to differ from
+/// a fleet it found nothing in (whose jobs read `before` of the other
+/// documents) in documents of other kinds and in the jobs at `positions`
+/// (the same names in the same places; every other job the same): the
+/// other kinds' checks and those jobs' own checks, when the other jobs
+/// read the same of the other documents (they pass theirs again). `false`
+/// also when they read something else, or when policies have rules: the
+/// caller runs [`check_fleet`].
+pub(crate) fn changed_others_clean(fleet: &Fleet, before: &JobFacing, positions: &[usize]) -> bool {
+    if fleet.policies.iter().any(|p| !p.spec.rules.is_empty()) || JobFacing::of(fleet) != *before {
+        return false;
+    }
+    let none = Rejected::default();
+    let docs = DocsView::of_fleet(fleet, &none);
+    let mut diagnostics = Vec::new();
+    semantic::check_but_jobs(&docs, &mut diagnostics);
+    semantic::jobs_at(&docs, positions, &mut diagnostics);
+    diagnostics.is_empty()
+}
+
 fn check_view(docs: &DocsView<'_>, diagnostics: &mut Vec<Diagnostic>) {
     semantic::check(docs, diagnostics);
     policy::check(docs, diagnostics);

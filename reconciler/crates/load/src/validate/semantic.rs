@@ -23,6 +23,18 @@ pub fn check(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
     jobs(docs, out);
 }
 
+/// [`check`] but for the jobs' checks (their duplicate names and their own
+/// checks): what it reports about the documents of other kinds.
+pub fn check_but_jobs(docs: &DocsView<'_>, out: &mut Vec<Diagnostic>) {
+    duplicates("NodePool", docs.pools, out);
+    duplicates("Queue", docs.queues, out);
+    duplicates("PriorityClass", docs.priority_classes, out);
+    duplicates("Policy", docs.policies, out);
+    pools(docs, out);
+    queues(docs, out);
+    priority_classes(docs, out);
+}
+
 fn duplicates<S>(kind: &str, docs: DocSlice<'_, S>, out: &mut Vec<Diagnostic>) {
     // Positions are looked up only for duplicates: this runs over every Job.
     let mut first: FxHashMap<&str, usize> = FxHashMap::default();
