@@ -363,6 +363,17 @@ pub(crate) struct KeptJobs {
     /// Per job: its name, shared, once a plan listed it pending (lent to
     /// the engine for a plan: names stay at their places while kept).
     pub(crate) names: Vec<Option<std::sync::Arc<str>>>,
+    /// The last plan's pending jobs in fair share's leaf order (the next
+    /// plan's guess: [`crate::order::FairShare::new`]).
+    pub(crate) fair_order: Vec<JobId>,
+}
+
+/// What a plan gives back to its planner's job table for the next plan.
+pub(crate) struct Returned {
+    pub(crate) index: JobIndex,
+    pub(crate) resolved: crate::records::Resolved,
+    pub(crate) names: Vec<Option<std::sync::Arc<str>>>,
+    pub(crate) fair_order: Vec<JobId>,
 }
 
 /// What a job's facts depend on besides the job and the models: the
@@ -463,6 +474,7 @@ impl KeptJobs {
         self.index = None;
         self.resolved = None;
         self.names = vec![None; jobs.len()];
+        self.fair_order = Vec::new();
         (jobs, index)
     }
 
@@ -540,17 +552,19 @@ impl KeptJobs {
         Some((jobs, index))
     }
 
-    /// The name index lent by [`KeptJobs::table`], where the plan's
-    /// records led and the shared names, for the next plan.
-    pub(crate) fn give_back(
-        &mut self,
-        index: JobIndex,
-        resolved: crate::records::Resolved,
-        names: Vec<Option<std::sync::Arc<str>>>,
-    ) {
+    /// The name index lent by [`KeptJobs::table`], and what else the plan
+    /// gives back ([`Returned`]), for the next plan.
+    pub(crate) fn give_back(&mut self, returned: Returned) {
+        let Returned {
+            index,
+            resolved,
+            names,
+            fair_order,
+        } = returned;
         self.index = Some(index);
         self.resolved = Some(resolved);
         self.names = names;
+        self.fair_order = fair_order;
     }
 }
 

@@ -83,6 +83,8 @@ pub(crate) struct JobNames<'a> {
     resolved: records::Resolved,
     /// Per job: its shared name, once listed pending.
     shared_names: Vec<Option<Arc<str>>>,
+    /// The plan's pending jobs in fair share's leaf order.
+    fair_order: Vec<JobId>,
 }
 
 impl<'a> JobNames<'a> {
@@ -105,11 +107,15 @@ impl<'a> JobNames<'a> {
         Some((j, self.objects[j as usize]))
     }
 
-    /// The name index, where the records led and the shared names, for the
-    /// next plan ([`planner::Planner`]).
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn into_parts(self) -> (jobs::JobIndex, records::Resolved, Vec<Option<Arc<str>>>) {
-        (self.index, self.resolved, self.shared_names)
+    /// What the planner keeps of the plan's jobs for the next plan
+    /// ([`planner::Planner`]).
+    pub(crate) fn into_returned(self) -> jobs::Returned {
+        jobs::Returned {
+            index: self.index,
+            resolved: self.resolved,
+            names: self.shared_names,
+            fair_order: self.fair_order,
+        }
     }
 }
 
@@ -317,6 +323,9 @@ struct Engine<'a> {
     /// Per job: its name as the plan lists it pending, made once (kept
     /// from plan to plan by a planner).
     shared_names: Vec<Option<Arc<str>>>,
+    /// The last plan's pending jobs in fair share's leaf order (a guess),
+    /// then this plan's.
+    fair_order: Vec<JobId>,
     /// GPUs of stopping jobs.
     freeing: freeing::Freeing,
     /// Running jobs per leaf queue (preemption candidates).
@@ -446,7 +455,7 @@ impl<'a> Engine<'a> {
             }) => (Some(nodes), Some((jobs, unchanged))),
             None => (None, None),
         };
-        let (jobs, job_index, kept_resolved, shared_names) = match kept_jobs {
+        let (jobs, job_index, kept_resolved, shared_names, fair_order) = match kept_jobs {
             Some((kept, unchanged)) => {
                 let (jobs, index) =
                     kept.table(fleet, &tree, &mut models, &observed.queued, unchanged);
@@ -454,11 +463,12 @@ impl<'a> Engine<'a> {
                 // same names at the same places) and so are the records.
                 let resolved = kept.resolved.take().filter(|_| unchanged.records);
                 let names = std::mem::take(&mut kept.names);
-                (jobs, index, resolved, names)
+                let order = std::mem::take(&mut kept.fair_order);
+                (jobs, index, resolved, names, order)
             }
             None => {
                 let (jobs, index) = jobs::job_table(fleet, &tree, &mut models, &observed.queued);
-                (jobs, index, None, Vec::new())
+                (jobs, index, None, Vec::new(), Vec::new())
             }
         };
         let shared_names = if shared_names.len() == jobs.len() {
@@ -531,6 +541,7 @@ impl<'a> Engine<'a> {
             explain: None,
             resolved,
             shared_names,
+            fair_order,
             freeing: freeing::Freeing::default(),
             runs_by_queue: Vec::new(),
             victim_index: Vec::new(),
@@ -1003,7 +1014,10 @@ impl<'a> Engine<'a> {
             }
         }
 
-        let mut order = order::FairShare::new(&self.tree, &self.jobs, &pending, self.now);
+        let guess = std::mem::take(&mut self.fair_order);
+        let (mut order, found) =
+            order::FairShare::new(&self.tree, &self.jobs, &pending, self.now, &guess);
+        self.fair_order = found;
         // As Kueue does: jobs that fit within their queue's guarantee go
         // first, in fair-share order; jobs that would borrow come after, in
         // fair-share order too (issue 16 item 3: a queue that uses less is
@@ -1885,6 +1899,7 @@ impl<'a> Engine<'a> {
             index: std::mem::take(&mut self.job_index),
             resolved: std::mem::take(&mut self.resolved),
             shared_names: std::mem::take(&mut self.shared_names),
+            fair_order: std::mem::take(&mut self.fair_order),
         };
         (plan, capture, cluster, names)
     }

@@ -37,14 +37,27 @@ pub struct FairShare {
 
 impl FairShare {
     /// Queues `pending` (jobs whose queue is a known leaf) for picking;
-    /// `now` is the plan's time (the age of `shortest-first` leaves).
-    pub fn new(tree: &QueueTree, jobs: &[JobInfo], pending: &[JobId], now: Timestamp) -> Self {
-        // One list, leaf after leaf (counted first: no list grows), each
-        // leaf's part sorted.
+    /// `now` is the plan's time (the age of `shortest-first` leaves). The
+    /// jobs of `guess` that are in `pending` go in their leaves first, in
+    /// its order (an earlier plan's leaf order): a leaf already in order is
+    /// not sorted again; the order is the same whatever `guess` holds
+    /// (debug builds compare with none). Also the leaf order, for the next
+    /// guess.
+    pub fn new(
+        tree: &QueueTree,
+        jobs: &[JobInfo],
+        pending: &[JobId],
+        now: Timestamp,
+        guess: &[JobId],
+    ) -> (Self, Vec<JobId>) {
+        // One list, leaf after leaf (counted first: no list grows).
         let n = tree.queues.len();
         let mut start = vec![0usize; n + 1];
+        let mut wanted = vec![false; jobs.len()];
         for &j in pending {
-            if let Some(q) = jobs[j as usize].queue {
+            if let Some(q) = jobs[j as usize].queue
+                && !std::mem::replace(&mut wanted[j as usize], true)
+            {
                 start[q as usize + 1] += 1;
             }
         }
@@ -56,7 +69,11 @@ impl FairShare {
             .collect();
         let mut next = start.clone();
         let mut keyed: Vec<(LeafKey, JobId)> = vec![((0, 0, 0), 0); start[n]];
-        for &j in pending {
+        let guessed = guess.iter().filter(|j| (**j as usize) < jobs.len());
+        for &j in guessed.chain(pending) {
+            if !std::mem::replace(&mut wanted[j as usize], false) {
+                continue;
+            }
             let job = &jobs[j as usize];
             if let Some(q) = job.queue {
                 let at = &mut next[q as usize];
@@ -64,18 +81,27 @@ impl FairShare {
                 *at += 1;
             }
         }
+        // The key settles almost every comparison without leaving the
+        // list; names break the remaining ties.
+        let by_key = |(ka, a): &(LeafKey, JobId), (kb, b): &(LeafKey, JobId)| {
+            ka.cmp(kb)
+                .then_with(|| jobs[*a as usize].name.cmp(jobs[*b as usize].name))
+        };
         let mut ordered: Vec<(QueueId, JobId)> = Vec::with_capacity(keyed.len());
         for q in 0..n {
             let list = &mut keyed[start[q]..start[q + 1]];
-            // The key settles almost every comparison without leaving the
-            // list; names break the remaining ties.
-            list.sort_unstable_by(|(ka, a), (kb, b)| {
-                ka.cmp(kb)
-                    .then_with(|| jobs[*a as usize].name.cmp(jobs[*b as usize].name))
-            });
+            if !list.is_sorted_by(|a, b| by_key(a, b).is_lt()) {
+                list.sort_unstable_by(by_key);
+            }
             ordered.extend(list.iter().map(|(_, j)| (q as QueueId, *j)));
         }
-        Self::from_ordered(tree, jobs, &ordered, now)
+        let found: Vec<JobId> = ordered.iter().map(|(_, j)| *j).collect();
+        #[cfg(debug_assertions)]
+        if !guess.is_empty() {
+            let (_, plain) = Self::new(tree, jobs, pending, now, &[]);
+            debug_assert_eq!(found, plain, "a guessed leaf order differs");
+        }
+        (Self::from_ordered(tree, jobs, &ordered, now), found)
     }
 
     /// Like [`FairShare::new`] for `pending` jobs with their leaf queues,

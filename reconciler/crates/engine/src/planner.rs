@@ -113,8 +113,7 @@ impl Planner {
             Some(&mut self.kept.clean),
             Some((&names, &mut self.jobs.runtime)),
         );
-        let (index, resolved, shared) = names.into_parts();
-        self.jobs.give_back(index, resolved, shared);
+        self.jobs.give_back(names.into_returned());
         plan
     }
 }
