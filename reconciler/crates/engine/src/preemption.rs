@@ -655,26 +655,37 @@ fn chain_borrows(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> bool {
 }
 
 /// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
-/// below the common ancestor with the preemptor in leaf `q`), when all of
-/// them borrow. The queues of a pair are found once per plan.
-fn borrowing_chain(
+/// below the common ancestor with the preemptor in leaf `q`), and the
+/// preemptor's queues ([`Within`]'s bits) that must stay within their
+/// guarantees for it to reclaim from `vq` ([`reclaims`]): the tree's shape
+/// only, found once per pair of queues in a plan.
+fn chain_of(
     e: &Engine,
     q: QueueId,
     vq: QueueId,
-    m: u16,
     own_path: &[bool],
-) -> Option<std::rc::Rc<[QueueId]>> {
-    if !chain_borrows(e, vq, m, own_path) {
-        return None;
-    }
+) -> (std::rc::Rc<[QueueId]>, Within) {
     let mut memo = e.chain_memo.borrow_mut();
-    let chain = memo.entry((q, vq)).or_insert_with(|| {
-        e.tree
+    let found = memo.entry((q, vq)).or_insert_with(|| {
+        let chain: std::rc::Rc<[QueueId]> = e
+            .tree
             .path(vq)
             .take_while(|a| !own_path[*a as usize])
-            .collect()
+            .collect();
+        let common = e.tree.path(vq).find(|a| own_path[*a as usize]);
+        let below = match common {
+            Some(c) => e.tree.path(q).position(|a| a == c).unwrap_or(0),
+            None => e.tree.path(q).count(),
+        }
+        .min(64);
+        let needed: Within = if below >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << below) - 1
+        };
+        (chain, needed)
     });
-    Some(chain.clone())
+    found.clone()
 }
 
 /// Per queue on the preemptor's path (bit 0: its leaf, then up): whether it
@@ -996,32 +1007,62 @@ fn candidates(
             .attained
             .filter(|_| vq == q)
             .map(|a| (job.priority, a.tier));
-        let (chain, rule, below, started_before) = if vq == q {
+        // How much the queues a victim is taken from borrow (for the own
+        // leaf: the leaf itself), when they do.
+        let (chain, rule, below, started_before, headroom) = if vq == q {
             // Rule (d) takes victims of its priority too (filtered below).
             let below = if las.is_some() {
                 None
             } else {
                 Some(job.priority)
             };
-            (no_chain.clone(), Rule::Priority, below, None)
+            let headroom = borrowing.then(|| usage - guaranteed);
+            (no_chain.clone(), Rule::Priority, below, None, headroom)
         } else if !borrowing {
             continue;
         } else {
-            let Some(chain) = borrowing_chain(e, q, vq, m, own_path) else {
+            // Every queue of the chain borrows, or no victim of `vq` is
+            // taken ([`chain_borrows`]); tier 0's headroom is the least any
+            // of them borrows. One walk for both.
+            let (chain, needed) = chain_of(e, q, vq, own_path);
+            let mut headroom = u64::MAX;
+            let mut borrows = true;
+            for &a in chain.iter() {
+                let (running, guaranteed) = (e.tree.running(a, m), e.tree.guaranteed(a, m));
+                if running <= guaranteed {
+                    borrows = false;
+                    break;
+                }
+                headroom = headroom.min(running - guaranteed);
+            }
+            debug_assert_eq!(borrows, chain_borrows(e, vq, m, own_path));
+            if !borrows {
                 continue;
-            };
-            if reclaims(e, q, vq, reclaim, own_path) {
-                (chain, Rule::Reclaim { usage, guaranteed }, None, None)
+            }
+            debug_assert!(!chain.is_empty());
+            let reclaimed = reclaim & needed == needed;
+            debug_assert_eq!(reclaimed, reclaims(e, q, vq, reclaim, own_path));
+            if reclaimed {
+                (chain, Rule::Reclaim { usage, guaranteed }, None, None, Some(headroom))
             } else {
                 (
                     chain,
                     Rule::LowerPriorityBorrower { usage, guaranteed },
                     Some(job.priority),
                     job.first_seen,
+                    Some(headroom),
                 )
             }
         };
-        if !borrowing {
+        // A list whose first victim is at or above the priority bound has
+        // none to give (lists are in priority order): left out unmerged.
+        if list
+            .first()
+            .is_none_or(|v| below.is_some_and(|b| v.priority >= b))
+        {
+            continue;
+        }
+        let Some(headroom) = headroom else {
             sources.push(Source {
                 queue: vq,
                 chain,
@@ -1034,21 +1075,6 @@ fn candidates(
                 list,
             });
             continue;
-        }
-        // How much the queues a victim is taken from borrow (for the own
-        // leaf: the leaf itself).
-        let headroom = if chain.is_empty() {
-            usage - guaranteed
-        } else {
-            chain
-                .iter()
-                .map(|a| {
-                    e.tree
-                        .running(*a, m)
-                        .saturating_sub(e.tree.guaranteed(*a, m))
-                })
-                .min()
-                .unwrap_or(0)
         };
         // Tier 0 takes runs of at most `headroom` GPUs, tier 1 the others: a
         // tier no run of the list falls in is left out.
@@ -1072,18 +1098,19 @@ fn candidates(
     }
     // The tier, then the victim's rank ([`super::Victim::rank`]: priority,
     // most recent start, run) in one number, unique per victim; then where
-    // it is (source, position).
-    type Key = (u64, u32, u32);
+    // it is (source, position), all in one number to compare.
+    type Key = u128;
     let key = |src: usize, pos: usize| -> Key {
         let v = &sources[src].list[pos];
-        (
-            u64::from(sources[src].tier) << 32 | u64::from(v.rank),
-            src as u32,
-            pos as u32,
-        )
+        u128::from(sources[src].tier) << 96
+            | u128::from(v.rank) << 64
+            | (src as u128) << 32
+            | pos as u128
     };
     // The next victim of a source at or after `from`: lists are in priority
     // order, so the first one at or above the priority bound ends it.
+    // Victims preempted earlier in this plan are stepped over here, not
+    // merged and dropped: a storm leaves many in the lists.
     let next = |src: usize, from: usize| -> Option<usize> {
         let s = &sources[src];
         (from..s.list.len())
@@ -1093,9 +1120,13 @@ fn candidates(
                 s.las
                     .is_none_or(|las| least_attained::may_take(las, &s.list[*pos]))
             })
-            .find(|pos| match s.headroom {
-                None => true,
-                Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),
+            .find(|pos| {
+                let run = &e.runs[s.list[*pos].run as usize];
+                run.stopping == Stopping::No
+                    && match s.headroom {
+                        None => true,
+                        Some(h) => (run.gpus <= h) == (s.tier == 0),
+                    }
             })
     };
     // Built in one go (keys are unique: the order of pops is the same).
@@ -1104,16 +1135,20 @@ fn candidates(
         .collect::<Vec<_>>()
         .into();
     let mut out = Vec::with_capacity(limit.min(1024));
-    while let Some(Reverse((_, src, pos))) = heap.pop() {
-        let (src, pos) = (src as usize, pos as usize);
-        if let Some(pos) = next(src, pos + 1) {
-            heap.push(Reverse(key(src, pos)));
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse(at) = *top;
+        let (src, pos) = ((at >> 32) as u32 as usize, at as u32 as usize);
+        // The source's next victim takes its place (one sift), or the
+        // source leaves the heap.
+        match next(src, pos + 1) {
+            Some(pos) => *top = Reverse(key(src, pos)),
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
         }
         let r = sources[src].list[pos].run;
         let run = &e.runs[r as usize];
-        if run.stopping != Stopping::No {
-            continue; // preempted earlier in this plan
-        }
+        debug_assert_eq!(run.stopping, Stopping::No);
         if out.len() == limit {
             return (out, true);
         }
@@ -1724,11 +1759,38 @@ fn victims_by_node(
     cands: &[Candidate],
     which: &[usize],
 ) -> BTreeMap<NodeId, Vec<usize>> {
+    // (node, candidate) pairs sorted by node, each node's in the order of
+    // `which` (a stable sort), then grouped: the map is built in one go
+    // from sorted keys, each node's list at its size.
+    let mut pairs: Vec<(NodeId, usize)> = Vec::with_capacity(2 * which.len());
+    for &i in which {
+        for (node, _) in &e.runs[cands[i].run as usize].placement {
+            pairs.push((*node, i));
+        }
+    }
+    pairs.sort_by_key(|&(node, _)| node);
+    // A run may have several replicas (entries) on one node.
+    pairs.dedup();
+    let by_node: BTreeMap<NodeId, Vec<usize>> = pairs
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|group| (group[0].0, group.iter().map(|&(_, i)| i).collect()))
+        .collect();
+    #[cfg(debug_assertions)]
+    debug_assert_eq!(by_node, victims_by_node_plain(e, cands, which));
+    by_node
+}
+
+/// [`victims_by_node`] the straightforward way (debug builds compare).
+#[cfg(debug_assertions)]
+fn victims_by_node_plain(
+    e: &Engine,
+    cands: &[Candidate],
+    which: &[usize],
+) -> BTreeMap<NodeId, Vec<usize>> {
     let mut by_node: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     for &i in which {
         for (node, _) in &e.runs[cands[i].run as usize].placement {
             let on_node = by_node.entry(*node).or_default();
-            // A run may have several replicas (entries) on one node.
             if on_node.last() != Some(&i) {
                 on_node.push(i);
             }
