@@ -282,8 +282,9 @@ enum Blocked {
 /// Per (leaf, model): queues and the preemption count they were found at.
 type SourceMemo = HashMap<(QueueId, ModelId), (u64, std::rc::Rc<[QueueId]>)>;
 
-/// Borrowing chains by (preemptor's leaf, victim's queue).
-type ChainMemo = HashMap<(QueueId, QueueId), std::rc::Rc<[QueueId]>>;
+/// Borrowing chains and reclaim masks by (preemptor's leaf, victim's queue)
+/// (`preemption::chain_of`).
+type ChainMemo = HashMap<(QueueId, QueueId), (std::rc::Rc<[QueueId]>, u64)>;
 
 struct Engine<'a> {
     now: Timestamp,

@@ -28,7 +28,10 @@ use super::ids::{JobId, NodeId, QueueId, RunId};
 use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
 
+mod by_node;
 mod least_attained;
+
+use by_node::ByNode;
 
 /// Stopping runs whose GPUs the preemptor may wait for beside its
 /// victims': every open run (the cluster counts their GPUs per node,
@@ -655,26 +658,37 @@ fn chain_borrows(e: &Engine, vq: QueueId, m: u16, own_path: &[bool]) -> bool {
 }
 
 /// Queues a cross-queue victim of `vq` would be taken from (its leaf up to
-/// below the common ancestor with the preemptor in leaf `q`), when all of
-/// them borrow. The queues of a pair are found once per plan.
-fn borrowing_chain(
+/// below the common ancestor with the preemptor in leaf `q`), and the
+/// preemptor's queues ([`Within`]'s bits) that must stay within their
+/// guarantees for it to reclaim from `vq` ([`reclaims`]): the tree's shape
+/// only, found once per pair of queues in a plan.
+fn chain_of(
     e: &Engine,
     q: QueueId,
     vq: QueueId,
-    m: u16,
     own_path: &[bool],
-) -> Option<std::rc::Rc<[QueueId]>> {
-    if !chain_borrows(e, vq, m, own_path) {
-        return None;
-    }
+) -> (std::rc::Rc<[QueueId]>, Within) {
     let mut memo = e.chain_memo.borrow_mut();
-    let chain = memo.entry((q, vq)).or_insert_with(|| {
-        e.tree
+    let found = memo.entry((q, vq)).or_insert_with(|| {
+        let chain: std::rc::Rc<[QueueId]> = e
+            .tree
             .path(vq)
             .take_while(|a| !own_path[*a as usize])
-            .collect()
+            .collect();
+        let common = e.tree.path(vq).find(|a| own_path[*a as usize]);
+        let below = match common {
+            Some(c) => e.tree.path(q).position(|a| a == c).unwrap_or(0),
+            None => e.tree.path(q).count(),
+        }
+        .min(64);
+        let needed: Within = if below >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << below) - 1
+        };
+        (chain, needed)
     });
-    Some(chain.clone())
+    found.clone()
 }
 
 /// Per queue on the preemptor's path (bit 0: its leaf, then up): whether it
@@ -996,32 +1010,68 @@ fn candidates(
             .attained
             .filter(|_| vq == q)
             .map(|a| (job.priority, a.tier));
-        let (chain, rule, below, started_before) = if vq == q {
+        // How much the queues a victim is taken from borrow (for the own
+        // leaf: the leaf itself), when they do.
+        let (chain, rule, below, started_before, headroom) = if vq == q {
             // Rule (d) takes victims of its priority too (filtered below).
             let below = if las.is_some() {
                 None
             } else {
                 Some(job.priority)
             };
-            (no_chain.clone(), Rule::Priority, below, None)
+            let headroom = borrowing.then(|| usage - guaranteed);
+            (no_chain.clone(), Rule::Priority, below, None, headroom)
         } else if !borrowing {
             continue;
         } else {
-            let Some(chain) = borrowing_chain(e, q, vq, m, own_path) else {
+            // Every queue of the chain borrows, or no victim of `vq` is
+            // taken ([`chain_borrows`]); tier 0's headroom is the least any
+            // of them borrows. One walk for both.
+            let (chain, needed) = chain_of(e, q, vq, own_path);
+            let mut headroom = u64::MAX;
+            let mut borrows = true;
+            for &a in chain.iter() {
+                let (running, guaranteed) = (e.tree.running(a, m), e.tree.guaranteed(a, m));
+                if running <= guaranteed {
+                    borrows = false;
+                    break;
+                }
+                headroom = headroom.min(running - guaranteed);
+            }
+            debug_assert_eq!(borrows, chain_borrows(e, vq, m, own_path));
+            if !borrows {
                 continue;
-            };
-            if reclaims(e, q, vq, reclaim, own_path) {
-                (chain, Rule::Reclaim { usage, guaranteed }, None, None)
+            }
+            debug_assert!(!chain.is_empty());
+            let reclaimed = reclaim & needed == needed;
+            debug_assert_eq!(reclaimed, reclaims(e, q, vq, reclaim, own_path));
+            if reclaimed {
+                (
+                    chain,
+                    Rule::Reclaim { usage, guaranteed },
+                    None,
+                    None,
+                    Some(headroom),
+                )
             } else {
                 (
                     chain,
                     Rule::LowerPriorityBorrower { usage, guaranteed },
                     Some(job.priority),
                     job.first_seen,
+                    Some(headroom),
                 )
             }
         };
-        if !borrowing {
+        // A list whose first victim is at or above the priority bound has
+        // none to give (lists are in priority order): left out unmerged.
+        if list
+            .first()
+            .is_none_or(|v| below.is_some_and(|b| v.priority >= b))
+        {
+            continue;
+        }
+        let Some(headroom) = headroom else {
             sources.push(Source {
                 queue: vq,
                 chain,
@@ -1034,21 +1084,6 @@ fn candidates(
                 list,
             });
             continue;
-        }
-        // How much the queues a victim is taken from borrow (for the own
-        // leaf: the leaf itself).
-        let headroom = if chain.is_empty() {
-            usage - guaranteed
-        } else {
-            chain
-                .iter()
-                .map(|a| {
-                    e.tree
-                        .running(*a, m)
-                        .saturating_sub(e.tree.guaranteed(*a, m))
-                })
-                .min()
-                .unwrap_or(0)
         };
         // Tier 0 takes runs of at most `headroom` GPUs, tier 1 the others: a
         // tier no run of the list falls in is left out.
@@ -1072,18 +1107,19 @@ fn candidates(
     }
     // The tier, then the victim's rank ([`super::Victim::rank`]: priority,
     // most recent start, run) in one number, unique per victim; then where
-    // it is (source, position).
-    type Key = (u64, u32, u32);
+    // it is (source, position), all in one number to compare.
+    type Key = u128;
     let key = |src: usize, pos: usize| -> Key {
         let v = &sources[src].list[pos];
-        (
-            u64::from(sources[src].tier) << 32 | u64::from(v.rank),
-            src as u32,
-            pos as u32,
-        )
+        u128::from(sources[src].tier) << 96
+            | u128::from(v.rank) << 64
+            | (src as u128) << 32
+            | pos as u128
     };
     // The next victim of a source at or after `from`: lists are in priority
     // order, so the first one at or above the priority bound ends it.
+    // Victims preempted earlier in this plan are stepped over here, not
+    // merged and dropped: a storm leaves many in the lists.
     let next = |src: usize, from: usize| -> Option<usize> {
         let s = &sources[src];
         (from..s.list.len())
@@ -1093,9 +1129,13 @@ fn candidates(
                 s.las
                     .is_none_or(|las| least_attained::may_take(las, &s.list[*pos]))
             })
-            .find(|pos| match s.headroom {
-                None => true,
-                Some(h) => (e.runs[s.list[*pos].run as usize].gpus <= h) == (s.tier == 0),
+            .find(|pos| {
+                let run = &e.runs[s.list[*pos].run as usize];
+                run.stopping == Stopping::No
+                    && match s.headroom {
+                        None => true,
+                        Some(h) => (run.gpus <= h) == (s.tier == 0),
+                    }
             })
     };
     // Built in one go (keys are unique: the order of pops is the same).
@@ -1104,16 +1144,20 @@ fn candidates(
         .collect::<Vec<_>>()
         .into();
     let mut out = Vec::with_capacity(limit.min(1024));
-    while let Some(Reverse((_, src, pos))) = heap.pop() {
-        let (src, pos) = (src as usize, pos as usize);
-        if let Some(pos) = next(src, pos + 1) {
-            heap.push(Reverse(key(src, pos)));
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse(at) = *top;
+        let (src, pos) = ((at >> 32) as u32 as usize, at as u32 as usize);
+        // The source's next victim takes its place (one sift), or the
+        // source leaves the heap.
+        match next(src, pos + 1) {
+            Some(pos) => *top = Reverse(key(src, pos)),
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
         }
         let r = sources[src].list[pos].run;
         let run = &e.runs[r as usize];
-        if run.stopping != Stopping::No {
-            continue; // preempted earlier in this plan
-        }
+        debug_assert_eq!(run.stopping, Stopping::No);
         if out.len() == limit {
             return (out, true);
         }
@@ -1459,7 +1503,7 @@ fn search_inner(
             let n = e.cluster.node(*id);
             n.schedulable && n.model == Some(m)
         });
-        base = could_hold_a_replica(e, &nodes, req, cands, &BTreeMap::new(), stopping);
+        base = could_hold_a_replica(e, &nodes, req, cands, &ByNode::default(), stopping);
         if let Some(level) = topology {
             domains = domains_of(e, &nodes, &base, level);
         }
@@ -1648,7 +1692,7 @@ fn search_inner(
     // best fit); the others, GPUs nominated for the job among them, listed.
     let (nodes, streaming) = match area {
         Area::Indexed => {
-            let held = holders(e, area, req, cands, &by_node, stopping);
+            let held = holders(e, area, req, &by_node, stopping);
             let mut listed = held.listed;
             let own_plain = own.iter().map(|(n, _)| *n).filter(|&id| {
                 let node = e.cluster.node(id);
@@ -1663,10 +1707,9 @@ fn search_inner(
             listed.dedup();
             (listed, true)
         }
-        Area::Listed { .. } if topology.is_none() => (
-            holders(e, area, req, cands, &by_node, stopping).listed,
-            false,
-        ),
+        Area::Listed { .. } if topology.is_none() => {
+            (holders(e, area, req, &by_node, stopping).listed, false)
+        }
         Area::Listed { .. } => (nodes, false),
     };
     let streamed = || -> Box<dyn Iterator<Item = (u32, u32, NodeId)> + '_> {
@@ -1719,7 +1762,55 @@ fn search_inner(
 }
 
 /// The nodes each of the candidates `which` holds GPUs on.
-fn victims_by_node(
+fn victims_by_node(e: &Engine, cands: &[Candidate], which: &[usize]) -> ByNode {
+    // (node, candidate, its GPUs there) for each node a candidate holds
+    // GPUs on (a run may have several replicas, entries, on one node),
+    // sorted by node, each node's in the order of `which` (a stable sort).
+    // Sorted by node and place in `which` as one number (unique: an
+    // unstable sort keeps `which`'s order).
+    let mut keyed: Vec<(u64, usize, u32)> = Vec::with_capacity(2 * which.len());
+    for (at, &i) in which.iter().enumerate() {
+        let placement = &e.runs[cands[i].run as usize].placement;
+        for (k, (node, _)) in placement.iter().enumerate() {
+            if placement[..k].iter().any(|(n, _)| n == node) {
+                continue;
+            }
+            let gpus: usize = placement
+                .iter()
+                .filter(|(n, _)| n == node)
+                .map(|(_, positions)| positions.len())
+                .sum();
+            keyed.push((u64::from(*node) << 32 | at as u64, i, gpus as u32));
+        }
+    }
+    keyed.sort_unstable_by_key(|&(key, ..)| key);
+    let mut listed: Vec<(NodeId, usize, u32)> = keyed
+        .into_iter()
+        .map(|(key, i, gpus)| ((key >> 32) as NodeId, i, gpus))
+        .collect();
+    // The same candidate twice in a row on a node is listed once.
+    listed.dedup_by_key(|&mut (node, i, _)| (node, i));
+    let by_node = ByNode::from_sorted(&listed);
+    #[cfg(debug_assertions)]
+    {
+        let plain = victims_by_node_plain(e, cands, which);
+        let ours: BTreeMap<NodeId, Vec<usize>> =
+            by_node.iter().map(|(id, c)| (*id, c.to_vec())).collect();
+        debug_assert_eq!(ours, plain);
+        for (id, local) in &plain {
+            let gpus: u32 = local
+                .iter()
+                .map(|&i| gpus_of_run_on(e, cands[i].run, *id))
+                .sum();
+            debug_assert_eq!(by_node.gpus_on(*id), gpus);
+        }
+    }
+    by_node
+}
+
+/// [`victims_by_node`] the straightforward way (debug builds compare).
+#[cfg(debug_assertions)]
+fn victims_by_node_plain(
     e: &Engine,
     cands: &[Candidate],
     which: &[usize],
@@ -1728,7 +1819,6 @@ fn victims_by_node(
     for &i in which {
         for (node, _) in &e.runs[cands[i].run as usize].placement {
             let on_node = by_node.entry(*node).or_default();
-            // A run may have several replicas (entries) on one node.
             if on_node.last() != Some(&i) {
                 on_node.push(i);
             }
@@ -1744,7 +1834,7 @@ fn place_with(
     area: Area,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Vec<usize>, Placement)> {
@@ -2173,7 +2263,7 @@ impl DomainResults {
         d: usize,
         req: &Request,
         cands: &[Candidate],
-        by_node: &BTreeMap<NodeId, Vec<usize>>,
+        by_node: &ByNode,
         stopping: &Waitable,
     ) -> Option<(Cost, Vec<usize>, Placement)> {
         let (members, base) = &domains[d];
@@ -2435,7 +2525,7 @@ fn node_by_node(
     area: Area,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
@@ -2443,7 +2533,7 @@ fn node_by_node(
         // Debug builds check the shortcut against the plain search.
         #[cfg(debug_assertions)]
         {
-            let nodes = holders(e, area, req, cands, by_node, stopping);
+            let nodes = holders(e, area, req, by_node, stopping);
             let nodes = nodes.all(e, req, by_node, stopping);
             let (plain, plain_rejected) = plain_search(e, &nodes, req, cands, by_node, stopping);
             debug_assert!(plain.is_none(), "too few replicas fit, yet one was found");
@@ -2451,7 +2541,7 @@ fn node_by_node(
         }
         return None;
     }
-    let nodes = holders(e, area, req, cands, by_node, stopping);
+    let nodes = holders(e, area, req, by_node, stopping);
     let greedy = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
     let exact = greedy.as_ref().and_then(|(cost, ..)| {
         fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost)
@@ -2480,7 +2570,7 @@ fn plain_search(
     nodes: &[NodeId],
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     stopping: &Waitable,
 ) -> (Option<(Cost, Vec<usize>, Placement)>, bool) {
     let rejected = std::cell::Cell::new(false);
@@ -2504,7 +2594,7 @@ fn too_few_replicas(
     area: Area,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> bool {
@@ -2516,7 +2606,7 @@ fn too_few_replicas(
     let (mut fit, mut may_reject) = (0u64, false);
     let mut count = |id: NodeId| {
         let local = by_node.get(&id).unwrap_or(&none);
-        fit += most_replicas_on(e, id, local, cands, req, stopping);
+        fit += most_replicas_on(e, id, by_node, req, stopping);
         may_reject = may_reject || any_borrowed(cands, local);
         fit >= needed
     };
@@ -2562,16 +2652,16 @@ fn any_borrowed(cands: &[Candidate], local: &[usize]) -> bool {
 }
 
 /// How many replicas node `id` could hold, counting its free GPUs,
-/// waited-for stopping ones and those of every candidate of `local`.
+/// waited-for stopping ones and those of every candidate `by_node` lists
+/// there.
 fn most_replicas_on(
     e: &Engine,
     id: NodeId,
-    local: &[usize],
-    cands: &[Candidate],
+    by_node: &ByNode,
     req: &Request,
     stopping: &Waitable,
 ) -> u64 {
-    u64::from(most_gpus_on(e, id, local, cands, stopping) / req.per_replica.max(1))
+    u64::from(most_gpus_on(e, id, by_node, stopping) / req.per_replica.max(1))
 }
 
 /// [`node_by_node`] on the nodes that could hold a replica, pruned.
@@ -2580,7 +2670,7 @@ fn node_by_node_pruned(
     nodes: &Holders,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
@@ -2602,8 +2692,7 @@ fn node_by_node_pruned(
         if most_replicas >= needed {
             break;
         }
-        let local = by_node.get(&id).unwrap_or(&none);
-        most_replicas += most_replicas_on(e, id, local, cands, req, stopping);
+        most_replicas += most_replicas_on(e, id, by_node, req, stopping);
     }
     if nodes.indexed && req.per_replica > 0 {
         for (room, _) in plain_rooms(e, req, by_node, stopping).rev() {
@@ -2683,7 +2772,7 @@ fn fewest_victims_exhaustive(
     holders: &Holders,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     stopping: &Waitable,
     bound: &Cost,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
@@ -2708,7 +2797,7 @@ fn fewest_victims_exhaustive(
         nodes: &'s [NodeId],
         req: &'s Request,
         cands: &'s [Candidate],
-        by_node: &'s BTreeMap<NodeId, Vec<usize>>,
+        by_node: &'s ByNode,
         stopping: &'s Waitable,
         best: Option<(Cost, Vec<usize>, Placement)>,
         bound: Option<Cost>,
@@ -2844,7 +2933,7 @@ fn choose_node_by_node(
     holders: &Holders,
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
     prune: bool,
@@ -3009,13 +3098,7 @@ struct Holders {
 
 impl Holders {
     /// Every holder, sorted.
-    fn all(
-        &self,
-        e: &Engine,
-        req: &Request,
-        by_node: &BTreeMap<NodeId, Vec<usize>>,
-        stopping: &Waitable,
-    ) -> Vec<NodeId> {
+    fn all(&self, e: &Engine, req: &Request, by_node: &ByNode, stopping: &Waitable) -> Vec<NodeId> {
         if !self.indexed {
             return self.listed.clone();
         }
@@ -3029,7 +3112,7 @@ impl Holders {
 
 /// Whether node `id` has candidates of `by_node` or kept runs on it: not a
 /// plain node of an indexed area.
-fn is_special(id: NodeId, by_node: &BTreeMap<NodeId, Vec<usize>>, stopping: &Waitable) -> bool {
+fn is_special(id: NodeId, by_node: &ByNode, stopping: &Waitable) -> bool {
     by_node.contains_key(&id) || stopping.kept_on_node.contains_key(&id)
 }
 
@@ -3038,7 +3121,7 @@ fn is_special(id: NodeId, by_node: &BTreeMap<NodeId, Vec<usize>>, stopping: &Wai
 fn plain_rooms<'a>(
     e: &'a Engine,
     req: &Request,
-    by_node: &'a BTreeMap<NodeId, Vec<usize>>,
+    by_node: &'a ByNode,
     stopping: &'a Waitable,
 ) -> impl DoubleEndedIterator<Item = (u32, NodeId)> + 'a {
     e.cluster
@@ -3052,14 +3135,12 @@ fn holders(
     e: &Engine,
     area: Area,
     req: &Request,
-    cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     stopping: &Waitable,
 ) -> Holders {
     let Area::Listed { nodes, base, .. } = area else {
         // Plain nodes aside: those of candidates and kept runs.
         let m = req.model;
-        let none: Vec<usize> = Vec::new();
         let mut listed: Vec<NodeId> = by_node
             .keys()
             .chain(stopping.kept_on_node.keys())
@@ -3068,8 +3149,7 @@ fn holders(
                 let node = e.cluster.node(id);
                 node.schedulable
                     && node.model == Some(m)
-                    && most_gpus_on(e, id, by_node.get(&id).unwrap_or(&none), cands, stopping)
-                        >= req.per_replica
+                    && most_gpus_on(e, id, by_node, stopping) >= req.per_replica
             })
             .collect();
         listed.sort_unstable();
@@ -3080,7 +3160,7 @@ fn holders(
         };
     };
     Holders {
-        listed: listed_holders(e, nodes, base, req, cands, by_node, stopping),
+        listed: listed_holders(e, nodes, base, req, by_node, stopping),
         indexed: false,
     }
 }
@@ -3091,16 +3171,15 @@ fn listed_holders(
     nodes: &[NodeId],
     base: &[NodeId],
     req: &Request,
-    cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     stopping: &Waitable,
 ) -> Vec<NodeId> {
     debug_assert!(nodes.is_sorted() && base.is_sorted());
     // Victims' nodes outside the base, in node order like the base.
     let mut extra: Vec<NodeId> = Vec::new();
-    let mut hold = |id: NodeId, local: &[usize]| {
+    let mut hold = |id: NodeId| {
         if base.binary_search(&id).is_err()
-            && most_gpus_on(e, id, local, cands, stopping) >= req.per_replica
+            && most_gpus_on(e, id, by_node, stopping) >= req.per_replica
         {
             extra.push(id);
         }
@@ -3109,14 +3188,14 @@ fn listed_holders(
     // or the nodes of the victims.
     if nodes.len() < by_node.len() {
         for &id in nodes {
-            if let Some(local) = by_node.get(&id) {
-                hold(id, local);
+            if by_node.contains_key(&id) {
+                hold(id);
             }
         }
     } else {
-        for (&id, local) in by_node {
+        for &id in by_node.keys() {
             if nodes.binary_search(&id).is_ok() {
-                hold(id, local);
+                hold(id);
             }
         }
     }
@@ -3143,20 +3222,9 @@ fn merge_sorted(a: &[NodeId], b: &[NodeId]) -> Vec<NodeId> {
 }
 
 /// The most GPUs a replica could use on node `id`: free ones, waited-for
-/// stopping ones and those of every candidate in `local`.
-fn most_gpus_on(
-    e: &Engine,
-    id: NodeId,
-    local: &[usize],
-    cands: &[Candidate],
-    stopping: &Waitable,
-) -> u32 {
-    e.cluster.node(id).free
-        + stopping.gpus_on(&e.cluster, id)
-        + local
-            .iter()
-            .map(|&i| gpus_of_run_on(e, cands[i].run, id))
-            .sum::<u32>()
+/// stopping ones and those of every candidate `by_node` lists there.
+fn most_gpus_on(e: &Engine, id: NodeId, by_node: &ByNode, stopping: &Waitable) -> u32 {
+    e.cluster.node(id).free + stopping.gpus_on(&e.cluster, id) + by_node.gpus_on(id)
 }
 
 /// How many GPUs run `run` holds on node `id`.
@@ -3179,7 +3247,7 @@ fn could_hold_a_replica(
     nodes: &[NodeId],
     req: &Request,
     cands: &[Candidate],
-    by_node: &BTreeMap<NodeId, Vec<usize>>,
+    by_node: &ByNode,
     stopping: &Waitable,
 ) -> Vec<NodeId> {
     nodes
