@@ -14,6 +14,7 @@ mod support;
 
 use gitfleet_engine::{PlanInput, Planner, Unchanged, plan};
 use proptest::prelude::*;
+#[cfg(debug_assertions)]
 use proptest::strategy::ValueTree;
 use support::{Case, build, case_raw, feed_back};
 
