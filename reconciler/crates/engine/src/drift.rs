@@ -63,13 +63,13 @@ impl CleanNodes {
 /// the pools differ or nothing was kept. `names`: the fleet's jobs by name,
 /// when the engine has them (made here otherwise), with each job's runtime
 /// hash once known (by its place in the engine's table; filled in here).
-pub(crate) fn detect_kept(
-    fleet: &Fleet,
+pub(crate) fn detect_kept<'a>(
+    fleet: &'a Fleet,
     observed: &ObservedState,
     nodes: &[ObservedNode],
     actions: &[Action],
     kept: Option<&mut Option<CleanNodes>>,
-    names: Option<(&crate::JobNames<'_>, &mut [Option<u64>])>,
+    names: Option<(&mut crate::JobNames<'a>, &mut [Option<u64>])>,
 ) -> Vec<Drift> {
     let mut pools: BTreeMap<&str, &NodePoolSpec> = BTreeMap::new();
     for p in &fleet.pools {
@@ -185,7 +185,7 @@ pub(crate) fn detect_kept(
 fn job_spec_drift<'a>(
     fleet: &'a Fleet,
     observed: &ObservedState,
-    names: Option<(&crate::JobNames<'a>, &mut [Option<u64>])>,
+    names: Option<(&mut crate::JobNames<'a>, &mut [Option<u64>])>,
     out: &mut Vec<Drift>,
 ) {
     let running: Vec<(usize, &RunningJob)> = observed
@@ -200,10 +200,14 @@ fn job_spec_drift<'a>(
     // By name, the first of a name winning (inserted last); hashed: a
     // fleet's jobs outnumber its running ones, and only look-ups follow.
     // The engine's table when given (the same rule).
-    let (names, mut hashes) = match names {
+    let (mut names_back, mut hashes) = match names {
         Some((names, hashes)) => (Some(names), Some(hashes)),
         None => (None, None),
     };
+    // What each record's job said of it before (kept while both stood
+    // still): taken for the loop, given back after it.
+    let mut said = names_back.as_deref_mut().map(|n| n.take_said());
+    let names = names_back.as_deref();
     let made: rustc_hash::FxHashMap<&str, &'a Object<JobSpec>> = match names {
         Some(_) => rustc_hash::FxHashMap::default(),
         None => {
@@ -235,7 +239,24 @@ fn job_spec_drift<'a>(
         let Some((j, spec)) = spec_of(k, r.job.as_str()) else {
             continue;
         };
-        if spec.restart_requested(r).is_some() {
+        let said = said.as_deref_mut().and_then(|said| said.get_mut(k));
+        if let Some(said) = &said
+            && said.older == Some(false)
+        {
+            debug_assert!(
+                spec.restart_requested(r).is_some() || !spec.runs_older_spec(r),
+                "a kept drift verdict is stale"
+            );
+            continue;
+        }
+        let restart = match &said {
+            Some(said) if said.restart == Some(false) => false,
+            _ => spec.restart_requested(r).is_some(),
+        };
+        if restart {
+            if let Some(said) = said {
+                said.older = Some(false);
+            }
             continue;
         }
         let known = j.and_then(|j| hashes.as_deref_mut()?.get_mut(j as usize));
@@ -251,6 +272,9 @@ fn job_spec_drift<'a>(
             }),
             None => spec.runs_older_spec(r),
         };
+        if let Some(said) = said {
+            said.older = Some(older);
+        }
         if !older {
             continue;
         }
@@ -271,6 +295,9 @@ fn job_spec_drift<'a>(
     }
     found.sort_by(|a, b| a.0.cmp(b.0));
     out.extend(found.into_iter().map(|(_, drift)| drift));
+    if let (Some(names), Some(said)) = (names_back, said) {
+        names.give_said(said);
+    }
 }
 
 /// `declared`: the node's pool and its spec, when its pool is declared.

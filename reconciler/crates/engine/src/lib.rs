@@ -62,14 +62,14 @@ pub use planner::Planner;
 
 /// Computes the plan.
 pub fn plan(input: &PlanInput) -> Plan {
-    let (mut plan, _, _, names) = Engine::new(input).run_keeping();
+    let (mut plan, _, _, mut names) = Engine::new(input).run_keeping();
     plan.drift = crate::drift::detect_kept(
         input.fleet,
         input.observed,
         &input.observed.nodes,
         &plan.actions,
         None,
-        Some((&names, &mut [])),
+        Some((&mut names, &mut [])),
     );
     plan
 }
@@ -105,6 +105,16 @@ impl<'a> JobNames<'a> {
     ) -> Option<(JobId, &'a model::spec::Object<model::spec::JobSpec>)> {
         let j = (*self.resolved.running.get(k)?)?;
         Some((j, self.objects[j as usize]))
+    }
+
+    /// What the running records' jobs said of them, taken (for drift).
+    pub(crate) fn take_said(&mut self) -> Vec<records::Said> {
+        std::mem::take(&mut self.resolved.said)
+    }
+
+    /// Gives back what [`JobNames::take_said`] took, with what was asked since.
+    pub(crate) fn give_said(&mut self, said: Vec<records::Said>) {
+        self.resolved.said = said;
     }
 
     /// What the planner keeps of the plan's jobs for the next plan
@@ -462,7 +472,20 @@ impl<'a> Engine<'a> {
                     kept.table(fleet, &tree, &mut models, &observed.queued, unchanged);
                 // The last plan's look-ups, when its table was kept (the
                 // same names at the same places) and so are the records.
-                let resolved = kept.resolved.take().filter(|_| unchanged.records);
+                let mut resolved = kept.resolved.take().filter(|_| unchanged.records);
+                // What the changed jobs' documents said is asked again.
+                match (&mut resolved, unchanged.jobs_but) {
+                    (Some(kept), Some(changed)) => {
+                        let mut is_changed = vec![false; jobs.len()];
+                        for &k in changed {
+                            if let Some(slot) = is_changed.get_mut(k) {
+                                *slot = true;
+                            }
+                        }
+                        kept.forget_said(&is_changed);
+                    }
+                    _ => resolved = None,
+                }
                 let names = std::mem::take(&mut kept.names);
                 let order = std::mem::take(&mut kept.fair_order);
                 (jobs, index, resolved, names, order)
@@ -505,7 +528,10 @@ impl<'a> Engine<'a> {
         // Node ids hold while the cluster is the kept one.
         let resolved = match kept_resolved.filter(|_| nodes_kept) {
             Some(kept) => {
-                debug_assert!(kept == look_up(), "kept records' look-ups differ");
+                debug_assert!(
+                    kept.same_look_ups(&look_up()),
+                    "kept records' look-ups differ"
+                );
                 kept
             }
             None => look_up(),
@@ -612,9 +638,11 @@ impl<'a> Engine<'a> {
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
         let mut stops: Vec<(RunId, Action)> = Vec::new();
-        let resolved = std::mem::take(&mut self.resolved);
-        let mut part_nodes = resolved.part_nodes.iter();
-        for ((r, &run_id), &job) in running.iter().zip(&run_of).zip(&resolved.running) {
+        let mut resolved = std::mem::take(&mut self.resolved);
+        let part_nodes_of = std::mem::take(&mut resolved.part_nodes);
+        let mut part_nodes = part_nodes_of.iter();
+        for (k, (r, &run_id)) in running.iter().zip(&run_of).enumerate() {
+            let job = resolved.running[k];
             let mut placement: Placement = Vec::with_capacity(r.placement.len());
             let mut model = None;
             for part in &r.placement {
@@ -641,7 +669,7 @@ impl<'a> Engine<'a> {
                         (Stopping::Preempted, Some(after(since, info.grace)))
                     } else if limit_end.is_some_and(|end| end <= self.now) {
                         (Stopping::Terminated, Some(self.now))
-                    } else if let Some(reason) = info.object.restart_requested(r) {
+                    } else if let Some(reason) = resolved.restart_requested(k, info.object, r) {
                         // A restart: preempted for itself, so it comes back
                         // as a pending job with its GPUs nominated for it.
                         restarting = true;
@@ -735,6 +763,7 @@ impl<'a> Engine<'a> {
                 kept_for: None,
             }));
         }
+        resolved.part_nodes = part_nodes_of;
         self.resolved = resolved;
         self.runs = by_name
             .iter()

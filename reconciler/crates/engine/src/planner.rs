@@ -103,7 +103,8 @@ impl Planner {
             jobs: &mut self.jobs,
             unchanged,
         };
-        let (mut plan, _, cluster, names) = Engine::build(input, nodes, Some(kept)).run_keeping();
+        let (mut plan, _, cluster, mut names) =
+            Engine::build(input, nodes, Some(kept)).run_keeping();
         self.kept.spare = Some(cluster);
         plan.drift = crate::drift::detect_kept(
             input.fleet,
@@ -111,7 +112,7 @@ impl Planner {
             nodes,
             &plan.actions,
             Some(&mut self.kept.clean),
-            Some((&names, &mut self.jobs.runtime)),
+            Some((&mut names, &mut self.jobs.runtime)),
         );
         self.jobs.give_back(names.into_returned());
         plan

@@ -8,7 +8,7 @@ use model::observed::ObservedState;
 use super::ids::{JobId, NodeId};
 
 /// Where each observed record's names lead.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Resolved {
     /// Per running record (the observed order): its job.
     pub(crate) running: Vec<Option<JobId>>,
@@ -19,6 +19,19 @@ pub(crate) struct Resolved {
     pub(crate) completed: Vec<Option<JobId>>,
     /// Per queued record: its job.
     pub(crate) queued: Vec<Option<JobId>>,
+    /// Per running record: what its job's document says of it, once asked
+    /// (kept with the look-ups, but for the records of jobs that changed).
+    pub(crate) said: Vec<Said>,
+}
+
+/// What a job's document says of a running record of it (a pure function
+/// of the two): `None` until asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Said {
+    /// Whether its restart annotation asks for a restart.
+    pub(crate) restart: Option<bool>,
+    /// Whether it is listed as running an older spec (drift).
+    pub(crate) older: Option<bool>,
 }
 
 impl Resolved {
@@ -55,6 +68,49 @@ impl Resolved {
                 .map(|c| job_named(&c.job))
                 .collect(),
             queued: observed.queued.iter().map(|q| job_named(&q.job)).collect(),
+            said: vec![Said::default(); observed.running.len()],
         }
+    }
+
+    /// Whether the look-ups are `other`'s (what each record says aside).
+    pub(crate) fn same_look_ups(&self, other: &Resolved) -> bool {
+        self.running == other.running
+            && self.part_nodes == other.part_nodes
+            && self.completed == other.completed
+            && self.queued == other.queued
+            && self.said.len() == other.said.len()
+    }
+
+    /// Forgets what the documents of the jobs `changed` (by job id) said.
+    pub(crate) fn forget_said(&mut self, changed: &[bool]) {
+        for (said, job) in self.said.iter_mut().zip(&self.running) {
+            if job.is_some_and(|j| changed.get(j as usize).copied().unwrap_or(true)) {
+                *said = Said::default();
+            }
+        }
+    }
+
+    /// Whether job document `object` asks running record `k` (`r`) to
+    /// restart, and why: asked once while kept (debug builds ask again).
+    pub(crate) fn restart_requested(
+        &mut self,
+        k: usize,
+        object: &model::spec::Object<model::spec::JobSpec>,
+        r: &model::observed::RunningJob,
+    ) -> Option<String> {
+        if let Some(said) = self.said.get(k)
+            && said.restart == Some(false)
+        {
+            debug_assert!(
+                object.restart_requested(r).is_none(),
+                "a kept restart verdict is stale"
+            );
+            return None;
+        }
+        let reason = object.restart_requested(r);
+        if let Some(said) = self.said.get_mut(k) {
+            said.restart = Some(reason.is_some());
+        }
+        reason
     }
 }

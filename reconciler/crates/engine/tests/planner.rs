@@ -105,6 +105,24 @@ proptest! {
     }
 }
 
+/// Running records with the digests of the specs they started with: every
+/// other one its job's now, the others another (drift lists them), so that
+/// job changes add and remove drift.
+fn with_spec_digests(case: &mut Case) {
+    let digests: std::collections::BTreeMap<&str, String> = case
+        .fleet
+        .jobs
+        .iter()
+        .map(|j| (j.name(), j.spec.runtime_digest()))
+        .collect();
+    for (k, r) in case.observed.running.iter_mut().enumerate() {
+        r.spec_digest = match digests.get(r.job.as_str()) {
+            Some(now) if k % 2 == 0 => Some(now.clone()),
+            _ => Some("00000000000000ff".into()),
+        };
+    }
+}
+
 /// One change to a job's spec or annotations, its name kept (what a commit
 /// editing one job in place does), chosen by `kind` and `pick`.
 fn change_job(case: &mut Case, at: usize, kind: u8, pick: u8) {
@@ -189,6 +207,7 @@ proptest! {
         ),
     ) {
         let mut case = build(&a);
+        with_spec_digests(&mut case);
         let mut planner = Planner::new();
         let first = planner
             .plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default())
