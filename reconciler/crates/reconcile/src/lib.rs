@@ -1275,12 +1275,13 @@ impl<E: Executor> Reconciler<E> {
             }
             if !proven {
                 // Recorded before the first byte is parsed: if this revision
-                // kills the process, the next start knows which one did.
+                // kills the process, the next start knows which one did. A
+                // new state's is not synced (a power loss starts it anew).
                 revisions.loading = Some(Loading {
                     revision: newest.id.clone(),
                     interrupted,
                 });
-                self.store.commit(&Batch {
+                self.store.commit_unsynced_if_new(&Batch {
                     revisions: Some(revisions.clone()),
                     ..Batch::default()
                 })?;
