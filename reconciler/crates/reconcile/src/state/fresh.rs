@@ -60,6 +60,26 @@ pub(super) fn temps(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The first bytes of every redb file, written once redb has made it
+/// (before its first commit).
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// Whether `temp` is a file that redb began to make and never finished:
+/// not empty, without redb's magic bytes.
+pub(super) fn unfinished_init(temp: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut file = match std::fs::File::open(temp) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut head = Vec::with_capacity(REDB_MAGIC.len());
+    file.by_ref()
+        .take(REDB_MAGIC.len() as u64)
+        .read_to_end(&mut head)?;
+    Ok(!head.is_empty() && head != REDB_MAGIC)
+}
+
 /// A new database's file, kept unsynced until [`Fresh::settle`].
 #[derive(Debug)]
 pub(super) struct Fresh {

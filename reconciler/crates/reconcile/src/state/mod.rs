@@ -100,13 +100,15 @@ fn unfinished_creation(dir: &Path, database_len: Option<u64>, evidence: &str) ->
         && fresh::temps(dir).is_ok_and(|temps| !temps.is_empty())
 }
 
+/// An opened database, with its temporary file while it is new.
+type Opened = (Database, Option<fresh::Fresh>);
+
 /// Opens the database of a new state in `dir` (`path` missing): under a
 /// temporary name, its syncs skipped, until its first synced commit
 /// ([`fresh`]); a crashed process's temporary file of this boot is opened
 /// again, another boot's removed. Where the system tells no boot id, at
 /// `path`, synced as any. `None`: the temporary file was renamed or made
 /// anew while this waited for its lock (look again).
-type Opened = (Database, Option<fresh::Fresh>);
 fn open_new(dir: &Path, path: &Path) -> Result<Option<Opened>, redb::DatabaseError> {
     use std::os::unix::fs::MetadataExt;
     let Some(boot) = fresh::boot_id() else {
@@ -121,6 +123,12 @@ fn open_new(dir: &Path, path: &Path) -> Result<Option<Opened>, redb::DatabaseErr
                 _ => {}
             }
         }
+    }
+    if fresh::unfinished_init(&temp)? {
+        // A process died while redb made it, before its first commit:
+        // nothing in it. (A process making it at this moment loses its
+        // file and fails at its first synced commit, before any action.)
+        std::fs::remove_file(&temp)?;
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -1601,6 +1609,34 @@ mod tests {
             .collect();
         assert_eq!(pending, ids);
     }
+
+    #[test]
+    fn a_new_database_left_half_made_in_this_boot_starts_anew() {
+        let Some(boot) = fresh::boot_id() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        // A process died while redb made the file: its length set, the
+        // header without redb's magic yet.
+        let temp = fresh::temp_path(dir.path(), &boot);
+        std::fs::write(&temp, vec![0u8; 4096]).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.is_fresh());
+        assert_eq!(store.revisions().unwrap(), Revisions::default());
+        drop(store);
+        assert!(dir.path().join(DB_FILE).exists() && !temp.exists());
+        // Its magic there, it is opened as redb made it (not read here
+        // otherwise): a file that is no database is an error, not a state.
+        let other = tempfile::tempdir().unwrap();
+        let temp = fresh::temp_path(other.path(), &boot);
+        let mut bytes = REDB_MAGIC_FOR_TESTS.to_vec();
+        bytes.resize(4096, 0xff);
+        std::fs::write(&temp, bytes).unwrap();
+        let err = Store::open(other.path()).unwrap_err();
+        assert!(matches!(err, StateError::Database { .. }), "{err}");
+    }
+
+    const REDB_MAGIC_FOR_TESTS: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
     #[test]
     fn a_new_state_closed_unsynced_is_synced_and_named_then() {
