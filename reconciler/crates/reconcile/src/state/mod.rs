@@ -11,8 +11,9 @@
 //! may be lost by a crash until the next durable commit is committed
 //! deferred, without waiting for the disk ([`Store::commit_deferred`]); a
 //! new database is not synced at all until its first synced commit
-//! ([`fresh`]). It builds with no C toolchain and no server, and its file is locked by one
-//! process at a time, so two reconcilers cannot share a state directory.
+//! ([`fresh`]). It builds with no C toolchain and no server, and its file
+//! is locked by one process at a time, so two reconcilers cannot share a
+//! state directory.
 //!
 //! Tables hold JSON values (serde), so a record can gain fields without a
 //! migration; old values read with defaults. Job records without a stop, a
