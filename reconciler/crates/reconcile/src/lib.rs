@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::state::{
-    AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
+    AuditEntry, Batch, IntentRef, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
 use engine::{Horizon, PlanInput, Planner, Unchanged};
@@ -1743,10 +1743,10 @@ impl<E: Executor> Reconciler<E> {
                 results.push(Some((ActionResult::AlreadyUnderway, false)));
             } else {
                 results.push(None);
-                intents.push(Intent {
-                    revision: revision.to_string(),
+                intents.push(IntentRef {
+                    revision,
                     time: now,
-                    action: action.clone(),
+                    action,
                 });
             }
         }
@@ -1754,18 +1754,15 @@ impl<E: Executor> Reconciler<E> {
         // change nothing outside the store: then they, their outcomes and
         // their intents are lost together or kept together, and the
         // revision's commit at the end puts all on disk.
-        let ids = if self.executor.acts_in_store_only() {
-            self.store.record_intents_deferred(&intents)?
-        } else {
-            self.store.record_intents(&intents)?
-        };
+        let durable = !self.executor.acts_in_store_only();
+        let ids = self.store.record_intent_refs(&intents, durable)?;
         let work: Vec<Work<'_>> = ids
             .iter()
             .zip(&intents)
             .map(|(id, intent)| Work {
                 id: *id,
                 revision,
-                action: &intent.action,
+                action: intent.action,
                 time: now,
                 check_underway: true,
             })
@@ -2037,8 +2034,9 @@ fn record_action(
             record.revision = Some(revision.to_string());
             let mut changed = vec![job.clone()];
             // GPUs nominated for another job that the plan gave this one
-            // (it could not use them) are no longer nominated for it.
-            for part in placement {
+            // (it could not use them) are no longer nominated for it. (None
+            // nominated, as in a burst: no node name copied to look up.)
+            for part in placement.iter().filter(|_| !nominations.is_empty()) {
                 for gpu in &part.gpus {
                     let Some(other) = nominations.get(&(part.node.clone(), *gpu)) else {
                         continue;

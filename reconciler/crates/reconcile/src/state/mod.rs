@@ -29,7 +29,8 @@ mod job_groups;
 mod records;
 
 pub use records::{
-    AuditEntry, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StopKind, Stopping,
+    AuditEntry, Intent, IntentRef, JobRecord, LastStop, Loading, Phase, Revisions, StopKind,
+    Stopping,
 };
 
 use std::collections::BTreeMap;
@@ -613,9 +614,25 @@ impl Store {
         self.record_intents_as(intents, Durability::None)
     }
 
-    fn record_intents_as(
+    /// Records a plan's actions as intended as [`Store::record_intents`]
+    /// does (`durable`) or [`Store::record_intents_deferred`] does, from
+    /// borrowed intents.
+    pub fn record_intent_refs(
         &self,
-        intents: &[Intent],
+        intents: &[IntentRef<'_>],
+        durable: bool,
+    ) -> Result<Vec<u64>, StateError> {
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        self.record_intents_as(intents, durability)
+    }
+
+    fn record_intents_as<T: Serialize>(
+        &self,
+        intents: &[T],
         durability: Durability,
     ) -> Result<Vec<u64>, StateError> {
         if intents.is_empty() {
