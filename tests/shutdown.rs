@@ -92,7 +92,18 @@ fn sigterm_during_an_iteration_exits_within_the_timeout_and_a_restart_carries_on
         .unwrap();
     let state = dir.path().join("state");
     let started = Instant::now();
-    while !state.join("state.redb").exists() && started.elapsed() < Duration::from_secs(30) {
+    // The database (a new one under a temporary name until its first
+    // synced commit, `state.redb.new-<boot id>`) shows the iteration began.
+    let begun = || {
+        std::fs::read_dir(&state).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("state.redb"))
+            })
+        })
+    };
+    while !begun() && started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(150));

@@ -250,11 +250,24 @@ impl SimExecutor {
                 Outcome::Done
             }
             _ => {
-                let touched = touched_nodes(world, action);
+                // A placement's nodes are the action's (nothing to copy
+                // before the world changes).
+                let touched = match action {
+                    Action::Place { .. } => Vec::new(),
+                    _ => touched_nodes(world, action),
+                };
                 let applied = world.apply(action, &facts, now);
                 // Marked even when it failed: what is stored is the world
                 // as it is.
                 self.dirty.extend(touched);
+                if let Action::Place { placement, .. } = action {
+                    // Each name copied once (a node holds several jobs).
+                    for part in placement {
+                        if !self.dirty.contains(&part.node) {
+                            self.dirty.insert(part.node.clone());
+                        }
+                    }
+                }
                 applied.map_err(|e| ExecError::Action {
                     action: kind,
                     subject: name.to_string(),

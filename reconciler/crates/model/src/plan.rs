@@ -266,7 +266,14 @@ impl Action {
                     placement, reason, ..
                 },
                 Wording::Audit,
-            ) => format!("{} ({reason})", placement_short(placement)),
+            ) => {
+                let mut out = String::with_capacity(32 + reason.len());
+                push_placement_short(placement, &mut out);
+                out.push_str(" (");
+                out.push_str(reason);
+                out.push(')');
+                out
+            }
             (Action::Place { placement, .. }, Wording::Change) => {
                 format!("on {}", placement_short(placement))
             }
@@ -384,6 +391,28 @@ pub struct Summary {
 /// (`n2` before `n10`), GPU indices as ranges. Not Slurm's `n0[0-7]`, which
 /// a Slurm user reads as the nodes `n00` to `n07`.
 pub fn placement_short(placement: &[NodeGpus]) -> String {
+    let mut out = String::new();
+    push_placement_short(placement, &mut out);
+    out
+}
+
+/// [`placement_short`], appended to `out` (no text of its own: a burst's
+/// audit writes thousands).
+pub fn push_placement_short(placement: &[NodeGpus], out: &mut String) {
+    // Usually each node once, in natural order, its GPUs increasing: written
+    // as they are, with nothing to merge or sort.
+    let in_order = placement
+        .windows(2)
+        .all(|w| crate::text::natural_cmp(&w[0].node, &w[1].node).is_lt())
+        && placement
+            .iter()
+            .all(|p| p.gpus.windows(2).all(|g| g[0] < g[1]));
+    if in_order {
+        for (i, part) in placement.iter().enumerate() {
+            push_node_gpus(i, &part.node, &part.gpus, out);
+        }
+        return;
+    }
     let mut merged: Vec<(&str, Vec<u32>)> = Vec::new();
     for part in placement {
         match merged.iter_mut().find(|(n, _)| *n == part.node) {
@@ -392,19 +421,26 @@ pub fn placement_short(placement: &[NodeGpus]) -> String {
         }
     }
     merged.sort_by(|a, b| crate::text::natural_cmp(a.0, b.0));
-    merged
-        .into_iter()
-        .map(|(node, mut gpus)| {
-            gpus.sort_unstable();
-            gpus.dedup();
-            format!("{node}:gpu{}", ranges(&gpus))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    for (i, (node, mut gpus)) in merged.into_iter().enumerate() {
+        gpus.sort_unstable();
+        gpus.dedup();
+        push_node_gpus(i, node, &gpus, out);
+    }
 }
 
-fn ranges(values: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
+/// `node:gpu…` (GPUs sorted, distinct), after `, ` unless it is the first (`i`).
+fn push_node_gpus(i: usize, node: &str, gpus: &[u32], out: &mut String) {
+    if i > 0 {
+        out.push_str(", ");
+    }
+    out.push_str(node);
+    out.push_str(":gpu");
+    push_ranges(gpus, out);
+}
+
+/// Sorted distinct values as ranges: `0-3,5`.
+fn push_ranges(values: &[u32], out: &mut String) {
+    use std::fmt::Write as _;
     let mut i = 0;
     while i < values.len() {
         let start = values[i];
@@ -413,14 +449,17 @@ fn ranges(values: &[u32]) -> String {
             i += 1;
             end = values[i];
         }
-        out.push(if start == end {
-            start.to_string()
+        if start != values[0] {
+            out.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = if start == end {
+            write!(out, "{start}")
         } else {
-            format!("{start}-{end}")
-        });
+            write!(out, "{start}-{end}")
+        };
         i += 1;
     }
-    out.join(",")
 }
 
 #[cfg(test)]
@@ -435,6 +474,87 @@ mod tests {
             Wording::Subject,
         ]
         .map(|w| action.describe(w))
+    }
+
+    /// The straightforward way [`placement_short`] writes a placement.
+    fn placement_short_plain(placement: &[NodeGpus]) -> String {
+        let mut merged: Vec<(&str, Vec<u32>)> = Vec::new();
+        for part in placement {
+            match merged.iter_mut().find(|(n, _)| *n == part.node) {
+                Some((_, g)) => g.extend(&part.gpus),
+                None => merged.push((&part.node, part.gpus.clone())),
+            }
+        }
+        merged.sort_by(|a, b| crate::text::natural_cmp(a.0, b.0));
+        merged
+            .into_iter()
+            .map(|(node, mut gpus)| {
+                gpus.sort_unstable();
+                gpus.dedup();
+                let mut ranges: Vec<String> = Vec::new();
+                let mut i = 0;
+                while i < gpus.len() {
+                    let start = gpus[i];
+                    let mut end = start;
+                    while i + 1 < gpus.len() && gpus[i + 1] == end + 1 {
+                        i += 1;
+                        end = gpus[i];
+                    }
+                    ranges.push(if start == end {
+                        start.to_string()
+                    } else {
+                        format!("{start}-{end}")
+                    });
+                    i += 1;
+                }
+                format!("{node}:gpu{}", ranges.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn placement_short_is_the_plain_wording(
+            parts in proptest::collection::vec(
+                ("(n|m|n0)[0-9]{1,2}", proptest::collection::vec(0u32..12, 0..6)),
+                0..5,
+            ),
+            reason in "[a-z ]{0,8}",
+        ) {
+            let placement: Vec<NodeGpus> = parts
+                .into_iter()
+                .map(|(node, gpus)| NodeGpus { node, gpus })
+                .collect();
+            let plain = placement_short_plain(&placement);
+            proptest::prop_assert_eq!(placement_short(&placement), plain.clone());
+            let place = Action::Place {
+                job: "j".into(),
+                placement,
+                reason: reason.clone(),
+            };
+            proptest::prop_assert_eq!(
+                place.describe(Wording::Audit),
+                format!("{plain} ({reason})")
+            );
+        }
+    }
+
+    #[test]
+    fn placement_short_in_order_and_not() {
+        let p = |node: &str, gpus: &[u32]| NodeGpus {
+            node: node.into(),
+            gpus: gpus.to_vec(),
+        };
+        assert_eq!(
+            placement_short(&[p("n2", &[0, 1, 2, 3, 5]), p("n10", &[7])]),
+            "n2:gpu0-3,5, n10:gpu7"
+        );
+        assert_eq!(
+            placement_short(&[p("n10", &[3, 1, 2]), p("n2", &[0]), p("n10", &[1, 0])]),
+            "n2:gpu0, n10:gpu0-3"
+        );
+        assert_eq!(placement_short(&[]), "");
     }
 
     #[test]

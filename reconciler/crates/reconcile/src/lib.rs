@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::state::{
-    AuditEntry, Batch, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
+    AuditEntry, Batch, IntentRef, JobRecord, LastStop, Loading, Phase, Revisions, StateError,
     StopKind, Stopping, Store,
 };
 use engine::{Horizon, PlanInput, Planner, Unchanged};
@@ -1275,12 +1275,13 @@ impl<E: Executor> Reconciler<E> {
             }
             if !proven {
                 // Recorded before the first byte is parsed: if this revision
-                // kills the process, the next start knows which one did.
+                // kills the process, the next start knows which one did. A
+                // new state's is not synced (a power loss starts it anew).
                 revisions.loading = Some(Loading {
                     revision: newest.id.clone(),
                     interrupted,
                 });
-                self.store.commit(&Batch {
+                self.store.commit_unsynced_if_new(&Batch {
                     revisions: Some(revisions.clone()),
                     ..Batch::default()
                 })?;
@@ -1740,10 +1741,10 @@ impl<E: Executor> Reconciler<E> {
                 results.push(Some((ActionResult::AlreadyUnderway, false)));
             } else {
                 results.push(None);
-                intents.push(Intent {
-                    revision: revision.to_string(),
+                intents.push(IntentRef {
+                    revision,
                     time: now,
-                    action: action.clone(),
+                    action,
                 });
             }
         }
@@ -1751,18 +1752,15 @@ impl<E: Executor> Reconciler<E> {
         // change nothing outside the store: then they, their outcomes and
         // their intents are lost together or kept together, and the
         // revision's commit at the end puts all on disk.
-        let ids = if self.executor.acts_in_store_only() {
-            self.store.record_intents_deferred(&intents)?
-        } else {
-            self.store.record_intents(&intents)?
-        };
+        let durable = !self.executor.acts_in_store_only();
+        let ids = self.store.record_intent_refs(&intents, durable)?;
         let work: Vec<Work<'_>> = ids
             .iter()
             .zip(&intents)
             .map(|(id, intent)| Work {
                 id: *id,
                 revision,
-                action: &intent.action,
+                action: intent.action,
                 time: now,
                 check_underway: true,
             })
@@ -2034,8 +2032,9 @@ fn record_action(
             record.revision = Some(revision.to_string());
             let mut changed = vec![job.clone()];
             // GPUs nominated for another job that the plan gave this one
-            // (it could not use them) are no longer nominated for it.
-            for part in placement {
+            // (it could not use them) are no longer nominated for it. (None
+            // nominated, as in a burst: no node name copied to look up.)
+            for part in placement.iter().filter(|_| !nominations.is_empty()) {
                 for gpu in &part.gpus {
                     let Some(other) = nominations.get(&(part.node.clone(), *gpu)) else {
                         continue;

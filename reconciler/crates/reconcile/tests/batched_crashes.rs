@@ -458,6 +458,9 @@ struct DyingSim {
     dies_after: Option<usize>,
     /// Dies without unwinding (nothing closed: as a kill -9).
     aborts: bool,
+    /// Says that it acts in the store only, as the sim does (its intents
+    /// and outcomes deferred); otherwise as an executor that acts outside.
+    in_store: bool,
     calls: usize,
 }
 
@@ -508,13 +511,22 @@ impl Executor for DyingSim {
     fn flush(&mut self) -> Result<(), ExecError> {
         self.sim.flush()
     }
+
+    fn acts_in_store_only(&self) -> bool {
+        self.in_store && self.sim.acts_in_store_only()
+    }
 }
 
 fn dying_sim(setup: &Setup, dies_after: Option<usize>) -> Reconciler<DyingSim> {
-    dying_sim_as(setup, dies_after, false)
+    dying_sim_as(setup, dies_after, false, false)
 }
 
-fn dying_sim_as(setup: &Setup, dies_after: Option<usize>, aborts: bool) -> Reconciler<DyingSim> {
+fn dying_sim_as(
+    setup: &Setup,
+    dies_after: Option<usize>,
+    aborts: bool,
+    in_store: bool,
+) -> Reconciler<DyingSim> {
     let store = Arc::new(Store::open(&setup.dir.join("state")).unwrap());
     let sim =
         exec::sim::SimExecutor::open(store.clone(), None, model::spec::Duration::ZERO).unwrap();
@@ -522,6 +534,7 @@ fn dying_sim_as(setup: &Setup, dies_after: Option<usize>, aborts: bool) -> Recon
         sim,
         dies_after,
         aborts,
+        in_store,
         calls: 0,
     };
     let source = FleetSource::Dir {
@@ -601,6 +614,8 @@ fn the_sims_nodes_land_with_their_outcomes_whenever_it_dies() {
 /// whose sim dies (abort) after the action given by [`SIM_DIES_AFTER`].
 const SIM_CRASH_DIR: &str = "GITFLEET_TEST_SIM_CRASH_DIR";
 const SIM_DIES_AFTER: &str = "GITFLEET_TEST_SIM_DIES_AFTER";
+/// Set (to anything) in that child process: its sim acts in the store only.
+const SIM_IN_STORE: &str = "GITFLEET_TEST_SIM_IN_STORE";
 
 /// Not a test of its own: run by
 /// [`a_killed_sim_iteration_leaves_a_state_as_before_or_consistent`] in a
@@ -612,7 +627,8 @@ fn sim_crash_child() {
     };
     let dies_after: usize = std::env::var(SIM_DIES_AFTER).unwrap().parse().unwrap();
     let setup = Setup::at(std::path::Path::new(&dir));
-    let mut reconciler = dying_sim_as(&setup, Some(dies_after), true);
+    let in_store = std::env::var_os(SIM_IN_STORE).is_some();
+    let mut reconciler = dying_sim_as(&setup, Some(dies_after), true, in_store);
     let _ = block_on(reconciler.iterate(t(0)));
     unreachable!("the executor aborts the process");
 }
@@ -621,22 +637,50 @@ fn sim_crash_child() {
 fn a_killed_sim_iteration_leaves_a_state_as_before_or_consistent() {
     // The sim acts in the store only: its intents and outcome batches are
     // deferred, and a kill -9 before the iteration's end loses them with
-    // the sim's nodes, as if the plan had not been carried out.
-    for dies_after in [1, 9, JOBS] {
+    // the sim's nodes, as if the plan had not been carried out. Said to
+    // act outside, its intents are durable and every action is recorded
+    // or intended.
+    let booted = std::path::Path::new("/proc/sys/kernel/random/boot_id").exists();
+    for (dies_after, in_store) in [1, 9, JOBS]
+        .into_iter()
+        .flat_map(|n| [(n, false), (n, true)])
+    {
         let setup = Setup::new();
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
             .args(["--exact", "sim_crash_child", "--nocapture"])
             .env(SIM_CRASH_DIR, &setup.dir)
             .env(SIM_DIES_AFTER, dies_after.to_string())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(!status.success(), "the child died");
+            .stderr(std::process::Stdio::null());
+        if in_store {
+            child.env(SIM_IN_STORE, "1");
+        }
+        assert!(!child.status().unwrap().success(), "the child died");
+        // Acting in the store only, it died before the new state's first
+        // synced commit: the state is still under its temporary name
+        // (where the system tells a boot id), and this boot goes on with
+        // it, the loading mark (written, not synced) kept, so the crash
+        // counts against the revision. Otherwise its durable intents were
+        // the first synced commit.
+        let state = setup.dir.join("state");
+        let fresh = booted && in_store;
+        assert_eq!(state.join("state.redb").exists(), !fresh);
+        let store = Store::open(&state).unwrap();
+        assert_eq!(store.is_fresh(), fresh);
+        if in_store {
+            let loading = store.revisions().unwrap().loading;
+            assert_eq!(loading.unwrap().interrupted, 0);
+        }
+        drop(store);
         let recorded = busy_nodes_match_the_records(&setup);
-        let store = Store::open(&setup.dir.join("state")).unwrap();
+        let store = Store::open(&state).unwrap();
         let left = store.pending_intents().unwrap().len();
-        assert_eq!(left + recorded, JOBS, "every action recorded or intended");
+        if in_store {
+            assert_eq!(left + recorded, 0, "as before the plan");
+        } else {
+            assert_eq!(left + recorded, JOBS, "every action recorded or intended");
+        }
         drop(store);
 
         let mut reconciler = dying_sim(&setup, None);

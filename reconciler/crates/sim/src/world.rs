@@ -3,6 +3,7 @@
 //! rules listed in the crate docs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use model::observed::{
     CompletedJob, NodeGpus, ObservedNode, ObservedState, QueuedJob, RunningJob, Timestamp,
@@ -387,8 +388,9 @@ struct NodeEntry {
     /// Insertion order: the order of the observed state's nodes.
     seq: u64,
     node: WorldNode,
-    /// GPU index → the job holding it.
-    held: BTreeMap<u32, String>,
+    /// GPU index → the job holding it (one name shared by its GPUs: a
+    /// burst seats thousands of jobs on 8 GPUs each).
+    held: BTreeMap<u32, Arc<str>>,
 }
 
 #[derive(Debug, Clone)]
@@ -897,7 +899,7 @@ impl World {
         self.nodes
             .get(node)
             .and_then(|e| e.held.get(&gpu))
-            .map(String::as_str)
+            .map(|holder| &**holder)
     }
 
     /// A running job by name.
@@ -942,7 +944,7 @@ impl World {
     }
 
     /// Nodes (with their held GPUs) in the order they joined.
-    fn ordered_nodes(&self) -> impl Iterator<Item = (&WorldNode, &BTreeMap<u32, String>)> {
+    fn ordered_nodes(&self) -> impl Iterator<Item = (&WorldNode, &BTreeMap<u32, Arc<str>>)> {
         let mut nodes: Vec<&NodeEntry> = self.nodes.values().collect();
         nodes.sort_by_key(|e| e.seq);
         nodes.into_iter().map(|e| (&e.node, &e.held))
@@ -964,7 +966,8 @@ impl World {
     /// Refuses a placement on unknown or provisioning nodes, unknown GPUs,
     /// or held GPUs (also a GPU named twice).
     fn check_placement(&self, job: &str, placement: &[NodeGpus]) -> Result<(), WorldError> {
-        let mut taken: BTreeSet<(&str, u32)> = BTreeSet::new();
+        // A placement has a few GPUs: a list is cheaper than a set.
+        let mut taken: Vec<(&str, u32)> = Vec::new();
         for p in placement {
             let Some(entry) = self.nodes.get(&p.node) else {
                 return Err(WorldError::UnknownNode {
@@ -989,7 +992,7 @@ impl World {
                 let holder = entry
                     .held
                     .get(&gpu)
-                    .map(String::as_str)
+                    .map(|holder| &**holder)
                     .or_else(|| taken.contains(&(p.node.as_str(), gpu)).then_some(job));
                 if let Some(holder) = holder {
                     return Err(WorldError::GpuHeld {
@@ -999,7 +1002,7 @@ impl World {
                         holder: holder.to_string(),
                     });
                 }
-                taken.insert((p.node.as_str(), gpu));
+                taken.push((p.node.as_str(), gpu));
             }
         }
         Ok(())
@@ -1007,10 +1010,11 @@ impl World {
 
     /// Seats a checked job: its GPUs held, its nodes busy, its end scheduled.
     fn seat(&mut self, job: WorldJob) {
+        let name: Arc<str> = Arc::from(job.job.as_str());
         for p in &job.placement {
             if let Some(entry) = self.nodes.get_mut(&p.node) {
                 for &gpu in &p.gpus {
-                    entry.held.insert(gpu, job.job.clone());
+                    entry.held.insert(gpu, name.clone());
                 }
                 entry.node.node.idle_since = None;
             }
@@ -1050,7 +1054,7 @@ impl World {
         let job = entry.job;
         for p in &job.placement {
             if let Some(node) = self.nodes.get_mut(&p.node) {
-                node.held.retain(|_, holder| *holder != job.job);
+                node.held.retain(|_, holder| **holder != *job.job);
                 if node.held.is_empty() {
                     node.node.node.idle_since.get_or_insert(at);
                 }

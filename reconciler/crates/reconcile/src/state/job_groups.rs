@@ -175,6 +175,7 @@ pub(super) fn write(
     // written are kept for their new place.
     let mut touched = BTreeSet::new();
     let mut names = Vec::with_capacity(records.len());
+    index.at.reserve(records.len());
     let changing = records
         .iter()
         .map(|r| (r.job.as_str(), true))

@@ -9,9 +9,11 @@
 //! they changed — in later ones, many actions a transaction; see
 //! [`Store::record_intents`] and [`Store::hold_executor_writes`]); what
 //! may be lost by a crash until the next durable commit is committed
-//! deferred, without waiting for the disk ([`Store::commit_deferred`]). It
-//! builds with no C toolchain and no server, and its file is locked by one
-//! process at a time, so two reconcilers cannot share a state directory.
+//! deferred, without waiting for the disk ([`Store::commit_deferred`]); a
+//! new database is not synced at all until its first synced commit
+//! ([`fresh`]). It builds with no C toolchain and no server, and its file
+//! is locked by one process at a time, so two reconcilers cannot share a
+//! state directory.
 //!
 //! Tables hold JSON values (serde), so a record can gain fields without a
 //! migration; old values read with defaults. Job records without a stop, a
@@ -21,18 +23,20 @@
 //! still read.
 
 mod compact;
+mod fresh;
 mod groups;
 mod job_groups;
 mod records;
 
 pub use records::{
-    AuditEntry, Intent, JobRecord, LastStop, Loading, Phase, Revisions, StopKind, Stopping,
+    AuditEntry, Intent, IntentRef, JobRecord, LastStop, Loading, Phase, Revisions, StopKind,
+    Stopping,
 };
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle,
@@ -85,6 +89,65 @@ fn earlier_state(dir: &Path) -> Option<String> {
         .iter()
         .find(|name| dir.join(name).symlink_metadata().is_ok())
         .map(|name| (*name).to_string())
+}
+
+/// Whether a missing database's `evidence` of an earlier state was left by
+/// a new state that never reached the disk (its temporary file is there,
+/// [`fresh`]): a local executor's records or a mirror made while the
+/// database was new. The marker is written only once the database is on
+/// disk, so it is never excused.
+fn unfinished_creation(dir: &Path, database_len: Option<u64>, evidence: &str) -> bool {
+    database_len.is_none()
+        && evidence != MARKER_FILE
+        && fresh::temps(dir).is_ok_and(|temps| !temps.is_empty())
+}
+
+/// An opened database, with its temporary file while it is new.
+type Opened = (Database, Option<fresh::Fresh>);
+
+/// Opens the database of a new state in `dir` (`path` missing): under a
+/// temporary name, its syncs skipped, until its first synced commit
+/// ([`fresh`]); a crashed process's temporary file of this boot is opened
+/// again, another boot's removed. Where the system tells no boot id, at
+/// `path`, synced as any. `None`: the temporary file was renamed or made
+/// anew while this waited for its lock (look again).
+fn open_new(dir: &Path, path: &Path) -> Result<Option<Opened>, redb::DatabaseError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(boot) = fresh::boot_id() else {
+        return Database::create(path).map(|db| Some((db, None)));
+    };
+    let temp = fresh::temp_path(dir, &boot);
+    // Another boot's was never synced: a power loss may have torn it.
+    for other in fresh::temps(dir)? {
+        if other != temp {
+            match std::fs::remove_file(&other) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+    }
+    if fresh::unfinished_init(&temp)? {
+        // A process died while redb made it, before its first commit:
+        // nothing in it. (A process making it at this moment loses its
+        // file and fails at its first synced commit, before any action.)
+        std::fs::remove_file(&temp)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&temp)?;
+    let inode = file.metadata()?.ino();
+    let skip = Arc::new(AtomicBool::new(true));
+    let db = redb::Builder::new().create_with_backend(fresh::Switch::new(file, skip.clone())?)?;
+    let same = std::fs::metadata(&temp).is_ok_and(|m| m.ino() == inode) && !path.exists();
+    if !same {
+        // Closed as any database, synced: it may be another's by now.
+        skip.store(false, Ordering::SeqCst);
+        return Ok(None);
+    }
+    Ok(Some((db, Some(fresh::Fresh { temp, skip }))))
 }
 
 /// Why the state could not be read or written.
@@ -185,6 +248,10 @@ type HeldWrites = BTreeMap<String, Option<String>>;
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// The state directory.
+    dir: PathBuf,
+    /// A new database not synced yet ([`fresh`]).
+    fresh: Mutex<Option<fresh::Fresh>>,
     /// The executor's writes held for the next [`Store::commit`], while
     /// [`Store::hold_executor_writes`] is in force.
     held: Mutex<Option<HeldWrites>>,
@@ -229,6 +296,7 @@ impl Store {
         };
         if database_len.is_none_or(|len| len == 0)
             && let Some(evidence) = earlier_state(dir)
+            && !unfinished_creation(dir, database_len, &evidence)
         {
             return Err(StateError::Lost {
                 path: shown,
@@ -245,9 +313,17 @@ impl Store {
         // which shares the lock until it execs) may hold the lock for a
         // moment: wait a little before calling it another reconciler.
         let waited_since = std::time::Instant::now();
-        let db = loop {
-            match Database::create(&path) {
-                Ok(db) => break db,
+        let (db, fresh) = loop {
+            let opened = if !path.exists() {
+                open_new(dir, &path)
+            } else {
+                Database::create(&path).map(|db| Some((db, None)))
+            };
+            match opened {
+                Ok(Some(opened)) => break opened,
+                // The temporary file was renamed (or removed) meanwhile:
+                // look again.
+                Ok(None) => {}
                 Err(redb::DatabaseError::DatabaseAlreadyOpen)
                     if waited_since.elapsed() < LOCK_PATIENCE =>
                 {
@@ -265,26 +341,48 @@ impl Store {
                     });
                 }
             }
+            if waited_since.elapsed() >= LOCK_PATIENCE {
+                return Err(StateError::Locked { path: shown });
+            }
         };
         let store = Store {
             db,
             path,
+            dir: dir.to_path_buf(),
+            fresh: Mutex::new(fresh),
             held: Mutex::new(None),
             deferred: AtomicBool::new(false),
             job_writes: AtomicU64::new(0),
             job_index: Mutex::new(None),
         };
         store.create_tables()?;
-        // Written after the database exists and lasts as long as the
-        // directory: from now on a lost database is noticed.
-        let marker = dir.join(MARKER_FILE);
+        if !store.is_fresh() {
+            store.write_marker()?;
+        }
+        Ok(store)
+    }
+
+    /// Written once the database is on disk under its name, and lasts as
+    /// long as the directory: from now on a lost database is noticed.
+    fn write_marker(&self) -> Result<(), StateError> {
+        let marker = self.dir.join(MARKER_FILE);
         if !marker.exists() {
             std::fs::write(&marker, MARKER_TEXT).map_err(|source| StateError::Dir {
                 path: marker.display().to_string(),
                 source,
             })?;
         }
-        Ok(store)
+        Ok(())
+    }
+
+    /// Whether the database is new and none of its commits synced yet
+    /// ([`fresh`]): it is kept under a temporary name.
+    pub fn is_fresh(&self) -> bool {
+        self.fresh_state().is_some()
+    }
+
+    fn fresh_state(&self) -> MutexGuard<'_, Option<fresh::Fresh>> {
+        self.fresh.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The database file.
@@ -338,12 +436,35 @@ impl Store {
 
     /// Commits `txn`: on disk when this returns, with every deferred commit
     /// before it ([`Durability::Immediate`]), or deferred ([`Durability::None`]).
-    fn finish(&self, mut txn: WriteTransaction, durability: Durability) -> Result<(), StateError> {
+    fn finish(&self, txn: WriteTransaction, durability: Durability) -> Result<(), StateError> {
+        self.finish_as(txn, durability, true)
+    }
+
+    /// [`Store::finish`]; a durable commit of a new database ([`fresh`])
+    /// is synced only with `sync` (and then renamed into place).
+    fn finish_as(
+        &self,
+        mut txn: WriteTransaction,
+        durability: Durability,
+        sync: bool,
+    ) -> Result<(), StateError> {
         let deferred = matches!(durability, Durability::None);
+        let mut fresh = (!deferred && sync).then(|| self.fresh_state());
+        if let Some(Some(new)) = fresh.as_deref() {
+            // This commit's syncs put every write before it on disk.
+            new.sync_from_now();
+        }
         txn.set_durability(durability).map_err(|e| self.err(e))?;
         txn.commit().map_err(|e| self.err(e))?;
         // A durable commit puts every deferred one before it on disk.
         self.deferred.store(deferred, Ordering::SeqCst);
+        if let Some(fresh) = fresh.as_mut()
+            && let Some(new) = fresh.as_ref()
+        {
+            new.settle(&self.dir).map_err(|e| self.err(e))?;
+            **fresh = None;
+            self.write_marker()?;
+        }
         Ok(())
     }
 
@@ -493,9 +614,25 @@ impl Store {
         self.record_intents_as(intents, Durability::None)
     }
 
-    fn record_intents_as(
+    /// Records a plan's actions as intended as [`Store::record_intents`]
+    /// does (`durable`) or [`Store::record_intents_deferred`] does, from
+    /// borrowed intents.
+    pub fn record_intent_refs(
         &self,
-        intents: &[Intent],
+        intents: &[IntentRef<'_>],
+        durable: bool,
+    ) -> Result<Vec<u64>, StateError> {
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        self.record_intents_as(intents, durability)
+    }
+
+    fn record_intents_as<T: Serialize>(
+        &self,
+        intents: &[T],
         durability: Durability,
     ) -> Result<Vec<u64>, StateError> {
         if intents.is_empty() {
@@ -653,7 +790,17 @@ impl Store {
     /// ([`Store::hold_executor_writes`]), if any: on disk when this
     /// returns, together with every deferred commit before it.
     pub fn commit(&self, batch: &Batch) -> Result<(), StateError> {
-        self.commit_as(batch, Durability::Immediate)
+        self.commit_as(batch, Durability::Immediate, true)
+    }
+
+    /// Writes a batch as [`Store::commit`] does, but on a new state none
+    /// of whose commits was synced yet ([`Store::is_fresh`]) without
+    /// waiting for the disk: a crash of the process keeps it, a power loss
+    /// before the state's first synced commit loses the whole new state
+    /// (it starts anew). Only for what no action depends on (a revision's
+    /// loading mark).
+    pub fn commit_unsynced_if_new(&self, batch: &Batch) -> Result<(), StateError> {
+        self.commit_as(batch, Durability::Immediate, false)
     }
 
     /// Writes a batch as [`Store::commit`] does, deferred: this store reads
@@ -664,10 +811,15 @@ impl Store {
     /// else: use it only for what may be lost by a crash until the next
     /// durable commit (docs/semantics.md, "Deferred commits").
     pub fn commit_deferred(&self, batch: &Batch) -> Result<(), StateError> {
-        self.commit_as(batch, Durability::None)
+        self.commit_as(batch, Durability::None, true)
     }
 
-    fn commit_as(&self, batch: &Batch, durability: Durability) -> Result<(), StateError> {
+    fn commit_as(
+        &self,
+        batch: &Batch,
+        durability: Durability,
+        sync: bool,
+    ) -> Result<(), StateError> {
         let mut held = self.held();
         let held_writes = held.as_ref().filter(|w| !w.is_empty());
         if batch.is_empty() && held_writes.is_none() {
@@ -678,7 +830,7 @@ impl Store {
             // nothing, and nothing read before it is trusted after.
             self.job_writes.fetch_add(1, Ordering::SeqCst);
         }
-        self.write_batch(batch, held_writes, durability)?;
+        self.write_batch(batch, held_writes, durability, sync)?;
         // Written: no longer held (kept on a failure, for the next commit).
         if let Some(writes) = held.as_mut() {
             writes.clear();
@@ -691,6 +843,7 @@ impl Store {
         batch: &Batch,
         held: Option<&HeldWrites>,
         durability: Durability,
+        sync: bool,
     ) -> Result<(), StateError> {
         // Where the job records are: taken while they change, put back once
         // the transaction is committed (a failed write leaves `None`, so the
@@ -745,7 +898,7 @@ impl Store {
                 }
             }
         }
-        self.finish(txn, durability)?;
+        self.finish_as(txn, durability, sync)?;
         if index.is_some() {
             *job_index = index;
         }
@@ -868,6 +1021,24 @@ impl Store {
             table,
             key: key.to_string(),
             message: e.to_string(),
+        }
+    }
+}
+
+/// A new database not synced yet ([`fresh`]) is synced and takes its name
+/// when the store is closed, as deferred commits reach the disk then.
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.is_fresh() {
+            return;
+        }
+        let settled = self
+            .db
+            .begin_write()
+            .map_err(|e| self.err(e))
+            .and_then(|txn| self.finish(txn, Durability::Immediate));
+        if let Err(e) = settled {
+            tracing::warn!(error = %e, "cannot put the new state on disk; the next start in this boot goes on with it");
         }
     }
 }
@@ -1351,6 +1522,183 @@ mod tests {
                 "durable-after"
             ]
         );
+    }
+
+    /// Set in a child process of the test binary: the state directory, new,
+    /// that [`fresh_crash_child`] writes to before it aborts.
+    const FRESH_CRASH_DIR: &str = "GITFLEET_TEST_FRESH_CRASH_DIR";
+
+    fn loading_mark(revision: &str) -> Batch {
+        Batch {
+            revisions: Some(Revisions {
+                loading: Some(Loading {
+                    revision: revision.into(),
+                    interrupted: 0,
+                }),
+                ..Revisions::default()
+            }),
+            ..Batch::default()
+        }
+    }
+
+    /// Not a test of its own: run by [`a_crashed_new_state_goes_on_in_the_same_boot`]
+    /// in a child process, which writes to a new state (nothing synced)
+    /// and then dies without closing it.
+    #[test]
+    fn fresh_crash_child() {
+        let Some(dir) = std::env::var_os(FRESH_CRASH_DIR) else {
+            return;
+        };
+        let store = Store::open(Path::new(&dir)).unwrap();
+        assert!(store.is_fresh());
+        store.commit_unsynced_if_new(&loading_mark("abc")).unwrap();
+        store
+            .commit_deferred(&Batch {
+                clock: Some(t("2026-11-21T10:00:00Z")),
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(store.is_fresh(), "nothing synced yet");
+        std::process::abort();
+    }
+
+    #[test]
+    fn a_crashed_new_state_goes_on_in_the_same_boot() {
+        if fresh::boot_id().is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "state::tests::fresh_crash_child", "--nocapture"])
+            .env(FRESH_CRASH_DIR, dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the child died");
+        assert!(!dir.path().join(DB_FILE).exists(), "never synced");
+        assert!(!dir.path().join(MARKER_FILE).exists());
+        assert_eq!(fresh::temps(dir.path()).unwrap().len(), 1);
+        // The process died, the kernel kept its writes: the loading mark
+        // is there (the crash counts against the revision), the deferred
+        // clock is not.
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.is_fresh());
+        let loading = store.revisions().unwrap().loading.unwrap();
+        assert_eq!(loading.revision, "abc");
+        assert_eq!(store.clock().unwrap(), None);
+    }
+
+    #[test]
+    fn a_new_state_is_synced_and_named_at_its_first_durable_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(DB_FILE);
+        let store = Store::open(dir.path()).unwrap();
+        if fresh::boot_id().is_none() {
+            assert!(!store.is_fresh());
+            return;
+        }
+        assert!(store.is_fresh());
+        assert!(!db.exists() && !dir.path().join(MARKER_FILE).exists());
+        store.commit_unsynced_if_new(&loading_mark("abc")).unwrap();
+        store
+            .commit_deferred(&Batch {
+                clock: Some(t("2026-11-21T10:00:00Z")),
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(store.is_fresh() && !db.exists());
+        let ids = store.record_intents(&[cancel("a")]).unwrap();
+        assert!(!store.is_fresh(), "intents are synced");
+        assert!(db.exists() && dir.path().join(MARKER_FILE).exists());
+        assert!(fresh::temps(dir.path()).unwrap().is_empty());
+        // Synced from now on, as any state.
+        store.commit_unsynced_if_new(&loading_mark("def")).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.is_fresh());
+        assert_eq!(store.clock().unwrap(), Some(t("2026-11-21T10:00:00Z")));
+        assert_eq!(store.revisions().unwrap().loading.unwrap().revision, "def");
+        let pending: Vec<u64> = store
+            .pending_intents()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(pending, ids);
+    }
+
+    #[test]
+    fn a_new_database_left_half_made_in_this_boot_starts_anew() {
+        let Some(boot) = fresh::boot_id() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        // A process died while redb made the file: its length set, the
+        // header without redb's magic yet.
+        let temp = fresh::temp_path(dir.path(), &boot);
+        std::fs::write(&temp, vec![0u8; 4096]).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.is_fresh());
+        assert_eq!(store.revisions().unwrap(), Revisions::default());
+        drop(store);
+        assert!(dir.path().join(DB_FILE).exists() && !temp.exists());
+        // Its magic there, it is opened as redb made it (not read here
+        // otherwise): a file that is no database is an error, not a state.
+        let other = tempfile::tempdir().unwrap();
+        let temp = fresh::temp_path(other.path(), &boot);
+        let mut bytes = REDB_MAGIC_FOR_TESTS.to_vec();
+        bytes.resize(4096, 0xff);
+        std::fs::write(&temp, bytes).unwrap();
+        let err = Store::open(other.path()).unwrap_err();
+        assert!(matches!(err, StateError::Database { .. }), "{err}");
+    }
+
+    const REDB_MAGIC_FOR_TESTS: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+    #[test]
+    fn a_new_state_closed_unsynced_is_synced_and_named_then() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.commit_unsynced_if_new(&loading_mark("abc")).unwrap();
+        }
+        assert!(dir.path().join(DB_FILE).exists());
+        assert!(dir.path().join(MARKER_FILE).exists());
+        assert!(fresh::temps(dir.path()).unwrap().is_empty());
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.is_fresh());
+        assert_eq!(store.revisions().unwrap().loading.unwrap().revision, "abc");
+    }
+
+    #[test]
+    fn another_boots_unsynced_state_is_removed_never_read() {
+        if fresh::boot_id().is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // Torn by a power loss: not even a redb file. The mirror was made
+        // while it was new; without the marker that is no earlier state.
+        let torn = fresh::temp_path(dir.path(), "00000000-0000-0000-0000-000000000000");
+        std::fs::write(&torn, vec![0u8; 8192]).unwrap();
+        std::fs::create_dir(dir.path().join("repo.git")).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.is_fresh());
+        assert!(!torn.exists());
+        assert_eq!(store.revisions().unwrap(), Revisions::default());
+        assert!(store.jobs().unwrap().is_empty());
+        drop(store);
+
+        // The marker is written only once a database is on disk: with it,
+        // a missing database is lost, whatever temporary file lies there.
+        std::fs::remove_file(dir.path().join(DB_FILE)).unwrap();
+        std::fs::write(&torn, vec![0u8; 8192]).unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(&err, StateError::Lost { evidence, .. } if evidence == MARKER_FILE),
+            "{err}"
+        );
+        assert!(torn.exists(), "left as found");
     }
 
     #[test]

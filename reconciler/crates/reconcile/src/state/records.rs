@@ -242,6 +242,19 @@ pub struct Intent {
     pub action: Action,
 }
 
+/// An [`Intent`] as recorded, borrowing its revision and action (a plan's
+/// thousands of intents are not copied to be written): the same JSON.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IntentRef<'a> {
+    /// The revision whose plan asked for it.
+    pub revision: &'a str,
+    /// When it was planned.
+    #[serde(serialize_with = "model::time::fast::serialize")]
+    pub time: Timestamp,
+    /// The action.
+    pub action: &'a Action,
+}
+
 /// One line of the append-only audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
@@ -291,6 +304,33 @@ pub struct Loading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_intent_borrowed_is_written_as_one_owned() {
+        let action = Action::Place {
+            job: "j \"1\"".into(),
+            placement: vec![NodeGpus {
+                node: "n0".into(),
+                gpus: vec![0, 1, 7],
+            }],
+            reason: "queue q: fits".into(),
+        };
+        let time: Timestamp = "2026-11-21T10:00:00.5Z".parse().unwrap();
+        let owned = Intent {
+            revision: "abc".into(),
+            time,
+            action: action.clone(),
+        };
+        let borrowed = IntentRef {
+            revision: "abc",
+            time,
+            action: &action,
+        };
+        assert_eq!(
+            serde_json::to_string(&[borrowed, borrowed]).unwrap(),
+            serde_json::to_string(&[owned.clone(), owned]).unwrap()
+        );
+    }
 
     fn t(s: &str) -> Timestamp {
         s.parse().unwrap()
