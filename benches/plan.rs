@@ -37,6 +37,10 @@ const RUNS: usize = 5;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// As the binary: freed memory kept for the next plan.
+#[path = "../src/keep_freed.rs"]
+mod keep_freed;
+
 fn now() -> Timestamp {
     chrono::DateTime::parse_from_rfc3339("2026-11-21T10:00:00Z")
         .map(|t| t.with_timezone(&chrono::Utc))
@@ -272,6 +276,7 @@ fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
 }
 
 fn main() {
+    keep_freed::keep_freed_memory();
     let engine_only = std::env::args().any(|a| a == "--engine-only");
     let planner = std::env::args().any(|a| a == "--planner");
     let args: Vec<String> = std::env::args()

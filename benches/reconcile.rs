@@ -61,6 +61,10 @@ use reconciler::validate::check_documents;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// As the binary: freed memory kept for the next plan.
+#[path = "../src/keep_freed.rs"]
+mod keep_freed;
+
 const UNCHANGED_RUNS: usize = 50;
 const CHANGED_RUNS: usize = 20;
 const BURST_RUNS: usize = 9;
@@ -89,6 +93,7 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
+    keep_freed::keep_freed_memory();
     // `cargo bench` passes `--bench`; other arguments choose the parts.
     let chosen: Vec<String> = std::env::args()
         .skip(1)

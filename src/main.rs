@@ -4,6 +4,7 @@
 
 mod commands;
 mod executor;
+mod keep_freed;
 mod render;
 
 /// mimalloc instead of glibc's malloc: loading a large fleet allocates and
@@ -98,6 +99,7 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
+    keep_freed::keep_freed_memory();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Supervise(args) => return commands::supervise::run(args),
