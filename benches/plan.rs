@@ -2,7 +2,9 @@
 //! command and the engine alone on generated fleets, medians of several
 //! runs, plus the command's peak memory (`-- --engine-only SIZE…`: the
 //! engine alone, loaded once, for profiling; `-- --planner SIZE…`: the
-//! engine as the reconcile loop runs it, a `Planner` planning again). Sizes: s (1k nodes, 10k pending,
+//! engine as the reconcile loop runs it, a `Planner` planning again;
+//! `-- --replan SIZE…`: its plans fed back, then re-plans after a one-job
+//! and a one-queue change, as the loop's after a commit). Sizes: s (1k nodes, 10k pending,
 //! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
 //! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
 //! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
@@ -202,15 +204,14 @@ fn bench(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     );
 }
 
-/// The engine alone, loaded once and run `ENGINE_RUNS` times (for profiling
+/// The engine alone, loaded once and run `engine_runs()` times (for profiling
 /// it with `perf record`).
 fn bench_engine(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
-    const ENGINE_RUNS: usize = 11;
     let dir = fleet_dir(name, size, settled, pool_nodes);
     let (loaded, observed) = load_generated(&dir);
     let mut engine = Vec::new();
     let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
-    for run in 0..ENGINE_RUNS {
+    for run in 0..engine_runs() {
         let (took, p) = run_engine(&loaded, &observed);
         engine.push(took);
         if run == 0 {
@@ -225,16 +226,16 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
         engine.iter().max().copied().unwrap_or_default(),
     );
     println!(
-        "{name:>2}: engine median {:>8.1?} (min {min:.1?}, max {max:.1?}, {ENGINE_RUNS} runs) | actions {kinds:?}",
-        median(engine)
+        "{name:>2}: engine median {:>8.1?} (min {min:.1?}, max {max:.1?}, {} runs) | actions {kinds:?}",
+        median(engine),
+        engine_runs()
     );
 }
 
 /// The engine as the reconcile loop runs it: one [`Planner`] planning the
 /// same input again and again (its view of the nodes kept), with the
-/// plan's horizon, `ENGINE_RUNS` times after a first plan.
+/// plan's horizon, `engine_runs()` times after a first plan.
 fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
-    const ENGINE_RUNS: usize = 11;
     let dir = fleet_dir(name, size, settled, pool_nodes);
     let (loaded, observed) = load_generated(&dir);
     let input = PlanInput {
@@ -246,15 +247,16 @@ fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     let mut planner = Planner::new();
     let first = planner.plan_with_horizon(&input).0;
     let mut engine = Vec::new();
-    for _ in 0..ENGINE_RUNS {
+    for _ in 0..engine_runs() {
         let started = Instant::now();
         let (p, _) = planner.plan_with_horizon(&input);
         engine.push(started.elapsed());
         assert_eq!(p, first, "the same plan every time");
     }
     println!(
-        "{name:>2}: planner (the loop's engine) median {:>8.1?} ({ENGINE_RUNS} runs)",
-        median(engine)
+        "{name:>2}: planner (the loop's engine) median {:>8.1?} ({} runs)",
+        median(engine),
+        engine_runs()
     );
     // As the loop plans a revision whose jobs it was told are those of the
     // last plan (none changed): the job table made from what was kept.
@@ -263,22 +265,135 @@ fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
         records: true,
     };
     let mut kept = Vec::new();
-    for _ in 0..ENGINE_RUNS {
+    for _ in 0..engine_runs() {
         let started = Instant::now();
         let (p, _) = planner.plan_since_last(&input, &observed.nodes, unchanged);
         kept.push(started.elapsed());
         assert_eq!(p, first, "the same plan every time");
     }
     println!(
-        "{name:>2}: planner, jobs kept    median {:>8.1?} ({ENGINE_RUNS} runs)",
-        median(kept)
+        "{name:>2}: planner, jobs kept    median {:>8.1?} ({} runs)",
+        median(kept),
+        engine_runs()
     );
+}
+
+/// The engine as the reconcile loop re-plans after a commit (issue 20
+/// item 3): one [`Planner`] whose plans are fed back into the observed
+/// state (`sim::apply_plan`, a minute apart) until they settle, as the
+/// loop's sim executor does; then, `engine_runs()` times each, a plan after
+/// a commit that changes one pending job's replicas (vouched: that job
+/// alone changed) and one that changes a queue's limit (the jobs vouched
+/// unchanged), alternating between the two fleets so every plan sees a
+/// change. The timed plans run in [`replans_timed`] (a callgrind
+/// `--toggle-collect` target).
+fn bench_replan(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
+    const ROUNDS: i64 = 4;
+    let dir = fleet_dir(name, size, settled, pool_nodes);
+    let (loaded, mut observed) = load_generated(&dir);
+    let fleet = loaded.fleet;
+    let mut planner = Planner::new();
+    let mut at = now();
+    for _ in 0..ROUNDS {
+        let input = PlanInput {
+            fleet: &fleet,
+            observed: &observed,
+            now: at,
+            revision: None,
+        };
+        let (p, _) = planner.plan_with_horizon(&input);
+        observed = reconciler::sim::apply_plan(&fleet, &observed, &p, at);
+        at += chrono::Duration::minutes(1);
+    }
+    // A pending job near the end (as the reconcile bench's), and the
+    // first queue with a limit.
+    let running: std::collections::HashSet<&str> =
+        observed.running.iter().map(|r| r.job.as_str()).collect();
+    let k = (0..fleet.jobs.len())
+        .rev()
+        .find(|&k| !running.contains(fleet.jobs[k].name()))
+        .expect("a pending job");
+    let mut reshaped = fleet.clone();
+    let job = &mut reshaped.jobs[k].spec;
+    job.replicas = if job.replicas == 1 { 2 } else { 1 };
+    let mut limited = fleet.clone();
+    let quota = limited
+        .queues
+        .iter_mut()
+        .flat_map(|q| q.spec.quota.iter_mut())
+        .find(|q| q.limit.is_some())
+        .expect("a queue with a limit");
+    quota.limit = quota.limit.map(|l| l + 8);
+    let input = |fleet| PlanInput {
+        fleet,
+        observed: &observed,
+        now: at,
+        revision: None,
+    };
+    // The settled state planned once more, so the planner's last plan is
+    // this observed state's.
+    planner.plan_since_last(&input(&fleet), &observed.nodes, Unchanged::default());
+    let (shape, queue) = replans_timed(&mut planner, [&fleet, &reshaped, &limited], k, &input);
+    println!(
+        "{name:>2}: re-plan (fed back), one job's replicas median {:>8.1?}, one queue's limit median {:>8.1?} ({} runs each)",
+        median(shape),
+        median(queue),
+        engine_runs()
+    );
+}
+
+/// The runs of an engine bench (`GITFLEET_ENGINE_RUNS`, 11 unless set:
+/// fewer under a profiler).
+fn engine_runs() -> usize {
+    std::env::var("GITFLEET_ENGINE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(11)
+}
+
+/// [`bench_replan`]'s timed plans: `fleets` are the settled fleet, it with
+/// job `k` reshaped, it with a queue's limit changed.
+#[inline(never)]
+fn replans_timed<'a>(
+    planner: &mut Planner,
+    fleets: [&'a reconciler::spec::Fleet; 3],
+    k: usize,
+    input: &dyn Fn(&'a reconciler::spec::Fleet) -> PlanInput<'a>,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let [fleet, reshaped, limited] = fleets;
+    let (mut shape, mut queue) = (Vec::new(), Vec::new());
+    let changed = [k];
+    for run in 0..2 * engine_runs() {
+        let to = if run % 2 == 0 { reshaped } else { fleet };
+        let unchanged = Unchanged {
+            jobs_but: Some(&changed),
+            records: true,
+        };
+        let started = Instant::now();
+        let p = planner.plan_since_last(&input(to), &input(to).observed.nodes, unchanged);
+        shape.push(started.elapsed());
+        std::hint::black_box(p);
+    }
+    for run in 0..2 * engine_runs() {
+        let to = if run % 2 == 0 { limited } else { fleet };
+        let unchanged = Unchanged {
+            jobs_but: Some(&[]),
+            records: true,
+        };
+        let started = Instant::now();
+        let p = planner.plan_since_last(&input(to), &input(to).observed.nodes, unchanged);
+        queue.push(started.elapsed());
+        std::hint::black_box(p);
+    }
+    (shape, queue)
 }
 
 fn main() {
     keep_freed::keep_freed_memory();
     let engine_only = std::env::args().any(|a| a == "--engine-only");
     let planner = std::env::args().any(|a| a == "--planner");
+    let replan = std::env::args().any(|a| a == "--replan");
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -290,6 +405,7 @@ fn main() {
     };
     for name in names {
         match size(name) {
+            Some((s, settled, pools)) if replan => bench_replan(name, s, settled, pools),
             Some((s, settled, pools)) if planner => bench_planner(name, s, settled, pools),
             Some((s, settled, pools)) if engine_only => bench_engine(name, s, settled, pools),
             Some((s, settled, pools)) => bench(name, s, settled, pools),

@@ -286,7 +286,15 @@ fn burst() {
     );
 }
 
-const LARGE_RUNS: usize = 9;
+/// Runs of `large` (`GITFLEET_LARGE_RUNS`, 9 unless set: fewer under a
+/// profiler).
+fn large_runs() -> usize {
+    std::env::var("GITFLEET_LARGE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(9)
+}
 
 /// Replaces the first `from` after `anchor` in the file `path` by `to`.
 fn edit_after(path: &Path, anchor: &str, from: &str, to: &str) {
@@ -508,7 +516,8 @@ fn large() {
     let (mut shape, mut kept) = (Vec::new(), 0);
     let (mut later, mut reused) = ([Vec::new(), Vec::new()], [0, 0]);
     let mut loads = Vec::new();
-    for run in 0..LARGE_RUNS {
+    let runs = large_runs();
+    for run in 0..runs {
         let at = tick();
         unchanged.push(timed_iteration(&mut reconciler, at, &lp));
         // Still unchanged, 15 s and 30 s (the loop's default interval)
@@ -561,7 +570,7 @@ fn large() {
         queue.push(timed_iteration(&mut reconciler, tick(), &lp));
     }
     println!(
-        "large: {} nodes, {jobs} jobs in {files} files (sim executor, Git source), medians of {LARGE_RUNS}:",
+        "large: {} nodes, {jobs} jobs in {files} files (sim executor, Git source), medians of {runs}:",
         size.nodes
     );
     println!("  first iteration: {}", ms(first_took));
@@ -594,7 +603,7 @@ fn large() {
         "  the load's parts  | list       | read       | parse      | assemble   | validate   | files parsed | in place | checked alone | jobs kept"
     );
     println!(
-        "  plans re-used: {} of {LARGE_RUNS} at +15 s, {} of {LARGE_RUNS} at +30 s; kept for the one-job commit (its command: no plan can see it) {kept} of {LARGE_RUNS}",
+        "  plans re-used: {} of {runs} at +15 s, {} of {runs} at +30 s; kept for the one-job commit (its command: no plan can see it) {kept} of {runs}",
         reused[0], reused[1]
     );
     for (name, rows) in &cases[3..] {
