@@ -740,12 +740,25 @@ fn upper_bound(
     let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
     let path: Vec<QueueId> = e.tree.path(q).collect();
     let mut released = vec![0u64; path.len()];
+    let leaf_reclaims = reclaim & 1 != 0;
     // The own leaf and the queues whose victims it may take across queues.
     for vq in std::iter::once(q).chain(others.iter().copied()) {
         let index = &e.victim_index[vq as usize];
         let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
             continue;
         };
+        // Another leaf's victims below the job's priority bound it when the
+        // job does not reclaim from it ([`skips_below`]): none, nothing to
+        // add, told before walking where the paths meet.
+        if vq != q
+            && !leaf_reclaims
+            && by_priority
+                .first()
+                .is_none_or(|(pr, _)| *pr >= job.priority)
+        {
+            debug_assert!(skips_below(e, q, vq, reclaim, own_path));
+            continue;
+        }
         let below = |p: i32| {
             let k = by_priority.partition_point(|(pr, _)| *pr < p);
             if k == 0 { 0 } else { by_priority[k - 1].1 }
@@ -771,6 +784,18 @@ fn upper_bound(
         }
     }
     (bound, released)
+}
+
+/// Whether a preemptor in leaf `q` whose leaf is not within its guarantee
+/// (bit 0 of `within` clear) takes only victims below its priority from
+/// another leaf `vq`: it never reclaims from it, since every queue of its
+/// path below the common ancestor must stay within its guarantee for that
+/// ([`reclaims`]), its leaf among them (jobs sit in leaves: the common
+/// ancestor of two leaves is above both). What lets [`candidates`] and
+/// [`upper_bound`] leave out, unlooked at, a leaf with no victim below the
+/// preemptor's priority.
+fn skips_below(e: &Engine, q: QueueId, vq: QueueId, within: Within, own_path: &[bool]) -> bool {
+    within & 1 == 0 && q != vq && !reclaims(e, q, vq, within, own_path)
 }
 
 /// Where the path of victim queue `vq` meets the path of the preemptor's
@@ -994,6 +1019,7 @@ fn candidates(
     }
     let mut sources: Vec<Source> = Vec::with_capacity(2 * (others.len() + 1));
     let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
+    let leaf_reclaims = reclaim & 1 != 0;
     // The own leaf and the queues whose victims it may take across queues
     // (the order of the sources does not matter: victims are merged by
     // tier and rank, unique per victim).
@@ -1003,6 +1029,14 @@ fn candidates(
             continue;
         };
         let list = &victims.victims[victims.head..];
+        // Another leaf's list gives only victims below the job's priority
+        // when the job does not reclaim from it ([`skips_below`]): one whose
+        // first victim is not below it is left out before its chain is
+        // looked at (as the priority bound below would).
+        if vq != q && !leaf_reclaims && list.first().is_none_or(|v| v.priority >= job.priority) {
+            debug_assert!(skips_below(e, q, vq, reclaim, own_path));
+            continue;
+        }
         let usage = e.tree.running(vq, m);
         let guaranteed = e.tree.guaranteed(vq, m);
         let borrowing = usage > guaranteed;
