@@ -3,7 +3,12 @@
 //! compact form, without its serializer's cost per field. Tests compare
 //! every writer with `serde_json`.
 
+use model::observed::Timestamp;
 use sim::WorldNode;
+
+/// A time as [`model::time::fast`] writes it, with its quotes.
+#[derive(serde::Serialize)]
+struct FastTime(#[serde(serialize_with = "model::time::fast::serialize")] Timestamp);
 
 /// Appends `text` as a JSON string, escaped as `serde_json` escapes it
 /// (`"`, `\` and control characters; nothing else).
@@ -67,13 +72,11 @@ pub fn world_node(node: &WorldNode) -> String {
 }
 
 /// Appends `node` as `serde_json` writes it; `false` (with `out` partly
-/// written) for a node with a time or GPU details, left to `serde_json`.
+/// written) for a node still provisioning or with GPU details, left to
+/// `serde_json`.
 fn push_world_node(node: &WorldNode, out: &mut String) -> bool {
     let observed = &node.node;
-    if node.ready_at.is_some()
-        || observed.idle_since.is_some()
-        || observed.gpus.iter().any(|g| g.details.is_some())
-    {
+    if node.ready_at.is_some() || observed.gpus.iter().any(|g| g.details.is_some()) {
         return false;
     }
     out.push_str("{\"node\":{\"name\":");
@@ -93,6 +96,13 @@ fn push_world_node(node: &WorldNode, out: &mut String) -> bool {
             push_str(value, out);
         }
         out.push('}');
+    }
+    if let Some(idle) = observed.idle_since {
+        out.push_str(",\"idleSince\":");
+        match serde_json::to_string(&FastTime(idle)) {
+            Ok(text) => out.push_str(&text),
+            Err(_) => return false,
+        }
     }
     out.push_str(",\"gpus\":[");
     for (i, gpu) in observed.gpus.iter().enumerate() {
@@ -207,13 +217,25 @@ mod tests {
             world.drained = k % 2 == 0;
             nodes.push(world);
         }
-        // Left to serde_json: times, GPU details.
-        let time: model::observed::Timestamp = "2026-11-21T10:00:00.5Z".parse().unwrap();
-        let mut timed = nodes[1].clone();
-        timed.ready_at = Some(time);
-        let mut idle = nodes[2].clone();
-        idle.node.idle_since = Some(time);
-        nodes.extend([timed, idle]);
+        // Idle since a time (written here), provisioning (left to serde_json).
+        for (k, time) in [
+            "2026-11-21T10:00:00.5Z",
+            "2026-11-21T10:00:00Z",
+            "1970-01-01T00:00:00.000000001Z",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let time: model::observed::Timestamp = time.parse().unwrap();
+            let mut timed = nodes[k].clone();
+            timed.ready_at = Some(time);
+            let mut idle = nodes[k + 3].clone();
+            idle.node.idle_since = Some(time);
+            let mut both = nodes[k + 6].clone();
+            both.node.idle_since = Some(time);
+            both.ready_at = Some(time);
+            nodes.extend([timed, idle, both]);
+        }
         for node in &nodes {
             assert_eq!(world_node(node), serde_json::to_string(node).unwrap());
         }
