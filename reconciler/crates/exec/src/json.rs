@@ -43,7 +43,8 @@ pub fn push_str(text: &str, out: &mut String) {
     out.push('"');
 }
 
-/// Appends `n` in decimal.
+/// Appends `n` in decimal (what `write!` gives, without its formatting
+/// machinery; the state's compact records use it too).
 pub fn push_u64(n: u64, out: &mut String) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
