@@ -17,6 +17,7 @@
 //!   retries with backoff, as kube-rs controllers' error policy does; an
 //!   action the fleet cannot do is permanent.
 
+pub mod json;
 pub mod local;
 pub mod sim;
 

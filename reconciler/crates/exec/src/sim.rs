@@ -361,7 +361,7 @@ fn save_changed(
     for node in &now {
         let name = &node.node.name;
         if before.get(name) != Some(*node) {
-            let value = serde_json::to_string(node).unwrap_or_default();
+            let value = crate::json::world_node(node);
             changes.push((format!("{NODE_PREFIX}{name}"), Some(value)));
         }
     }
@@ -380,9 +380,7 @@ fn save(store: &dyn KeyValue, world: &World, names: &[&str]) -> Result<(), ExecE
     let changes: Vec<(String, Option<String>)> = names
         .iter()
         .map(|name| {
-            let value = world
-                .node(name)
-                .map(|node| serde_json::to_string(node).unwrap_or_default());
+            let value = world.node(name).map(crate::json::world_node);
             (format!("{NODE_PREFIX}{name}"), value)
         })
         .collect();

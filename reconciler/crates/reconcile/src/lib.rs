@@ -1171,7 +1171,7 @@ impl<E: Executor> Reconciler<E> {
         let work: Vec<Work<'_>> = intents
             .iter()
             .map(|(id, intent)| Work {
-                id: *id,
+                id: Some(*id),
                 revision: &intent.revision,
                 action: &intent.action,
                 time: intent.time,
@@ -1720,8 +1720,10 @@ impl<E: Executor> Reconciler<E> {
 
     /// Carries out a new plan's actions: those whose effect is not already
     /// under way are recorded as intended, all in one transaction, before
-    /// the first is carried out ([`Reconciler::carry_out_all`]). Returns
-    /// each action's result, in the plan's order.
+    /// the first is carried out ([`Reconciler::carry_out_all`]), unless the
+    /// executor acts in the store only: then their intents are written
+    /// only if carrying them out fails. Returns each action's result, in
+    /// the plan's order.
     #[allow(clippy::too_many_arguments)] // the iteration's context, passed through
     async fn carry_out_plan(
         &mut self,
@@ -1749,16 +1751,23 @@ impl<E: Executor> Reconciler<E> {
             }
         }
         // Durable before the first action, unless the executor's actions
-        // change nothing outside the store: then they, their outcomes and
-        // their intents are lost together or kept together, and the
-        // revision's commit at the end puts all on disk.
-        let durable = !self.executor.acts_in_store_only();
-        let ids = self.store.record_intent_refs(&intents, durable)?;
-        let work: Vec<Work<'_>> = ids
+        // change nothing outside the store: then an action, its outcome and
+        // the executor's values it changed land in the same commits (lost
+        // together or kept together, the revision's commit at the end
+        // puts all on disk), and an intent would be removed with its
+        // outcome before any commit reaches the disk. Such intents are
+        // written only for actions whose outcomes could not be recorded
+        // ([`Reconciler::carry_out_all`]), as they would have been left.
+        let ids = if self.executor.acts_in_store_only() {
+            Vec::new()
+        } else {
+            self.store.record_intent_refs(&intents, true)?
+        };
+        let work: Vec<Work<'_>> = intents
             .iter()
-            .zip(&intents)
-            .map(|(id, intent)| Work {
-                id: *id,
+            .enumerate()
+            .map(|(k, intent)| Work {
+                id: ids.get(k).copied(),
                 revision,
                 action: intent.action,
                 time: now,
@@ -1807,7 +1816,9 @@ impl<E: Executor> Reconciler<E> {
         let mut outcomes = Outcomes::new(self.outcome_batch);
         let mut results = Vec::with_capacity(work.len());
         let mut carried: Result<(), ReconcileError> = Ok(());
-        for item in work {
+        // How many of `work` have their outcomes committed.
+        let mut recorded = 0;
+        for (k, item) in work.iter().enumerate() {
             results.push(
                 self.carry_out(fleet, specs, records, nominations, item, &mut outcomes)
                     .await,
@@ -1822,6 +1833,7 @@ impl<E: Executor> Reconciler<E> {
                 if carried.is_err() {
                     break;
                 }
+                recorded = k + 1;
             }
         }
         if carried.is_ok() {
@@ -1831,11 +1843,25 @@ impl<E: Executor> Reconciler<E> {
                 .map_err(ReconcileError::from)
                 .and_then(|()| Ok(outcomes.commit(&self.store, defer_last)?));
         }
+        // Failed: the intents not written up front (an executor acting in
+        // the store only) of the actions without a recorded outcome are
+        // written now, deferred, as they would have been left.
+        let unwritten: Vec<IntentRef<'_>> = work[recorded..]
+            .iter()
+            .filter(|w| carried.is_err() && w.id.is_none())
+            .map(|w| IntentRef {
+                revision: w.revision,
+                time: w.time,
+                action: w.action,
+            })
+            .collect();
+        let intended = self.store.record_intent_refs(&unwritten, false);
         // Whatever the executor wrote and no outcome took along (an
         // iteration that failed) is written now, as it was before batching.
         let flushed = self.executor.flush();
         let released = self.store.release_executor_writes();
         carried?;
+        intended?;
         flushed?;
         released?;
         Ok(results)
@@ -1862,7 +1888,7 @@ impl<E: Executor> Reconciler<E> {
         let record = action.job().and_then(|j| records.get(j));
         if check_underway && underway(action, record, &self.executor) {
             // An earlier action of the same plan got there first.
-            outcomes.done.push(id);
+            outcomes.add(id);
             return (ActionResult::AlreadyUnderway, false);
         }
         let spec = action.job().and_then(|j| specs.get(j));
@@ -1874,7 +1900,7 @@ impl<E: Executor> Reconciler<E> {
             revision,
         };
         let outcome = self.executor.execute(action, &ctx, now).await;
-        outcomes.done.push(id);
+        outcomes.add(id);
         let transient = outcome.as_ref().is_err_and(ExecError::is_transient);
         let result = match outcome {
             Ok(outcome) => {
@@ -1911,8 +1937,8 @@ impl<E: Executor> Reconciler<E> {
 /// An action recorded as intended, to carry out.
 #[derive(Debug, Clone, Copy)]
 struct Work<'a> {
-    /// Its intent's id.
-    id: u64,
+    /// Its intent's id (`None`: not written, [`Reconciler::carry_out_plan`]).
+    id: Option<u64>,
     /// The revision whose plan asked for it.
     revision: &'a str,
     action: &'a Action,
@@ -1932,6 +1958,8 @@ struct Outcomes {
     audit: Vec<AuditEntry>,
     /// Intents to mark done.
     done: Vec<u64>,
+    /// Actions carried out since the last commit (with or without an intent).
+    actions: usize,
     /// At most this many actions a transaction.
     limit: usize,
     /// The last commit (or the start).
@@ -1944,6 +1972,7 @@ impl Outcomes {
             jobs: BTreeMap::new(),
             audit: Vec::new(),
             done: Vec::new(),
+            actions: 0,
             limit,
             since: std::time::Instant::now(),
         }
@@ -1952,8 +1981,13 @@ impl Outcomes {
     /// Whether to commit now: `limit` actions, or [`OUTCOME_WINDOW`] since
     /// the last commit.
     fn due(&self) -> bool {
-        self.done.len() >= self.limit
-            || (!self.done.is_empty() && self.since.elapsed() >= OUTCOME_WINDOW)
+        self.actions >= self.limit || (self.actions > 0 && self.since.elapsed() >= OUTCOME_WINDOW)
+    }
+
+    /// Counts an action carried out, whose intent (if written) is done.
+    fn add(&mut self, intent: Option<u64>) {
+        self.done.extend(intent);
+        self.actions += 1;
     }
 
     /// Records the outcomes so far in one transaction, durable or deferred.
@@ -1964,6 +1998,7 @@ impl Outcomes {
             done_intents: std::mem::take(&mut self.done),
             ..Batch::default()
         };
+        self.actions = 0;
         if deferred {
             store.commit_deferred(&batch)?;
         } else {

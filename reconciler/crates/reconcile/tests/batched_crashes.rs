@@ -461,6 +461,9 @@ struct DyingSim {
     /// Says that it acts in the store only, as the sim does (its intents
     /// and outcomes deferred); otherwise as an executor that acts outside.
     in_store: bool,
+    /// Its flush fails from the action of this number on (a store that
+    /// cannot take the outcomes).
+    flush_fails_from: Option<usize>,
     calls: usize,
 }
 
@@ -509,6 +512,9 @@ impl Executor for DyingSim {
     }
 
     fn flush(&mut self) -> Result<(), ExecError> {
+        if self.flush_fails_from.is_some_and(|n| self.calls >= n) {
+            return Err(ExecError::Inventory("the store is full".to_string()));
+        }
         self.sim.flush()
     }
 
@@ -518,7 +524,7 @@ impl Executor for DyingSim {
 }
 
 fn dying_sim(setup: &Setup, dies_after: Option<usize>) -> Reconciler<DyingSim> {
-    dying_sim_as(setup, dies_after, false, false)
+    dying_sim_as(setup, dies_after, false, false, None)
 }
 
 fn dying_sim_as(
@@ -526,6 +532,7 @@ fn dying_sim_as(
     dies_after: Option<usize>,
     aborts: bool,
     in_store: bool,
+    flush_fails_from: Option<usize>,
 ) -> Reconciler<DyingSim> {
     let store = Arc::new(Store::open(&setup.dir.join("state")).unwrap());
     let sim =
@@ -535,6 +542,7 @@ fn dying_sim_as(
         dies_after,
         aborts,
         in_store,
+        flush_fails_from,
         calls: 0,
     };
     let source = FleetSource::Dir {
@@ -583,6 +591,33 @@ fn busy_nodes_match_the_records(setup: &Setup) -> usize {
 }
 
 #[test]
+fn a_failed_in_store_iteration_leaves_the_intents_of_its_unrecorded_actions() {
+    // Acting in the store only, the sim's intents are not written up
+    // front. Its outcomes cannot be recorded from the second batch on
+    // (actions 7 to 12; 13 to 20 never carried out): the intents of those
+    // 14 actions are left, as an executor acting outside leaves them, and
+    // the next iteration carries them out.
+    let setup = Setup::new();
+    let mut reconciler = dying_sim_as(&setup, None, false, true, Some(9));
+    assert!(
+        block_on(reconciler.iterate(t(0))).is_err(),
+        "the iteration failed"
+    );
+    drop(reconciler);
+    assert_eq!(busy_nodes_match_the_records(&setup), 6);
+    let store = Store::open(&setup.dir.join("state")).unwrap();
+    assert_eq!(store.pending_intents().unwrap().len(), JOBS - 6);
+    drop(store);
+
+    let mut reconciler = dying_sim_as(&setup, None, false, true, None);
+    let iteration = block_on(reconciler.iterate(t(1))).unwrap();
+    assert_eq!(iteration.recovered, JOBS - 6);
+    assert!(iteration.executed.is_empty(), "{:?}", iteration.executed);
+    drop(reconciler);
+    every_job_placed_once(&setup);
+}
+
+#[test]
 fn the_sims_nodes_land_with_their_outcomes_whenever_it_dies() {
     // After the first action, in the middle of a batch, at a batch's end,
     // after the last action.
@@ -628,7 +663,7 @@ fn sim_crash_child() {
     let dies_after: usize = std::env::var(SIM_DIES_AFTER).unwrap().parse().unwrap();
     let setup = Setup::at(std::path::Path::new(&dir));
     let in_store = std::env::var_os(SIM_IN_STORE).is_some();
-    let mut reconciler = dying_sim_as(&setup, Some(dies_after), true, in_store);
+    let mut reconciler = dying_sim_as(&setup, Some(dies_after), true, in_store, None);
     let _ = block_on(reconciler.iterate(t(0)));
     unreachable!("the executor aborts the process");
 }

@@ -115,22 +115,8 @@ fn compact(r: &JobRecord, out: &mut String) -> bool {
 }
 
 /// `n` in decimal (what `write!` gives, without its formatting machinery:
-/// a burst writes thousands of these).
-pub(super) fn number(mut n: u64, out: &mut String) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
-    }
-}
+/// a burst writes thousands of these; the hand-written JSON's writer).
+pub(super) use exec::json::push_u64 as number;
 
 fn optional(text: Option<&str>, out: &mut String) {
     if let Some(text) = text {

@@ -27,6 +27,7 @@ mod fresh;
 mod groups;
 mod job_groups;
 mod records;
+mod written;
 
 pub use records::{
     AuditEntry, Intent, IntentRef, JobRecord, LastStop, Loading, Phase, Revisions, StopKind,
@@ -627,7 +628,11 @@ impl Store {
         } else {
             Durability::None
         };
-        self.record_intents_as(intents, durability)
+        if intents.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Written by hand: the same value as `groups::encode`'s.
+        self.record_intent_value(intents.len(), &written::intents_value(intents), durability)
     }
 
     fn record_intents_as<T: Serialize>(
@@ -638,23 +643,31 @@ impl Store {
         if intents.is_empty() {
             return Ok(Vec::new());
         }
+        self.record_intent_value(intents.len(), &groups::encode(intents), durability)
+    }
+
+    /// Records `count` intents (at least one) whose group value is `value`.
+    fn record_intent_value(
+        &self,
+        count: usize,
+        value: &str,
+        durability: Durability,
+    ) -> Result<Vec<u64>, StateError> {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         let first;
         {
             let mut table = txn.open_table(INTENTS).map_err(|e| self.err(e))?;
             first = next_key(&table).map_err(|e| self.err(e))?;
-            let last = first + intents.len() as u64 - 1;
-            table
-                .insert(last, groups::encode(intents).as_str())
-                .map_err(|e| self.err(e))?;
-            if intents.len() > 1 {
+            let last = first + count as u64 - 1;
+            table.insert(last, value).map_err(|e| self.err(e))?;
+            if count > 1 {
                 let mut done = txn.open_table(INTENTS_DONE).map_err(|e| self.err(e))?;
-                done.insert(last, groups::Progress::new(intents.len()).encode().as_str())
+                done.insert(last, groups::Progress::new(count).encode().as_str())
                     .map_err(|e| self.err(e))?;
             }
         }
         self.finish(txn, durability)?;
-        Ok((first..first + intents.len() as u64).collect())
+        Ok((first..first + count as u64).collect())
     }
 
     /// From now on, the executor's writes ([`exec::KeyValue::write`]) are
@@ -892,7 +905,7 @@ impl Store {
                 for lines in batch.audit.chunks(AUDIT_GROUP) {
                     let last = next + lines.len() as u64 - 1;
                     audit
-                        .insert(last, groups::encode(lines).as_str())
+                        .insert(last, written::audit_value(lines).as_str())
                         .map_err(|e| self.err(e))?;
                     next = last + 1;
                 }
