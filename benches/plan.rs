@@ -305,6 +305,21 @@ fn bench_replan(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
         observed = reconciler::sim::apply_plan(&fleet, &observed, &p, at);
         at += chrono::Duration::minutes(1);
     }
+    // The settled state for `gitfleet plan --observed` (plans compared
+    // across versions: `GITFLEET_REPLAN_DUMP=DIR`).
+    if let Some(out) = std::env::var_os("GITFLEET_REPLAN_DUMP") {
+        let out = PathBuf::from(out);
+        std::fs::create_dir_all(&out).unwrap();
+        let json = serde_json::to_string(&observed).unwrap();
+        std::fs::write(out.join("observed.json"), json).unwrap();
+        std::fs::write(out.join("now"), at.to_rfc3339()).unwrap();
+        eprintln!(
+            "{name}: settled state in {} (plan with --now {} and {})",
+            out.display(),
+            at.to_rfc3339(),
+            dir.join("repo").display()
+        );
+    }
     // A pending job near the end (as the reconcile bench's), and the
     // first queue with a limit.
     let running: std::collections::HashSet<&str> =

@@ -50,8 +50,10 @@ impl Freeing {
     /// when that fits; `claimable(run)` says whether it may take a run's GPUs,
     /// `nominated` are the GPUs nominated for it (preferred after stopping
     /// jobs' GPUs). `kept_nodes`: the nodes where runs kept for one job
-    /// (their preemptor, or their own when restarting) have GPUs; every
-    /// other stopping run is open to all (the cluster's waiting index).
+    /// (their preemptor, or their own when restarting) that `claimable`
+    /// allows have GPUs; every other stopping run is open to all (the
+    /// cluster's waiting index), or kept from this job (on such a node it
+    /// may take what the waiting index counts).
     pub fn place(
         &mut self,
         cluster: &Cluster,
@@ -106,7 +108,7 @@ impl Freeing {
             return placement::place_preferring(cluster, &every(), req, &usable, &prefer);
         }
         // Without topology, a node with no GPU nominated for the job and none
-        // of a kept run offers its free GPUs and those of open stopping runs
+        // of a kept run it may take offers its free GPUs and those of open stopping runs
         // (preferred): the cluster's waiting index lists such nodes in the
         // order the placement takes them, so they are read only as far as
         // it gets (not looked at GPU by GPU, every stopping job's node every

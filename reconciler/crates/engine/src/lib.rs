@@ -1710,17 +1710,32 @@ impl<'a> Engine<'a> {
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
-        let kept_nodes: Vec<NodeId> = self
+        // Each stopping run kept for one job is asked once whether `j` may
+        // take its GPUs (not GPU by GPU). Only the nodes of those it may
+        // are listed: on the others `j` may take free GPUs and those of
+        // runs open to all, which is what the cluster's waiting index
+        // counts, so they are streamed with the rest.
+        let claims: Vec<(RunId, bool)> = self
             .kept_runs
             .get(req.model as usize)
             .into_iter()
             .flatten()
-            .flat_map(|&r| self.runs[r as usize].placement.iter().map(|(id, _)| *id))
+            .map(|&r| (r, self.claimable(r, j)))
             .collect();
+        debug_assert!(claims.is_sorted_by_key(|(r, _)| *r));
+        let kept_nodes: Vec<NodeId> = claims
+            .iter()
+            .filter(|(_, may)| *may)
+            .flat_map(|(r, _)| self.runs[*r as usize].placement.iter().map(|(id, _)| *id))
+            .collect();
+        let claimable = |r: RunId| match claims.binary_search_by_key(&r, |(k, _)| *k) {
+            Ok(at) => claims[at].1,
+            Err(_) => self.claimable(r, j),
+        };
         let p = freeing.place(
             &self.cluster,
             req,
-            &|r| self.claimable(r, j),
+            &claimable,
             &self.own_nominated,
             &kept_nodes,
         );
