@@ -1268,9 +1268,22 @@ impl<'a> Engine<'a> {
     /// job of higher priority, and nothing against a job within its
     /// guarantee when `p` would borrow them (the next plan would reclaim).
     fn keeps(&self, p: JobId, m: ModelId, asking: JobId, free: bool) -> bool {
+        self.keeps_from(p, m, asking, free, &self.held_by(asking, m))
+    }
+
+    /// [`Engine::keeps`] with what job `asking`'s stopping runs hold per
+    /// queue on model `m` ([`Engine::held_by`]) given.
+    fn keeps_from(
+        &self,
+        p: JobId,
+        m: ModelId,
+        asking: JobId,
+        free: bool,
+        asking_held: &[(QueueId, u64)],
+    ) -> bool {
         let (pj, aj) = (&self.jobs[p as usize], &self.jobs[asking as usize]);
         let Some(pq) = pj.queue else { return false };
-        if !self.fits_without_own_held(p, asking, pq, m) {
+        if !self.fits_without_own_held(p, asking_held, pq, m) {
             return false;
         }
         if free && aj.priority > pj.priority {
@@ -1283,17 +1296,52 @@ impl<'a> Engine<'a> {
     }
 
     /// Whether pending job `p` fits every limit on its path on model `m`,
-    /// not counting the stopping jobs preempted for it (while job `asking`
-    /// is decided, those preempted for `asking` count again for `p`).
-    fn fits_without_own_held(&self, p: JobId, asking: JobId, leaf: QueueId, m: ModelId) -> bool {
+    /// not counting the stopping jobs preempted for it (while a job is
+    /// decided, those preempted for it count again for `p`: `asking_held`,
+    /// [`Engine::held_by`]).
+    fn fits_without_own_held(
+        &self,
+        p: JobId,
+        asking_held: &[(QueueId, u64)],
+        leaf: QueueId,
+        m: ModelId,
+    ) -> bool {
         let gpus = self.jobs[p as usize].gpus;
         self.tree.path(leaf).all(|q| {
             let Some(limit) = self.tree.limit(q, m) else {
                 return true;
             };
-            let used = self.tree.usage(q, m) + self.tree.held(q, m) + self.held_in(asking, q, m);
+            let asking = asking_held
+                .iter()
+                .find(|(k, _)| *k == q)
+                .map_or(0, |(_, n)| *n);
+            let used = self.tree.usage(q, m) + self.tree.held(q, m) + asking;
             used.saturating_sub(self.held_in(p, q, m)) + gpus <= limit
         })
+    }
+
+    /// Per queue, what job `j`'s stopping runs on model `m` hold in it or
+    /// below ([`Engine::held_in`] of every queue at once; queues with none
+    /// left out).
+    fn held_by(&self, j: JobId, m: ModelId) -> Vec<(QueueId, u64)> {
+        let mut held: Vec<(QueueId, u64)> = Vec::new();
+        let Some(runs) = self.held_for.get(&j) else {
+            return held;
+        };
+        for run in runs.iter().map(|r| &self.runs[*r as usize]) {
+            let queue = run.job.and_then(|vj| self.jobs[vj as usize].queue);
+            let (Some(vq), true) = (queue, run.model == Some(m)) else {
+                continue;
+            };
+            for a in self.tree.path(vq) {
+                match held.iter_mut().find(|(q, _)| *q == a) {
+                    Some((_, n)) => *n += run.gpus,
+                    None => held.push((a, run.gpus)),
+                }
+            }
+        }
+        debug_assert!(held.iter().all(|(q, n)| *n == self.held_in(j, *q, m)));
+        held
     }
 
     /// GPUs of model `m` in queue `q` (or below) held by stopping runs
@@ -1715,12 +1763,34 @@ impl<'a> Engine<'a> {
         // are listed: on the others `j` may take free GPUs and those of
         // runs open to all, which is what the cluster's waiting index
         // counts, so they are streamed with the rest.
+        // What `j`'s own stopping runs hold is found once, and whether a
+        // preemptor keeps its GPUs from `j` once per preemptor.
+        let asking_held = self.held_by(j, req.model);
+        let mut kept_from: HashMap<JobId, bool> = HashMap::default();
         let claims: Vec<(RunId, bool)> = self
             .kept_runs
             .get(req.model as usize)
             .into_iter()
             .flatten()
-            .map(|&r| (r, self.claimable(r, j)))
+            .map(|&r| {
+                let run = &self.runs[r as usize];
+                debug_assert_eq!(run.model, Some(req.model));
+                // As `claimable`, with the preemptor's answer kept.
+                let may = match (run.restarting(), run.kept_for, run.model) {
+                    (true, _, _) => run.job == Some(j),
+                    (false, Some(p), Some(m)) => {
+                        p == j
+                            || self.decided[p as usize]
+                            || !self.pending_now[p as usize]
+                            || !*kept_from
+                                .entry(p)
+                                .or_insert_with(|| self.keeps_from(p, m, j, false, &asking_held))
+                    }
+                    (false, _, _) => true,
+                };
+                debug_assert_eq!(may, self.claimable(r, j), "a kept run's claim differs");
+                (r, may)
+            })
             .collect();
         debug_assert!(claims.is_sorted_by_key(|(r, _)| *r));
         let kept_nodes: Vec<NodeId> = claims
