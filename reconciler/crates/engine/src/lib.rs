@@ -402,6 +402,9 @@ struct Engine<'a> {
     /// preemptor, or itself when restarting), from `index_freeing` on; the
     /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
     kept_runs: Vec<Vec<RunId>>,
+    /// [`Engine::held_by`] of the jobs asked so far, by job and model
+    /// (a job's entries go with its `held_for` entry).
+    held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), std::rc::Rc<[(QueueId, u64)]>>>,
 }
 
 #[derive(Debug, Default)]
@@ -590,6 +593,7 @@ impl<'a> Engine<'a> {
             candidate_memo: HashMap::default(),
             source_memo: HashMap::default(),
             kept_runs: Vec::new(),
+            held_by_memo: std::cell::RefCell::default(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),
             chain_memo: std::cell::RefCell::default(),
@@ -1307,17 +1311,33 @@ impl<'a> Engine<'a> {
         m: ModelId,
     ) -> bool {
         let gpus = self.jobs[p as usize].gpus;
+        let own = self.held_by_kept(p, m);
+        let in_queue = |held: &[(QueueId, u64)], q: QueueId| {
+            held.iter().find(|(k, _)| *k == q).map_or(0, |(_, n)| *n)
+        };
         self.tree.path(leaf).all(|q| {
             let Some(limit) = self.tree.limit(q, m) else {
                 return true;
             };
-            let asking = asking_held
-                .iter()
-                .find(|(k, _)| *k == q)
-                .map_or(0, |(_, n)| *n);
-            let used = self.tree.usage(q, m) + self.tree.held(q, m) + asking;
-            used.saturating_sub(self.held_in(p, q, m)) + gpus <= limit
+            let used = self.tree.usage(q, m) + self.tree.held(q, m) + in_queue(asking_held, q);
+            used.saturating_sub(own.as_deref().map_or(0, |h| in_queue(h, q))) + gpus <= limit
         })
+    }
+
+    /// [`Engine::held_by`] of job `j`, found once while its stopping runs
+    /// stay held for it (`None`: none are).
+    fn held_by_kept(&self, j: JobId, m: ModelId) -> Option<std::rc::Rc<[(QueueId, u64)]>> {
+        if !self.held_for.contains_key(&j) {
+            return None;
+        }
+        let held = self
+            .held_by_memo
+            .borrow_mut()
+            .entry((j, m))
+            .or_insert_with(|| self.held_by(j, m).into())
+            .clone();
+        debug_assert!(*held == *self.held_by(j, m), "a kept held_by is stale");
+        Some(held)
     }
 
     /// Per queue, what job `j`'s stopping runs on model `m` hold in it or
@@ -1422,7 +1442,9 @@ impl<'a> Engine<'a> {
     /// Job `j` is charged while it waits: the stopping runs preempted for it
     /// no longer count against their limits (it counts in their place).
     fn charged_in_place_of_held(&mut self, j: JobId) {
-        self.held_for.remove(&j);
+        if self.held_for.remove(&j).is_some() {
+            self.held_by_memo.get_mut().retain(|(p, _), _| *p != j);
+        }
     }
 
     fn admit_inner(&mut self, j: JobId, models: Option<&[ModelId]>, may_defer: bool) -> bool {
