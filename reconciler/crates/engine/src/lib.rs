@@ -231,6 +231,9 @@ struct KnownOutcome {
 /// A request's shape: model, replicas, GPUs per replica, topology.
 type ShapeKey = (ModelId, u32, u32, u8, u8);
 
+/// What a job's stopping runs hold per queue, shared ([`Engine::held_by`]).
+type HeldPerQueue = std::rc::Rc<[(QueueId, u64)]>;
+
 fn shape_key(req: &Request) -> ShapeKey {
     (
         req.model,
@@ -404,7 +407,7 @@ struct Engine<'a> {
     kept_runs: Vec<Vec<RunId>>,
     /// [`Engine::held_by`] of the jobs asked so far, by job and model
     /// (a job's entries go with its `held_for` entry).
-    held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), std::rc::Rc<[(QueueId, u64)]>>>,
+    held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), HeldPerQueue>>,
 }
 
 #[derive(Debug, Default)]
@@ -1326,7 +1329,7 @@ impl<'a> Engine<'a> {
 
     /// [`Engine::held_by`] of job `j`, found once while its stopping runs
     /// stay held for it (`None`: none are).
-    fn held_by_kept(&self, j: JobId, m: ModelId) -> Option<std::rc::Rc<[(QueueId, u64)]>> {
+    fn held_by_kept(&self, j: JobId, m: ModelId) -> Option<HeldPerQueue> {
         if !self.held_for.contains_key(&j) {
             return None;
         }
