@@ -4,19 +4,26 @@
 //! engine alone, loaded once, for profiling; `-- --planner SIZE…`: the
 //! engine as the reconcile loop runs it, a `Planner` planning again;
 //! `-- --replan SIZE…`: its plans fed back, then re-plans after a one-job
-//! and a one-queue change, as the loop's after a commit). Sizes: s (1k nodes, 10k pending,
-//! 5k running), m (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending,
-//! 50k running, 60 leaf queues, 4 priority classes), all settled (a live
-//! fleet's snapshot plus 2 % fresh jobs), and l-storm: the l fleet unsettled,
-//! where every pending job that outranks a running one preempts at once
-//! (s-storm: the s fleet unsettled, a tenth of l-storm, for linear growth;
-//! s-storm-q6 and l-storm-q600: storms with 6 and 600 leaf queues, so a
-//! leaf holds as many jobs at both sizes; s-storm-2m: s-storm in pools of
-//! 200 nodes instead of 1,000, so that one of its five pools is A100 as two
-//! of l-storm's ten are — s-storm's single pool has one GPU model, and a job
-//! that accepts any model searches for victims on each of l-storm's two, so
-//! s-storm → l-storm measures the second model with the size; s-storm-2m →
-//! l-storm grows the size alone). Fleets are generated
+//! and a one-queue change, as the loop's after a commit). A fleet's name
+//! is its size — xs (100 nodes), s (1k nodes, 10k pending, 5k running), m
+//! (3k, 30k, 15k), l (10k nodes × 8 GPUs, 100k pending, 50k running) — a
+//! settled snapshot (a live fleet's, plus 2 % fresh jobs), or with `-storm`
+//! unsettled: every pending job that outranks a running one preempts at
+//! once. Then any of these, each changing the default shape (60 leaf
+//! queues in three levels, 4 priority classes, 95 % preemptible, two GPU
+//! models, a trace-like job mix, a few percent of running jobs past their
+//! time limit; see `generate::Shape`):
+//! `-q{N}` N leaf queues; `-2m` pools of 200 nodes instead of 1,000 (so
+//! s's five pools have l's model mix, one in five A100); `-late` a third
+//! of the running jobs past their time limit (`-past{N}`: N %); `-np{N}`
+//! N % of the jobs in a class that is not preemptible; `-p{N}` N priority
+//! classes; `-d{N}` N queue levels; `-g{N}` N % of the jobs gangs of 2–4
+//! whole nodes (`-gn{N}`: up to N); `-m{N}` N GPU models.
+//! Named shapes: s-storm → l-storm grows the fleet (same 60 teams, deeper
+//! queues); s-storm-q6 → l-storm-q600 grows it by its number of teams;
+//! s-storm-2m → l-storm grows the size alone (s-storm's single pool has one
+//! model); l-storm-late-q67 is issue 20's fleet (75 queues in three levels,
+//! a third of the running jobs past their limit). Fleets are generated
 //! once into target/bench-fleets/ (the observed state as YAML and JSON; the
 //! bench reads the JSON, as a machine-written snapshot would be).
 
@@ -27,7 +34,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use reconciler::engine::{PlanInput, Planner, Unchanged, plan};
-use reconciler::generate::{FleetSize, generate_in_pools, settle};
+use reconciler::generate::{FleetSize, Shape, generate_shaped, settle};
 use reconciler::load::parse_observed;
 use reconciler::load::{Loaded, fs::read_fleet_dir, load_fleet};
 use reconciler::observed::{ObservedState, Timestamp};
@@ -49,49 +56,88 @@ fn now() -> Timestamp {
         .unwrap_or_default()
 }
 
-/// A size, whether its snapshot is settled (see `generate::settle`), and
-/// its nodes per pool at most.
-fn size(name: &str) -> Option<(FleetSize, bool, u32)> {
-    let mut pool_nodes = 1000;
-    let (nodes, pending, running, settled, leaves) = match name {
-        "xs" => (100, 1_000, 500, true, 60),
-        "s" => (1_000, 10_000, 5_000, true, 60),
-        "s-storm" => (1_000, 10_000, 5_000, false, 60),
-        // s-storm with l-storm's model mix: a fifth of the nodes A100.
-        "s-storm-2m" => {
-            pool_nodes = 200;
-            (1_000, 10_000, 5_000, false, 60)
-        }
-        "m" => (3_000, 30_000, 15_000, true, 60),
-        "l" => (10_000, 100_000, 50_000, true, 60),
-        "l-storm" => (10_000, 100_000, 50_000, false, 60),
-        // Storms whose leaf queues hold as many jobs at both sizes (the
-        // fleet grows by its number of teams, not their depth).
-        "s-storm-q6" => (1_000, 10_000, 5_000, false, 6),
-        "l-storm-q600" => (10_000, 100_000, 50_000, false, 600),
+/// A bench fleet: its size and shape, whether its snapshot is settled, its
+/// nodes per pool at most.
+#[derive(Debug, Clone, Copy)]
+struct Fleet {
+    size: FleetSize,
+    shape: Shape,
+    settled: bool,
+    pool_nodes: u32,
+}
+
+/// The fleet a name stands for (the module's doc), if any.
+fn fleet(name: &str) -> Option<Fleet> {
+    let mut parts = name.split('-').peekable();
+    let (nodes, pending, running) = match parts.next()? {
+        "xs" => (100, 1_000, 500),
+        "s" => (1_000, 10_000, 5_000),
+        "m" => (3_000, 30_000, 15_000),
+        "l" => (10_000, 100_000, 50_000),
         _ => return None,
     };
-    Some((
-        FleetSize {
+    let settled = parts.next_if_eq(&"storm").is_none();
+    let mut fleet = Fleet {
+        size: FleetSize {
             nodes,
             gpus_per_node: 8,
             pending,
             running,
-            leaves,
+            leaves: 60,
             seed: 1,
         },
+        shape: Shape::default(),
         settled,
-        pool_nodes,
-    ))
+        pool_nodes: 1000,
+    };
+    // `prefix` followed by digits only: the number.
+    let knob = |part: &str, prefix: &str| -> Option<u32> {
+        part.strip_prefix(prefix)
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse().ok())
+    };
+    for part in parts {
+        let shape = &mut fleet.shape;
+        if part == "2m" {
+            fleet.pool_nodes = 200;
+        } else if part == "late" {
+            shape.past_limit_percent = Some(33);
+        } else if let Some(n) = knob(part, "q") {
+            fleet.size.leaves = n.max(1);
+        } else if let Some(n) = knob(part, "past") {
+            shape.past_limit_percent = Some(n.min(100));
+        } else if let Some(n) = knob(part, "np") {
+            shape.preemptible_percent = 100 - n.min(100);
+        } else if let Some(n) = knob(part, "p") {
+            shape.priority_classes = n.clamp(1, 16);
+        } else if let Some(n) = knob(part, "d") {
+            shape.queue_levels = n.clamp(2, 8);
+        } else if let Some(n) = knob(part, "gn") {
+            shape.gang_nodes = n.clamp(2, 64);
+        } else if let Some(n) = knob(part, "g") {
+            shape.gang_percent = Some(n.min(100));
+        } else if let Some(n) = knob(part, "m") {
+            shape.models = n.clamp(1, 4);
+        } else {
+            return None;
+        }
+    }
+    Some(fleet)
 }
 
-fn fleet_dir(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) -> PathBuf {
+fn fleet_dir(name: &str, fleet: &Fleet) -> PathBuf {
+    let Fleet {
+        size,
+        shape,
+        settled,
+        pool_nodes,
+    } = *fleet;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-fleets")
         .join(name);
     if !dir.join("observed.json").exists() || !dir.join(".settled-v1").exists() {
         let started = Instant::now();
-        let mut generated = generate_in_pools(size, pool_nodes, now());
+        let mut generated = generate_shaped(size, shape, pool_nodes, now());
         if settled {
             settle(&mut generated, 2, now());
         }
@@ -156,8 +202,8 @@ fn children_peak_mib() -> f64 {
     }
 }
 
-fn bench(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
-    let dir = fleet_dir(name, size, settled, pool_nodes);
+fn bench(name: &str, fleet: &Fleet) {
+    let dir = fleet_dir(name, fleet);
     let repo = dir.join("repo");
     // The observed state as a machine would upload it: JSON.
     let observed_path = dir.join("observed.json");
@@ -197,7 +243,7 @@ fn bench(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
     }
     println!(
         "{name:>2}: {} nodes, {jobs} jobs | plan -o json {:>8.1?} (peak {peak:.0} MiB) | load+parse {:>8.1?} | engine {:>8.1?} | {actions} actions",
-        size.nodes,
+        fleet.size.nodes,
         median(wall),
         median(load),
         median(engine),
@@ -206,8 +252,8 @@ fn bench(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
 
 /// The engine alone, loaded once and run `engine_runs()` times (for profiling
 /// it with `perf record`).
-fn bench_engine(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
-    let dir = fleet_dir(name, size, settled, pool_nodes);
+fn bench_engine(name: &str, fleet: &Fleet) {
+    let dir = fleet_dir(name, fleet);
     let (loaded, observed) = load_generated(&dir);
     let mut engine = Vec::new();
     let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
@@ -235,8 +281,8 @@ fn bench_engine(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
 /// The engine as the reconcile loop runs it: one [`Planner`] planning the
 /// same input again and again (its view of the nodes kept), with the
 /// plan's horizon, `engine_runs()` times after a first plan.
-fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
-    let dir = fleet_dir(name, size, settled, pool_nodes);
+fn bench_planner(name: &str, fleet: &Fleet) {
+    let dir = fleet_dir(name, fleet);
     let (loaded, observed) = load_generated(&dir);
     let input = PlanInput {
         fleet: &loaded.fleet,
@@ -287,9 +333,9 @@ fn bench_planner(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
 /// unchanged), alternating between the two fleets so every plan sees a
 /// change. The timed plans run in [`replans_timed`] (a callgrind
 /// `--toggle-collect` target).
-fn bench_replan(name: &str, size: FleetSize, settled: bool, pool_nodes: u32) {
+fn bench_replan(name: &str, fleet: &Fleet) {
     const ROUNDS: i64 = 4;
-    let dir = fleet_dir(name, size, settled, pool_nodes);
+    let dir = fleet_dir(name, fleet);
     let (loaded, mut observed) = load_generated(&dir);
     let fleet = loaded.fleet;
     let mut planner = Planner::new();
@@ -419,13 +465,13 @@ fn main() {
         args.iter().map(String::as_str).collect()
     };
     for name in names {
-        match size(name) {
-            Some((s, settled, pools)) if replan => bench_replan(name, s, settled, pools),
-            Some((s, settled, pools)) if planner => bench_planner(name, s, settled, pools),
-            Some((s, settled, pools)) if engine_only => bench_engine(name, s, settled, pools),
-            Some((s, settled, pools)) => bench(name, s, settled, pools),
+        match fleet(name) {
+            Some(f) if replan => bench_replan(name, &f),
+            Some(f) if planner => bench_planner(name, &f),
+            Some(f) if engine_only => bench_engine(name, &f),
+            Some(f) => bench(name, &f),
             None => eprintln!(
-                "unknown size {name:?} (xs, s, m, l, s-storm, s-storm-2m, l-storm, s-storm-q6, l-storm-q600)"
+                "unknown fleet {name:?}: a size (xs, s, m, l), then -storm, -q{{N}}, -2m, -late, -past{{N}}, -np{{N}}, -p{{N}}, -d{{N}}, -g{{N}}, -gn{{N}}, -m{{N}} (benches/plan.rs)"
             ),
         }
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, Result, WrapErr};
-use reconciler::generate::{FleetSize, generate_in_pools, settle};
+use reconciler::generate::{FleetSize, Shape, generate_shaped, settle};
 
 use super::input::resolve_now;
 
@@ -43,6 +43,30 @@ pub struct Args {
     /// preempts in the first plan (a worst case).
     #[arg(long)]
     pub storm: bool,
+    /// Percent of the started jobs that have run past their time limit
+    /// (default: as the job mix falls, a few percent).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub past_limit: Option<u32>,
+    /// Percent of jobs in preemptible priority classes.
+    #[arg(long, default_value_t = 95, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub preemptible: u32,
+    /// Priority classes.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub priority_classes: u32,
+    /// Levels of the queue tree, root and teams included (each level above
+    /// departments groups four).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=8))]
+    pub queue_levels: u32,
+    /// Percent of jobs made gangs of 2 to --gang-nodes whole nodes, besides
+    /// the job mix's own.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub gangs: Option<u32>,
+    /// The most nodes such a gang spans.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub gang_nodes: u32,
+    /// GPU models (2: one pool in four A100; more: pools take them in turn).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub models: u32,
 }
 
 /// Runs `gitfleet generate`.
@@ -56,7 +80,16 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         seed: args.seed,
     };
     let now = resolve_now(args.now.as_deref(), &Default::default())?;
-    let mut generated = generate_in_pools(size, args.pool_nodes, now);
+    let shape = Shape {
+        past_limit_percent: args.past_limit,
+        preemptible_percent: args.preemptible,
+        priority_classes: args.priority_classes,
+        queue_levels: args.queue_levels,
+        gang_percent: args.gangs,
+        gang_nodes: args.gang_nodes,
+        models: args.models,
+    };
+    let mut generated = generate_shaped(size, shape, args.pool_nodes, now);
     if !args.storm {
         settle(&mut generated, 2, now);
     }

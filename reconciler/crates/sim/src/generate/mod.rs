@@ -59,8 +59,11 @@ impl Rng {
     }
 }
 
-const H100: &str = "H100-SXM-80GB";
-const A100: &str = "A100-SXM4-80GB";
+mod shape;
+
+pub use shape::{Class, MODELS, Shape};
+
+const H100: &str = MODELS[0].0;
 const HEADER: &str = "apiVersion: gitfleet/v1\n";
 
 /// Generates a fleet at `now`.
@@ -72,23 +75,33 @@ pub fn generate(size: FleetSize, now: Timestamp) -> Generated {
 /// of 1,000: a small fleet in pools of 200 has the model mix of a large one
 /// in pools of 1,000 (one pool in four, so a fifth of 5 or 10 pools, A100).
 pub fn generate_in_pools(size: FleetSize, pool_nodes: u32, now: Timestamp) -> Generated {
-    let mut rng = Rng(size.seed);
-    let mut files = Vec::new();
+    generate_shaped(size, Shape::default(), pool_nodes, now)
+}
 
-    // Pools of up to `pool_nodes` nodes; one in four is A100 with NVLink pairs.
+/// [`generate_in_pools`] with a workload of the given [`Shape`]. What the
+/// shape changes is drawn from a second random stream, so the default shape
+/// makes exactly the fleet [`generate_in_pools`] always made.
+pub fn generate_shaped(
+    size: FleetSize,
+    shape: Shape,
+    pool_nodes: u32,
+    now: Timestamp,
+) -> Generated {
+    let mut rng = Rng(size.seed);
+    let mut knob = Rng(size.seed ^ 0x5EED_0F5A_AE00_0001);
+    let mut files = Vec::new();
+    let models = shape.models();
+
+    // Pools of up to `pool_nodes` nodes, each of one model.
     let pool_nodes = pool_nodes.max(1);
     let pool_count = size.nodes.div_ceil(pool_nodes).max(1);
     let mut pools = String::new();
-    let mut model_gpus = [0u64; 2];
+    let mut model_gpus = vec![0u64; models.len()];
     for p in 0..pool_count {
         let nodes = (size.nodes - p * pool_nodes).min(pool_nodes);
-        let a100 = p % 4 == 3;
-        let (model, nvlink) = if a100 {
-            (A100, "pairs")
-        } else {
-            (H100, "full")
-        };
-        model_gpus[usize::from(a100)] += u64::from(nodes) * u64::from(size.gpus_per_node);
+        let m = shape.pool_model(p);
+        let (model, nvlink) = models[m];
+        model_gpus[m] += u64::from(nodes) * u64::from(size.gpus_per_node);
         let zone = ["a", "b", "c"][p as usize % 3];
         let _ = write!(
             pools,
@@ -98,87 +111,80 @@ pub fn generate_in_pools(size: FleetSize, pool_nodes: u32, now: Timestamp) -> Ge
     }
     files.push(("pools.yaml".to_string(), pools));
 
-    // org → departments (10 teams each) → teams.
     let leaves = size.leaves.max(1);
-    let depts = leaves.div_ceil(10);
-    let mut queues = String::new();
-    let quota = |g: u64, slack: u64| -> String {
-        let mut q = String::new();
-        for (i, model) in [H100, A100].iter().enumerate() {
-            if model_gpus[i] > 0 {
-                let share = g * model_gpus[i] / 1000;
-                let _ = write!(
-                    q,
-                    "\n    - {{model: {model}, guaranteed: {share}, limit: {}}}",
-                    share * slack / 100
-                );
-            }
-        }
-        q
-    };
-    let _ = write!(
-        queues,
-        "{HEADER}kind: Queue\nmetadata: {{name: org}}\nspec:\n  quota:{}\n---\n",
-        quota(1000, 100)
-    );
-    for d in 0..depts {
-        let teams = (leaves - d * 10).min(10);
-        let dept_share = 1000 / u64::from(depts);
-        let _ = write!(
-            queues,
-            "{HEADER}kind: Queue\nmetadata: {{name: dept-{d}}}\nspec:\n  parent: org\n  weight: {}\n  quota:{}\n---\n",
-            1 + d % 3,
-            quota(dept_share, 150)
-        );
-        for t in 0..teams {
-            let _ = write!(
-                queues,
-                "{HEADER}kind: Queue\nmetadata: {{name: team-{d}-{t}}}\nspec:\n  parent: dept-{d}\n  weight: {}\n  quota:{}\n---\n",
-                1 + t % 4,
-                quota(dept_share / u64::from(teams), 200)
-            );
-        }
-    }
-    files.push(("queues.yaml".to_string(), queues));
+    files.push(("queues.yaml".to_string(), shape.queues(leaves, &model_gpus)));
+    let classes = shape.classes();
     files.push((
         "priority-classes.yaml".to_string(),
-        [("critical", 1000, false, false), ("high", 500, true, false), ("normal", 100, true, true), ("low", 10, true, false)]
+        classes
             .iter()
-            .map(|(name, value, preemptible, default)| {
+            .map(|c| {
                 format!(
-                    "{HEADER}kind: PriorityClass\nmetadata: {{name: {name}}}\nspec: {{value: {value}, preemptible: {preemptible}, gracePeriod: 5m, default: {default}}}\n---\n"
+                    "{HEADER}kind: PriorityClass\nmetadata: {{name: {}}}\nspec: {{value: {}, preemptible: {}, gracePeriod: 5m, default: {}}}\n---\n",
+                    c.name, c.value, c.preemptible, c.default
                 )
             })
             .collect(),
     ));
 
-    // Jobs: the first `running` are started by planning them on the empty fleet.
+    // Jobs: the first `running` are started by planning them on the empty
+    // fleet. Per job: its time limit in minutes when the shape has it run
+    // past it.
     let total = size.running + size.pending;
     let mut job_files: Vec<String> = Vec::new();
     let mut names = Vec::with_capacity(total as usize);
+    let mut limits: std::collections::HashMap<String, (u64, bool)> =
+        std::collections::HashMap::new();
     for i in 0..total {
         let d = (i % leaves) / 10;
         let t = (i % leaves) % 10;
         let starting = i < size.running;
-        let (replicas, per) = job_shape(&mut rng, starting, size.gpus_per_node);
-        let class = match rng.below(100) {
-            0..=4 => "critical",
-            5..=24 => "high",
-            25..=79 => "normal",
-            _ => "low",
+        let (mix_replicas, mix_per) = job_shape(&mut rng, starting, size.gpus_per_node);
+        let gang = shape
+            .gang_percent
+            .is_some_and(|percent| knob.chance(u64::from(percent)));
+        let (replicas, per) = if gang {
+            let most = u64::from(shape.gang_nodes.max(2));
+            (2 + knob.below(most - 1) as u32, size.gpus_per_node)
+        } else {
+            (mix_replicas, mix_per)
         };
+        let class = &Shape::class_of(&classes, rng.below(100)).name;
         let name = format!("job-{i}");
         let mut doc = format!(
             "{HEADER}kind: Job\nmetadata: {{name: {name}}}\nspec:\n  queue: team-{d}-{t}\n  priorityClass: {class}\n  replicas: {replicas}\n  gpusPerReplica: {per}\n"
         );
         if rng.chance(30) {
-            doc.push_str(&format!("  gpu: {{models: [{H100}]}}\n"));
+            let only = if models.len() <= 2 {
+                H100
+            } else {
+                // One of the models some pool has.
+                let present: Vec<&str> = models
+                    .iter()
+                    .zip(&model_gpus)
+                    .filter(|(_, gpus)| **gpus > 0)
+                    .map(|((model, _), _)| *model)
+                    .collect();
+                present[knob.below(present.len() as u64) as usize]
+            };
+            doc.push_str(&format!("  gpu: {{models: [{only}]}}\n"));
         }
-        if replicas > 1 && rng.chance(30) {
+        let mix_rack = mix_replicas > 1 && rng.chance(30);
+        if (gang && knob.chance(30)) || (!gang && mix_rack) {
             doc.push_str("  topology: {required: rack}\n");
         }
-        if rng.chance(80) {
-            doc.push_str(&format!("  timeLimit: {}h\n", 1 + rng.below(72)));
+        let mut limit = rng.chance(80).then(|| 1 + rng.below(72));
+        if starting && let Some(percent) = shape.past_limit_percent {
+            let past = knob.chance(u64::from(percent));
+            if past && limit.is_none() {
+                limit = Some(1 + knob.below(72));
+            }
+            if let Some(hours) = limit {
+                limits.insert(name.clone(), (hours * 60, past));
+            }
+        }
+        if let Some(hours) = limit {
+            doc.push_str(&format!("  timeLimit: {hours}h\n"));
         }
         doc.push_str("  command: [python, train.py]\n---\n");
         let file = (i / 1000) as usize;
@@ -213,10 +219,17 @@ pub fn generate_in_pools(size: FleetSize, pool_nodes: u32, now: Timestamp) -> Ge
     });
     for action in start_plan.actions {
         if let Action::Place { job, placement, .. } = action {
-            let age = chrono::Duration::minutes(rng.below(600) as i64);
+            let mut age = rng.below(600);
+            // A job past its limit started up to two hours before it ran
+            // out; the others within theirs.
+            match limits.get(&job) {
+                Some(&(limit, true)) => age = limit + 1 + knob.below(120),
+                Some(&(limit, false)) => age = age.min(limit.saturating_sub(1)),
+                None => {}
+            }
             observed.running.push(RunningJob {
                 job,
-                started: now - age,
+                started: now - chrono::Duration::minutes(age as i64),
                 placement,
                 preempting_since: None,
                 preempted_for: None,
@@ -363,7 +376,7 @@ mod tests {
         let g = generate_in_pools(size, 10, now());
         let pools = &g.files[0].1;
         assert_eq!(pools.matches("kind: NodePool").count(), 5);
-        assert_eq!(pools.matches(A100).count(), 1);
+        assert_eq!(pools.matches(MODELS[1].0).count(), 1);
         let sources: Vec<SourceFile> = g
             .files
             .iter()
@@ -410,5 +423,162 @@ mod tests {
         settle(&mut g, 2, now());
         let settled = count(&g);
         assert!(settled < storm, "settled {settled}, storm {storm}");
+    }
+
+    fn load(g: &Generated) -> model::spec::Fleet {
+        let sources: Vec<SourceFile> = g
+            .files
+            .iter()
+            .map(|(p, t)| SourceFile::new(p.as_str(), t.as_bytes().to_vec()))
+            .collect();
+        let loaded = load_fleet(&sources);
+        assert!(
+            loaded.is_valid(),
+            "{:?}",
+            &loaded.diagnostics[..3.min(loaded.diagnostics.len())]
+        );
+        loaded.fleet
+    }
+
+    fn small() -> FleetSize {
+        FleetSize {
+            nodes: 64,
+            gpus_per_node: 8,
+            pending: 600,
+            running: 400,
+            leaves: 40,
+            seed: 11,
+        }
+    }
+
+    #[test]
+    fn the_default_shape_is_the_original_fleet() {
+        let size = small();
+        assert_eq!(
+            generate_shaped(size, Shape::default(), 16, now()).files,
+            generate_in_pools(size, 16, now()).files
+        );
+        // The original class mix: 5 / 20 / 55 / 20, "normal" the default.
+        let classes = Shape::default().classes();
+        let shares: Vec<u32> = classes.iter().map(|c| c.share).collect();
+        assert_eq!(shares, [5, 20, 55, 20]);
+        assert_eq!(
+            classes.iter().find(|c| c.default).map(|c| c.name.as_str()),
+            Some("normal")
+        );
+    }
+
+    #[test]
+    fn a_share_of_jobs_past_their_limit_is_what_the_shape_asks() {
+        let past_share = |percent: Option<u32>| {
+            let shape = Shape {
+                past_limit_percent: percent,
+                ..Shape::default()
+            };
+            let g = generate_shaped(small(), shape, 1000, now());
+            let fleet = load(&g);
+            let past = g
+                .observed
+                .running
+                .iter()
+                .filter(|r| {
+                    let job = fleet.jobs.iter().find(|j| j.metadata.name == r.job);
+                    job.and_then(|j| j.spec.time_limit)
+                        .is_some_and(|limit| model::time::after(r.started, limit) < now())
+                })
+                .count();
+            past as f64 / g.observed.running.len() as f64
+        };
+        let third = past_share(Some(33));
+        assert!((0.25..0.42).contains(&third), "{third}");
+        assert_eq!(past_share(Some(0)), 0.0);
+        assert_eq!(past_share(Some(100)), 1.0);
+        assert!(past_share(None) < 0.15);
+    }
+
+    #[test]
+    fn classes_queue_levels_gangs_and_models_are_as_asked() {
+        for classes in [1, 2, 4, 8] {
+            for preemptible in [50, 95, 100] {
+                let shape = Shape {
+                    priority_classes: classes,
+                    preemptible_percent: preemptible,
+                    ..Shape::default()
+                };
+                let table = shape.classes();
+                assert_eq!(table.len(), classes as usize);
+                assert_eq!(table.iter().map(|c| c.share).sum::<u32>(), 100);
+                assert_eq!(table.iter().filter(|c| c.default).count(), 1);
+                let fleet = load(&generate_shaped(small(), shape, 1000, now()));
+                assert_eq!(fleet.priority_classes.len(), classes as usize);
+                if classes > 1 {
+                    let fixed: u32 = table
+                        .iter()
+                        .filter(|c| !c.preemptible)
+                        .map(|c| c.share)
+                        .sum();
+                    assert_eq!(fixed, 100 - preemptible);
+                }
+            }
+        }
+        for levels in 2..=5 {
+            let shape = Shape {
+                queue_levels: levels,
+                ..Shape::default()
+            };
+            let fleet = load(&generate_shaped(small(), shape, 1000, now()));
+            let parent = |name: &str| {
+                fleet
+                    .queues
+                    .iter()
+                    .find(|q| q.metadata.name == name)
+                    .and_then(|q| q.spec.parent.clone())
+            };
+            let depth = |leaf: &str| {
+                let mut n = 1;
+                let mut at = leaf.to_string();
+                while let Some(p) = parent(&at) {
+                    n += 1;
+                    at = p;
+                }
+                n
+            };
+            let leaves: Vec<&str> = fleet
+                .queues
+                .iter()
+                .map(|q| q.metadata.name.as_str())
+                .filter(|n| n.starts_with("team-"))
+                .collect();
+            assert_eq!(leaves.len(), 40);
+            assert!(leaves.iter().all(|l| depth(l) == levels), "levels {levels}");
+        }
+        let gangs = Shape {
+            gang_percent: Some(30),
+            gang_nodes: 6,
+            ..Shape::default()
+        };
+        let fleet = load(&generate_shaped(small(), gangs, 1000, now()));
+        let big = fleet
+            .jobs
+            .iter()
+            .filter(|j| j.spec.replicas >= 2 && j.spec.gpus_per_replica == 8)
+            .count();
+        assert!((200..=400).contains(&big), "{big} gangs of 1,000 jobs");
+        assert!(fleet.jobs.iter().all(|j| j.spec.replicas <= 6));
+        for models in 1..=4 {
+            let shape = Shape {
+                models,
+                ..Shape::default()
+            };
+            let fleet = load(&generate_shaped(small(), shape, 8, now()));
+            let mut seen: Vec<&str> = fleet
+                .pools
+                .iter()
+                .map(|p| p.spec.gpu.model.as_str())
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), models as usize, "models {models}");
+        }
     }
 }
