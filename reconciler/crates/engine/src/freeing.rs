@@ -68,14 +68,22 @@ impl Freeing {
         if waiting_room == 0 || free + waiting_room < req.total() {
             return None;
         }
-        let set = self.nodes.get_mut(m)?;
-        set.retain(|id| {
+        let holds_stopping = |id: NodeId| {
             cluster
-                .node(*id)
+                .node(id)
                 .gpus
                 .iter()
                 .any(|g| matches!(g.owner, Owner::Freeing(_)))
-        });
+        };
+        let topology = req.required.or(req.preferred).is_some() || req.per_replica == 0;
+        let set = self.nodes.get_mut(m)?;
+        // Pruned only where the placement walks every such node (with
+        // topology; debug builds compare with it): a streamed placement
+        // asks about a few nodes, not all of them at every job (thousands
+        // when a third of the running jobs are past their time limit).
+        if topology || cfg!(debug_assertions) {
+            set.retain(|id| holds_stopping(*id));
+        }
         let set: &BTreeSet<NodeId> = set;
         let usable = |n: &NodeState, _: usize, g: &Gpu| {
             n.schedulable
@@ -104,7 +112,7 @@ impl Freeing {
                     .filter(|id| cluster.node(*id).schedulable),
             )
         };
-        if req.required.or(req.preferred).is_some() || req.per_replica == 0 {
+        if topology {
             return placement::place_preferring(cluster, &every(), req, &usable, &prefer);
         }
         // Without topology, a node with no GPU nominated for the job and none
@@ -126,7 +134,7 @@ impl Freeing {
             .filter(|&id| {
                 let node = cluster.node(id);
                 node.schedulable
-                    && (set.contains(&id)
+                    && ((set.contains(&id) && holds_stopping(id))
                         || (node.free > 0 && !node.is_virtual && node.model == Some(req.model)))
             })
             .collect();
