@@ -190,6 +190,64 @@ pub fn place_preferring(
     greedy_with(cluster, nodes, req, usable, &|_| 0, Some(prefer))
 }
 
+/// [`place_preferring`] for a gang with `required` topology whose nodes
+/// come grouped by domain (in domain-name order, each domain's nodes in
+/// `nodes` order) with their usable GPUs counted by `count` (it must agree
+/// with `usable`): a domain's capacity is a sum of counts, not a look at
+/// every GPU, and domains are searched best first (least capacity left,
+/// then name) until one holds the gang, not all of them. The same
+/// placement as [`place_preferring`] on every domain's nodes.
+pub fn place_in_domains(
+    cluster: &Cluster,
+    domains: &[&[NodeId]],
+    req: &Request,
+    usable: &dyn Fn(&NodeState, usize, &Gpu) -> bool,
+    prefer: Prefer,
+    count: &dyn Fn(NodeId) -> u32,
+) -> Option<Placement> {
+    debug_assert!(
+        req.required.is_some(),
+        "a domain search without required topology"
+    );
+    let total = req.total();
+    let mut fitting: Vec<(u64, usize)> = domains
+        .iter()
+        .enumerate()
+        .filter_map(|(k, members)| {
+            let capacity: u64 = members.iter().map(|id| u64::from(count(*id))).sum();
+            (capacity >= total).then(|| (capacity - total, k))
+        })
+        .collect();
+    fitting.sort_unstable();
+    let found = fitting.iter().find_map(|&(_, k)| {
+        let members: Vec<NodeId> = domains[k]
+            .iter()
+            .copied()
+            .filter(|id| count(*id) > 0)
+            .collect();
+        greedy_with(cluster, &members, req, usable, &|_| 0, Some(prefer))
+    });
+    #[cfg(debug_assertions)]
+    {
+        for id in domains.iter().flat_map(|d| d.iter()) {
+            let node = cluster.node(*id);
+            debug_assert_eq!(
+                count(*id),
+                usable_count(node, usable),
+                "a node counted wrong"
+            );
+        }
+        let mut every: Vec<NodeId> = domains.iter().flat_map(|d| d.iter().copied()).collect();
+        every.sort_unstable();
+        debug_assert_eq!(
+            found,
+            place_preferring(cluster, &every, req, usable, prefer),
+            "a gang placed differently by domain"
+        );
+    }
+    found
+}
+
 /// Like [`place_scan`], but nodes of a lower `rank` are preferred over any
 /// of a higher rank before best fit applies (scale-up: existing nodes, then
 /// nodes already being added, then new ones).

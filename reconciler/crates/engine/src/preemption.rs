@@ -1744,7 +1744,9 @@ fn search_inner(
         Area::Listed { .. } if topology.is_none() => {
             (holders(e, area, req, &by_node, stopping).listed, false)
         }
-        Area::Listed { .. } => (nodes, false),
+        // A gang that needs one domain is placed by domain (below).
+        Area::Listed { .. } if req.required.is_some() => (Vec::new(), false),
+        Area::Listed { nodes, .. } => (nodes.to_vec(), false),
     };
     let streamed = || -> Box<dyn Iterator<Item = (u32, u32, NodeId)> + '_> {
         Box::new(
@@ -1767,18 +1769,42 @@ fn search_inner(
         let open = e.cluster.waiting_on(id);
         Some((node.free + open, [open, 0]))
     };
-    let found = placement::place_preferring_counted(
-        &e.cluster,
-        &nodes,
-        req,
-        &usable,
-        &prefer,
-        &counted,
-        streaming.then_some(&streamed as placement::Streamed),
-    );
+    let found = match area {
+        // A gang that needs one domain: domains summed from counts (free,
+        // waited-for stopping and victims' GPUs per node), searched best
+        // first — every node that could take a GPU is in the area, thousands
+        // when many jobs stop.
+        Area::Listed { domains, .. } if req.required.is_some() => {
+            let in_domain = |id: NodeId| -> u32 {
+                let node = e.cluster.node(id);
+                if !node.schedulable {
+                    return 0;
+                }
+                let victims: u32 = by_node.get(&id).map_or(0, |local| {
+                    local
+                        .iter()
+                        .map(|&i| gpus_of_run_on(e, cands[i].run, id))
+                        .sum()
+                });
+                node.free + stopping.gpus_on(&e.cluster, id) + victims
+            };
+            let members: Vec<&[NodeId]> = domains.iter().map(|(m, _)| m.as_slice()).collect();
+            placement::place_in_domains(&e.cluster, &members, req, &usable, &prefer, &in_domain)
+        }
+        _ => placement::place_preferring_counted(
+            &e.cluster,
+            &nodes,
+            req,
+            &usable,
+            &prefer,
+            &counted,
+            streaming.then_some(&streamed as placement::Streamed),
+        ),
+    };
     if let Some(p) = found {
+        // (`place_in_domains` compares with the plain placement itself.)
         #[cfg(debug_assertions)]
-        {
+        if !matches!(area, Area::Listed { .. } if req.required.is_some()) {
             let mut every = nodes.clone();
             if streaming {
                 every.extend(streamed().map(|(_, _, id)| id));
