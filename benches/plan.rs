@@ -192,14 +192,27 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
-/// Peak resident memory of finished children, in MiB.
-fn children_peak_mib() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
-    unsafe {
+/// Runs `command` to its end: its wall time, its own peak resident memory
+/// in MiB (not the largest of every child so far), its exit status.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std cannot see
+fn run_measured(command: &mut Command) -> (Duration, f64, std::process::ExitStatus) {
+    use std::os::unix::process::ExitStatusExt;
+    let started = Instant::now();
+    let child = command.spawn().expect("run gitfleet");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 writes into the zeroed struct and the status we pass
+    // and nothing else; the child is ours and not waited for elsewhere.
+    let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage.ru_maxrss as f64 / 1024.0
-    }
+        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
+        usage
+    };
+    (
+        started.elapsed(),
+        usage.ru_maxrss as f64 / 1024.0,
+        std::process::ExitStatus::from_raw(status),
+    )
 }
 
 fn bench(name: &str, fleet: &Fleet) {
@@ -208,24 +221,28 @@ fn bench(name: &str, fleet: &Fleet) {
     // The observed state as a machine would upload it: JSON.
     let observed_path = dir.join("observed.json");
 
-    // Whole command, as a user runs it.
+    // Whole command, as a user runs it (the plan written to a file).
     let mut wall = Vec::new();
+    let mut peak: f64 = 0.0;
     for _ in 0..RUNS {
-        let started = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-            .args(["plan", "-o", "json", "--observed"])
-            .arg(&observed_path)
-            .arg(&repo)
-            .output()
-            .expect("run gitfleet");
-        wall.push(started.elapsed());
+        let out = std::fs::File::create(dir.join("plan.json")).expect("plan file");
+        let err = std::fs::File::create(dir.join("plan.err")).expect("error file");
+        let (took, rss, status) = run_measured(
+            Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+                .args(["plan", "-o", "json", "--observed"])
+                .arg(&observed_path)
+                .arg(&repo)
+                .stdout(out)
+                .stderr(err),
+        );
+        wall.push(took);
+        peak = peak.max(rss);
         assert!(
-            out.status.success(),
+            status.success(),
             "{}",
-            String::from_utf8_lossy(&out.stderr)
+            std::fs::read_to_string(dir.join("plan.err")).unwrap_or_default()
         );
     }
-    let peak = children_peak_mib();
 
     // In process: loading and the engine separately.
     let mut load = Vec::new();
