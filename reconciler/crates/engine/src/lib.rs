@@ -10,6 +10,7 @@ mod alike;
 mod attained;
 pub use attained::TIER_BOUNDS as ATTAINED_TIER_BOUNDS;
 mod backfill;
+mod claims;
 mod cluster;
 mod explain;
 mod freeing;
@@ -408,6 +409,26 @@ struct Engine<'a> {
     /// [`Engine::held_by`] of the jobs asked so far, by job and model
     /// (a job's entries go with its `held_for` entry).
     held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), HeldPerQueue>>,
+    /// Per job: whether stopping runs are kept for it or restart for it
+    /// (from `index_freeing` on): its claims on them are its own.
+    claim_owners: Vec<bool>,
+    /// Counts changes of what claims on stopping runs depend on besides
+    /// the cluster and the tree: a job runs are kept for decided or
+    /// undecided, stopping runs no longer held for a job
+    /// ([`claims::SharedKey`]).
+    claims_epoch: u64,
+    /// Jobs' claims on kept runs, and their nodes ([`Engine::freeing_claims`]).
+    freeing_claims_memo: claims::SharedMemo<std::rc::Rc<FreeingClaims>>,
+}
+
+/// Whether a job may claim each kept run of a model (`kept_runs`' order),
+/// asked only of runs with GPUs still stopping on a schedulable node (the
+/// others' answers, `false`, are never read), and the nodes of those it may
+/// ([`Engine::wait_for_freeing`]).
+#[derive(Debug, PartialEq)]
+struct FreeingClaims {
+    runs: Vec<(RunId, bool)>,
+    nodes: Vec<NodeId>,
 }
 
 #[derive(Debug, Default)]
@@ -597,6 +618,9 @@ impl<'a> Engine<'a> {
             source_memo: HashMap::default(),
             kept_runs: Vec::new(),
             held_by_memo: std::cell::RefCell::default(),
+            claim_owners: Vec::new(),
+            claims_epoch: 0,
+            freeing_claims_memo: claims::SharedMemo::default(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),
             chain_memo: std::cell::RefCell::default(),
@@ -1235,7 +1259,7 @@ impl<'a> Engine<'a> {
     /// of [`Engine::first_pass_models`], and a job that would stay pending
     /// after a model was left out is left undecided instead (`false`).
     fn admit_on(&mut self, j: JobId, first_pass: bool) -> bool {
-        self.decided[j as usize] = true;
+        self.set_decided(j, true);
         // GPUs kept for `j` that it does not take become free for others.
         let holds = self.nominated.contains_key(&j) || self.freeing.has_dedicated(j);
         self.lend_held(j, false);
@@ -1264,9 +1288,20 @@ impl<'a> Engine<'a> {
                 }
             }
         } else {
-            self.decided[j as usize] = false;
+            self.set_decided(j, false);
         }
         decided
+    }
+
+    /// Marks job `j` decided or not, counting the change in the claims'
+    /// epoch when runs are kept for it.
+    fn set_decided(&mut self, j: JobId, decided: bool) {
+        if self.claim_owners.get(j as usize).copied().unwrap_or(false)
+            && self.decided[j as usize] != decided
+        {
+            self.claims_epoch += 1;
+        }
+        self.decided[j as usize] = decided;
     }
 
     /// Whether pending job `p`, not decided yet, keeps the GPUs of model `m`
@@ -1446,6 +1481,7 @@ impl<'a> Engine<'a> {
     /// no longer count against their limits (it counts in their place).
     fn charged_in_place_of_held(&mut self, j: JobId) {
         if self.held_for.remove(&j).is_some() {
+            self.claims_epoch += 1;
             self.held_by_memo.get_mut().retain(|(p, _), _| *p != j);
         }
     }
@@ -1780,6 +1816,56 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// [`FreeingClaims`] of job `j` on model `m`, kept for the next job with
+    /// the same claims ([`claims::SharedKey`]).
+    fn freeing_claims(&mut self, j: JobId, m: ModelId) -> std::rc::Rc<FreeingClaims> {
+        let key = claims::SharedKey::of(self, j, m);
+        if let Some(known) = self.freeing_claims_memo.get(&key) {
+            debug_assert!(
+                **known == self.freeing_claims_of(j, m),
+                "kept claims are stale"
+            );
+            return known.clone();
+        }
+        let found = std::rc::Rc::new(self.freeing_claims_of(j, m));
+        self.freeing_claims_memo.insert(key, found.clone());
+        found
+    }
+
+    /// [`Engine::freeing_claims`] found afresh.
+    fn freeing_claims_of(&self, j: JobId, m: ModelId) -> FreeingClaims {
+        let mut claim = claims::Claims::new(self, j, m);
+        let runs: Vec<(RunId, bool)> = self
+            .kept_runs
+            .get(m as usize)
+            .into_iter()
+            .flatten()
+            .map(|&r| (r, self.still_stopping(r) && claim.may(self, r)))
+            .collect();
+        debug_assert!(runs.is_sorted_by_key(|(r, _)| *r));
+        let nodes: Vec<NodeId> = runs
+            .iter()
+            .filter(|(_, may)| *may)
+            .flat_map(|(r, _)| self.runs[*r as usize].placement.iter().map(|(id, _)| *id))
+            .collect();
+        FreeingClaims { runs, nodes }
+    }
+
+    /// Whether stopping run `r` still holds a GPU on a schedulable node
+    /// (what the others held is claimed or drained).
+    fn still_stopping(&self, r: RunId) -> bool {
+        self.runs[r as usize]
+            .placement
+            .iter()
+            .any(|(id, positions)| {
+                let node = self.cluster.node(*id);
+                node.schedulable
+                    && positions
+                        .iter()
+                        .any(|&pos| node.gpus[pos].owner == Owner::Freeing(r))
+            })
+    }
+
     /// Job `j` fits once stopping jobs free their GPUs: it waits for them.
     fn wait_for_freeing(&mut self, j: JobId, req: &Request) -> bool {
         let mut freeing = std::mem::take(&mut self.freeing);
@@ -1788,41 +1874,10 @@ impl<'a> Engine<'a> {
         // are listed: on the others `j` may take free GPUs and those of
         // runs open to all, which is what the cluster's waiting index
         // counts, so they are streamed with the rest.
-        // What `j`'s own stopping runs hold is found once, and whether a
-        // preemptor keeps its GPUs from `j` once per preemptor.
-        let asking_held = self.held_by(j, req.model);
-        let mut kept_from: HashMap<JobId, bool> = HashMap::default();
-        let claims: Vec<(RunId, bool)> = self
-            .kept_runs
-            .get(req.model as usize)
-            .into_iter()
-            .flatten()
-            .map(|&r| {
-                let run = &self.runs[r as usize];
-                debug_assert_eq!(run.model, Some(req.model));
-                // As `claimable`, with the preemptor's answer kept.
-                let may = match (run.restarting(), run.kept_for, run.model) {
-                    (true, _, _) => run.job == Some(j),
-                    (false, Some(p), Some(m)) => {
-                        p == j
-                            || self.decided[p as usize]
-                            || !self.pending_now[p as usize]
-                            || !*kept_from
-                                .entry(p)
-                                .or_insert_with(|| self.keeps_from(p, m, j, false, &asking_held))
-                    }
-                    (false, _, _) => true,
-                };
-                debug_assert_eq!(may, self.claimable(r, j), "a kept run's claim differs");
-                (r, may)
-            })
-            .collect();
-        debug_assert!(claims.is_sorted_by_key(|(r, _)| *r));
-        let kept_nodes: Vec<NodeId> = claims
-            .iter()
-            .filter(|(_, may)| *may)
-            .flat_map(|(r, _)| self.runs[*r as usize].placement.iter().map(|(id, _)| *id))
-            .collect();
+        // The answers are kept for the next job with the same claims
+        // ([`Engine::freeing_claims`]).
+        let known = self.freeing_claims(j, req.model);
+        let (claims, kept_nodes) = (&known.runs, &known.nodes);
         let claimable = |r: RunId| match claims.binary_search_by_key(&r, |(k, _)| *k) {
             Ok(at) => claims[at].1,
             Err(_) => self.claimable(r, j),
@@ -1832,7 +1887,7 @@ impl<'a> Engine<'a> {
             req,
             &claimable,
             &self.own_nominated,
-            &kept_nodes,
+            kept_nodes,
         );
         self.freeing = freeing;
         let Some(p) = p else { return false };
@@ -1960,9 +2015,18 @@ impl<'a> Engine<'a> {
         // kept for one job, as the victim search tells them apart.
         let mut open = vec![false; self.runs.len()];
         self.kept_runs = vec![Vec::new(); self.models.len()];
+        self.claim_owners = vec![false; self.jobs.len()];
         for (r, run) in self.runs.iter().enumerate() {
             if run.stopping == Stopping::No {
                 continue;
+            }
+            let owner = if run.restarting() {
+                run.job
+            } else {
+                run.kept_for
+            };
+            if let Some(owner) = owner {
+                self.claim_owners[owner as usize] = true;
             }
             let kept = run.restarting() || (run.kept_for.is_some() && run.model.is_some());
             match (kept, run.model) {

@@ -37,7 +37,7 @@ use by_node::ByNode;
 /// victims': every open run (the cluster counts their GPUs per node,
 /// [`Cluster::index_waiting`]) and the kept runs it may claim, with their
 /// GPUs per schedulable node.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Waitable {
     open: std::rc::Rc<[bool]>,
     kept: rustc_hash::FxHashSet<RunId>,
@@ -88,8 +88,48 @@ impl Waitable {
     }
 }
 
-/// The stopping runs of model `m` whose GPUs job `j` may wait for.
-fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
+/// The stopping runs of model `m` whose GPUs job `j` may wait for: those
+/// it may claim ([`Engine::freeing_claims`]) still stopping on a
+/// schedulable node of the model.
+fn waitable(e: &mut Engine, j: JobId, m: u16) -> Waitable {
+    let claims = e.freeing_claims(j, m);
+    let mut out = Waitable {
+        open: e.cluster.open_runs(),
+        ..Waitable::default()
+    };
+    for &(r, may) in &claims.runs {
+        if !may {
+            continue;
+        }
+        for (id, positions) in &e.runs[r as usize].placement {
+            let n = stopping_on(e, r, m, *id, positions);
+            if n > 0 {
+                out.kept.insert(r);
+                *out.kept_on_node.entry(*id).or_default() += n;
+                out.kept_gpus += u64::from(n);
+            }
+        }
+    }
+    debug_assert!(out == waitable_plain(e, j, m), "waitable runs differ");
+    out
+}
+
+/// GPUs of stopping run `r` still stopping at `positions` of node `id`,
+/// when it is a schedulable node of model `m`.
+fn stopping_on(e: &Engine, r: RunId, m: u16, id: NodeId, positions: &[usize]) -> u32 {
+    let node = e.cluster.node(id);
+    if !node.schedulable || node.model != Some(m) {
+        return 0;
+    }
+    positions
+        .iter()
+        .filter(|&&pos| node.gpus[pos].owner == Owner::Freeing(r))
+        .count() as u32
+}
+
+/// [`waitable`] run by run, asking [`Engine::claimable`] of each (what
+/// debug builds check it against).
+fn waitable_plain(e: &Engine, j: JobId, m: u16) -> Waitable {
     let mut out = Waitable {
         open: e.cluster.open_runs(),
         ..Waitable::default()
@@ -100,20 +140,12 @@ fn waitable(e: &Engine, j: JobId, m: u16) -> Waitable {
         .map_or(&[][..], |v| v.as_slice())
     {
         let run = &e.runs[r as usize];
-        let mut held: Vec<(NodeId, u32)> = Vec::new();
-        for (id, positions) in &run.placement {
-            let node = e.cluster.node(*id);
-            if !node.schedulable || node.model != Some(m) {
-                continue;
-            }
-            let n = positions
-                .iter()
-                .filter(|&&pos| node.gpus[pos].owner == Owner::Freeing(r))
-                .count() as u32;
-            if n > 0 {
-                held.push((*id, n));
-            }
-        }
+        let held: Vec<(NodeId, u32)> = run
+            .placement
+            .iter()
+            .map(|(id, positions)| (*id, stopping_on(e, r, m, *id, positions)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
         if held.is_empty() || !e.claimable(r, j) {
             continue;
         }
