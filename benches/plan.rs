@@ -192,27 +192,22 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
-/// Runs `command` to its end: its wall time, its own peak resident memory
-/// in MiB (not the largest of every child so far), its exit status.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std cannot see
-fn run_measured(command: &mut Command) -> (Duration, f64, std::process::ExitStatus) {
-    use std::os::unix::process::ExitStatusExt;
-    let started = Instant::now();
-    let child = command.spawn().expect("run gitfleet");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: wait4 writes into the zeroed struct and the status we pass
-    // and nothing else; the child is ours and not waited for elsewhere.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
-        usage
-    };
-    (
-        started.elapsed(),
-        usage.ru_maxrss as f64 / 1024.0,
-        std::process::ExitStatus::from_raw(status),
-    )
+/// The peak resident memory in MiB of `gitfleet args…`, run once more
+/// under GNU time, whose own fork starts the command afresh (a child forked
+/// from this process would count this process's memory as its own: Linux
+/// keeps the larger resident size across exec); `None` without
+/// `/usr/bin/time`.
+fn peak_mib(args: &[&std::ffi::OsStr]) -> Option<f64> {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(env!("CARGO_BIN_EXE_gitfleet"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kib: f64 = stderr.lines().last()?.trim().parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 fn bench(name: &str, fleet: &Fleet) {
@@ -221,28 +216,30 @@ fn bench(name: &str, fleet: &Fleet) {
     // The observed state as a machine would upload it: JSON.
     let observed_path = dir.join("observed.json");
 
-    // Whole command, as a user runs it (the plan written to a file).
+    // Whole command, as a user runs it.
     let mut wall = Vec::new();
-    let mut peak: f64 = 0.0;
+    let args = [
+        "plan".as_ref(),
+        "-o".as_ref(),
+        "json".as_ref(),
+        "--observed".as_ref(),
+        observed_path.as_os_str(),
+        repo.as_os_str(),
+    ];
     for _ in 0..RUNS {
-        let out = std::fs::File::create(dir.join("plan.json")).expect("plan file");
-        let err = std::fs::File::create(dir.join("plan.err")).expect("error file");
-        let (took, rss, status) = run_measured(
-            Command::new(env!("CARGO_BIN_EXE_gitfleet"))
-                .args(["plan", "-o", "json", "--observed"])
-                .arg(&observed_path)
-                .arg(&repo)
-                .stdout(out)
-                .stderr(err),
-        );
-        wall.push(took);
-        peak = peak.max(rss);
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gitfleet"))
+            .args(args)
+            .output()
+            .expect("run gitfleet");
+        wall.push(started.elapsed());
         assert!(
-            status.success(),
+            out.status.success(),
             "{}",
-            std::fs::read_to_string(dir.join("plan.err")).unwrap_or_default()
+            String::from_utf8_lossy(&out.stderr)
         );
     }
+    let peak = peak_mib(&args).map_or("peak n/a".to_string(), |p| format!("peak {p:.0} MiB"));
 
     // In process: loading and the engine separately.
     let mut load = Vec::new();
@@ -259,7 +256,7 @@ fn bench(name: &str, fleet: &Fleet) {
         actions = p.actions.len();
     }
     println!(
-        "{name:>2}: {} nodes, {jobs} jobs | plan -o json {:>8.1?} (peak {peak:.0} MiB) | load+parse {:>8.1?} | engine {:>8.1?} | {actions} actions",
+        "{name:>2}: {} nodes, {jobs} jobs | plan -o json {:>8.1?} ({peak}) | load+parse {:>8.1?} | engine {:>8.1?} | {actions} actions",
         fleet.size.nodes,
         median(wall),
         median(load),
