@@ -342,19 +342,9 @@ mod tests {
             seed: 7,
         };
         let a = generate(size, now());
-        let sources: Vec<SourceFile> = a
-            .files
-            .iter()
-            .map(|(p, t)| SourceFile::new(p.as_str(), t.as_bytes().to_vec()))
-            .collect();
-        let loaded = load_fleet(&sources);
-        assert!(
-            loaded.is_valid(),
-            "{:?}",
-            &loaded.diagnostics[..3.min(loaded.diagnostics.len())]
-        );
-        assert_eq!(loaded.fleet.jobs.len(), 350);
-        assert_eq!(loaded.fleet.queues.len(), 1 + 2 + 12);
+        let fleet = load(&a);
+        assert_eq!(fleet.jobs.len(), 350);
+        assert_eq!(fleet.queues.len(), 1 + 2 + 12);
         assert!(a.running > 100, "only {} running", a.running);
         let b = generate(size, now());
         assert_eq!(a.files, b.files);
