@@ -3488,27 +3488,44 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
     let model = run.model.map_or("", |m| e.models.name(m));
     let own = job.queue.map_or("", |q| &*e.tree.get(q).name);
     let theirs = &e.tree.get(c.queue).name;
+    // The common words built in place (a storm words tens of thousands).
+    let mut out = String::with_capacity(128);
     match c.rule {
-        Rule::Priority => format!(
-            "priority: {} ({}) outranks {} ({}) in queue {own}",
-            job.name,
-            reasons::class(job),
-            victim.name,
-            reasons::class(victim),
-        ),
+        Rule::Priority => {
+            out.push_str("priority: ");
+            out.push_str(job.name);
+            out.push_str(" (");
+            reasons::push_class(&mut out, job);
+            out.push_str(") outranks ");
+            out.push_str(victim.name);
+            out.push_str(" (");
+            reasons::push_class(&mut out, victim);
+            out.push_str(") in queue ");
+            out.push_str(own);
+            out
+        }
         Rule::LeastAttained => least_attained::words(job, victim, own),
         Rule::Reclaim { usage, guaranteed } => format!(
             "reclaim: queue {theirs} is borrowing {} {model} (uses {usage}, guaranteed {guaranteed}); queue {own} stays within its guarantee",
             usage - guaranteed
         ),
-        Rule::LowerPriorityBorrower { usage, guaranteed } => format!(
-            "queue {theirs} is borrowing {} {model} and {} ({}) has lower priority than {} ({})",
-            usage - guaranteed,
-            victim.name,
-            reasons::class(victim),
-            job.name,
-            reasons::class(job)
-        ),
+        Rule::LowerPriorityBorrower { usage, guaranteed } => {
+            use std::fmt::Write;
+            out.push_str("queue ");
+            out.push_str(theirs);
+            let _ = write!(out, " is borrowing {} ", usage - guaranteed);
+            out.push_str(model);
+            out.push_str(" and ");
+            out.push_str(victim.name);
+            out.push_str(" (");
+            reasons::push_class(&mut out, victim);
+            out.push_str(") has lower priority than ");
+            out.push_str(job.name);
+            out.push_str(" (");
+            reasons::push_class(&mut out, job);
+            out.push(')');
+            out
+        }
     }
 }
 

@@ -65,11 +65,17 @@ fn push_digits(out: &mut String, n: u32, width: u32) {
     }
 }
 
-/// `class value`, e.g. `high 500`.
-pub fn class(job: &JobInfo) -> String {
+/// `class value` appended to `out`, e.g. `high 500`.
+pub fn push_class(out: &mut String, job: &JobInfo) {
+    use std::fmt::Write;
     match job.class {
-        Some(c) => format!("{c} {}", job.priority),
-        None => format!("priority {}", job.priority),
+        Some(c) => {
+            out.push_str(c);
+            let _ = write!(out, " {}", job.priority);
+        }
+        None => {
+            let _ = write!(out, "priority {}", job.priority);
+        }
     }
 }
 
