@@ -85,6 +85,34 @@ fn every_shape_knob_makes_a_fleet_that_validates_and_plans() {
 }
 
 #[test]
+fn nodes_without_gpus_make_a_fleet_not_a_panic() {
+    let repo = TestRepo::new();
+    let run = gitfleet(
+        repo.path(),
+        &[
+            "generate",
+            "--out",
+            "z",
+            "--nodes",
+            "10",
+            "--gpus-per-node",
+            "0",
+            "--pending",
+            "10",
+            "--running",
+            "10",
+            "--models",
+            "3",
+            "--gangs",
+            "50",
+            "--past-limit",
+            "50",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+#[test]
 fn a_knob_out_of_range_is_refused_with_its_flag() {
     let repo = TestRepo::new();
     for (flag, value) in [

@@ -1,7 +1,7 @@
 //! A synthetic fleet generator for benchmarks and soak tests: node pools, a
-//! queue tree of ~`leaves` teams, four priority classes, and a job mix
-//! shaped like public GPU-cluster traces (most jobs 1 GPU, a tail of
-//! multi-node gangs). Deterministic for a given seed.
+//! queue tree of ~`leaves` teams, priority classes, and a job mix shaped
+//! like public GPU-cluster traces (most jobs 1 GPU, a tail of multi-node
+//! gangs), varied by a [`Shape`]. Deterministic for a given seed.
 
 use std::fmt::Write;
 
@@ -9,6 +9,10 @@ use engine::{PlanInput, plan};
 use load::{SourceFile, load_fleet};
 use model::observed::{ObservedState, QueuedJob, RunningJob, Timestamp, derive_inventory};
 use model::plan::Action;
+
+mod shape;
+
+pub use shape::{Class, MODELS, Shape};
 
 /// How big a fleet to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +62,6 @@ impl Rng {
         self.below(100) < percent
     }
 }
-
-mod shape;
-
-pub use shape::{Class, MODELS, Shape};
 
 const H100: &str = MODELS[0].0;
 const HEADER: &str = "apiVersion: gitfleet/v1\n";
@@ -128,8 +128,9 @@ pub fn generate_shaped(
     ));
 
     // Jobs: the first `running` are started by planning them on the empty
-    // fleet. Per job: its time limit in minutes when the shape has it run
-    // past it.
+    // fleet. `limits`: per starting job with a time limit, when the shape
+    // sets how many run past theirs, the limit in minutes and whether it
+    // runs past it.
     let total = size.running + size.pending;
     let mut job_files: Vec<String> = Vec::new();
     let mut names = Vec::with_capacity(total as usize);
@@ -165,7 +166,8 @@ pub fn generate_shaped(
                     .filter(|(_, gpus)| **gpus > 0)
                     .map(|((model, _), _)| *model)
                     .collect();
-                present[knob.below(present.len() as u64) as usize]
+                let pick = knob.below(present.len() as u64) as usize;
+                present.get(pick).copied().unwrap_or(H100)
             };
             doc.push_str(&format!("  gpu: {{models: [{only}]}}\n"));
         }
