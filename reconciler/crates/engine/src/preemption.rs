@@ -3493,14 +3493,10 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
     match c.rule {
         Rule::Priority => {
             out.push_str("priority: ");
-            out.push_str(job.name);
-            out.push_str(" (");
-            reasons::push_class(&mut out, job);
-            out.push_str(") outranks ");
-            out.push_str(victim.name);
-            out.push_str(" (");
-            reasons::push_class(&mut out, victim);
-            out.push_str(") in queue ");
+            reasons::push_named(&mut out, job);
+            out.push_str(" outranks ");
+            reasons::push_named(&mut out, victim);
+            out.push_str(" in queue ");
             out.push_str(own);
             out
         }
@@ -3516,14 +3512,9 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
             let _ = write!(out, " is borrowing {} ", usage - guaranteed);
             out.push_str(model);
             out.push_str(" and ");
-            out.push_str(victim.name);
-            out.push_str(" (");
-            reasons::push_class(&mut out, victim);
-            out.push_str(") has lower priority than ");
-            out.push_str(job.name);
-            out.push_str(" (");
-            reasons::push_class(&mut out, job);
-            out.push(')');
+            reasons::push_named(&mut out, victim);
+            out.push_str(" has lower priority than ");
+            reasons::push_named(&mut out, job);
             out
         }
     }

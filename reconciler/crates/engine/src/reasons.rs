@@ -65,8 +65,16 @@ fn push_digits(out: &mut String, n: u32, width: u32) {
     }
 }
 
+/// `name (class value)` appended to `out`, e.g. `train-7 (high 500)`.
+pub fn push_named(out: &mut String, job: &JobInfo) {
+    out.push_str(job.name);
+    out.push_str(" (");
+    push_class(out, job);
+    out.push(')');
+}
+
 /// `class value` appended to `out`, e.g. `high 500`.
-pub fn push_class(out: &mut String, job: &JobInfo) {
+fn push_class(out: &mut String, job: &JobInfo) {
     use std::fmt::Write;
     match job.class {
         Some(c) => {
