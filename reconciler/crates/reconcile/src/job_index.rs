@@ -6,7 +6,9 @@
 //! the table again costs an insertion (and a copy of the name) per job —
 //! a few milliseconds against about fifteen on 150,000 jobs, for each of
 //! observing, building the observed state, carrying a plan out and prune
-//! protection.
+//! protection. Those milliseconds are spared too when the index is known to
+//! hold: it was made or checked for the same revision, or for the one the
+//! load changed in place keeping every job's name ([`JobIndex::refresh_for`]).
 
 use model::spec::{Fleet, JobSpec, Object};
 use rustc_hash::FxHashMap;
@@ -22,6 +24,9 @@ pub(crate) struct JobIndex {
     /// How many times the index was made: the same while it held for every
     /// fleet given since.
     generation: u64,
+    /// The revision whose fleet the index was last made for or found to
+    /// hold (a revision's fleet is its files': the same names every time).
+    revision: Option<Box<str>>,
 }
 
 impl JobIndex {
@@ -31,6 +36,7 @@ impl JobIndex {
         if self.holds(fleet) {
             return true;
         }
+        self.revision = None;
         self.by_name.clear();
         self.by_name.reserve(fleet.jobs.len());
         self.names.clear();
@@ -42,6 +48,35 @@ impl JobIndex {
         }
         self.generation += 1;
         false
+    }
+
+    /// [`JobIndex::refresh`] for `fleet`, the fleet of `revision`, without
+    /// comparing 100,000s of names when the index is known to hold: it was
+    /// made for (or found to hold) that revision's fleet, or that of
+    /// `same_names_as`, a revision whose fleet has the same job names at
+    /// the same places (the load changed it in place, each job keeping its
+    /// name). Debug builds compare the names anyway.
+    pub(crate) fn refresh_for(
+        &mut self,
+        fleet: &Fleet,
+        revision: &str,
+        same_names_as: Option<&str>,
+    ) -> bool {
+        let known = self.generation > 0
+            && self
+                .revision
+                .as_deref()
+                .is_some_and(|r| r == revision || Some(r) == same_names_as);
+        let held = if known {
+            debug_assert!(self.holds(fleet), "a job index known to hold does not");
+            true
+        } else {
+            self.refresh(fleet)
+        };
+        if self.revision.as_deref() != Some(revision) {
+            self.revision = Some(revision.into());
+        }
+        held
     }
 
     /// How many times the index was made: unchanged, every fleet given
@@ -69,14 +104,27 @@ impl JobIndex {
         self.by_name.contains_key(name)
     }
 
-    /// Look-ups by name in `fleet` when this indexes it already.
-    pub(crate) fn specs_held<'a>(&'a self, fleet: &'a Fleet) -> Option<Specs<'a>> {
-        self.holds(fleet).then_some(Specs { fleet, index: self })
+    /// Look-ups by name in `fleet`, the fleet of `revision`, when this
+    /// indexes it already.
+    pub(crate) fn specs_held<'a>(&'a self, fleet: &'a Fleet, revision: &str) -> Option<Specs<'a>> {
+        let known = self.generation > 0 && self.revision.as_deref() == Some(revision);
+        debug_assert!(
+            !known || self.holds(fleet),
+            "a job index known to hold does not"
+        );
+        (known || self.holds(fleet)).then_some(Specs { fleet, index: self })
     }
 
     /// Look-ups by name in `fleet`, indexed first.
     pub(crate) fn specs<'a>(&'a mut self, fleet: &'a Fleet) -> Specs<'a> {
         self.refresh(fleet);
+        Specs { fleet, index: self }
+    }
+
+    /// [`JobIndex::specs`] for the fleet of `revision`
+    /// ([`JobIndex::refresh_for`]).
+    pub(crate) fn specs_for<'a>(&'a mut self, fleet: &'a Fleet, revision: &str) -> Specs<'a> {
+        self.refresh_for(fleet, revision, None);
         Specs { fleet, index: self }
     }
 }
@@ -181,8 +229,8 @@ mod tests {
         assert!(index.refresh(&same));
         agrees(&mut index, &same, &probes);
         assert_eq!(index.generation(), generation, "kept");
-        assert!(index.specs_held(&same).is_some());
-        assert!(index.specs_held(&fleet(&["a", "b"])).is_none());
+        assert!(index.specs_held(&same, "r").is_some());
+        assert!(index.specs_held(&fleet(&["a", "b"]), "r").is_none());
         for changed in [
             fleet(&["a", "c", "b"]),
             fleet(&["a", "b"]),
@@ -206,5 +254,34 @@ mod tests {
         index.refresh(&twice);
         assert!(!index.refresh(&twice), "made again every time");
         agrees(&mut index, &twice, &["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_revision_known_to_hold_is_not_compared_and_any_other_is() {
+        let probes = ["a", "b", "c", "x"];
+        let abc = fleet(&["a", "b", "c"]);
+        let mut index = JobIndex::default();
+        assert!(!index.refresh_for(&abc, "r1", None), "made");
+        let generation = index.generation();
+        // Known: the same revision, or one whose fleet has r1's names.
+        assert!(index.refresh_for(&abc, "r1", None));
+        assert!(index.refresh_for(&fleet(&["a", "b", "c"]), "r2", Some("r1")));
+        assert!(index.specs_held(&abc, "r2").is_some());
+        assert_eq!(index.generation(), generation, "kept");
+        // Not known: compared (kept when the names are the same)...
+        assert!(index.refresh_for(&abc, "r3", Some("r1")), "compared");
+        assert_eq!(index.generation(), generation);
+        // ...and made again when they are not; the revision it was known
+        // for is forgotten with its names.
+        let ab = fleet(&["a", "b"]);
+        assert!(!index.refresh_for(&ab, "r4", None));
+        assert_eq!(index.generation(), generation + 1);
+        agrees(&mut index, &ab, &probes);
+        index.refresh(&abc);
+        assert_eq!(index.generation(), generation + 2);
+        assert!(!index.refresh_for(&ab, "r4", None), "r4's names are gone");
+        assert_eq!(index.generation(), generation + 3);
+        agrees(&mut index, &ab, &probes);
+        assert!(index.specs_held(&abc, "r5").is_none(), "compared");
     }
 }

@@ -29,6 +29,7 @@
 //!   recovered intents drop them, and the next iteration reads the store).
 
 mod alike;
+mod aside;
 pub mod charts;
 pub mod history_page;
 pub mod http_limits;
@@ -663,7 +664,7 @@ impl<E: Executor> Reconciler<E> {
         let recovered = self.recover(now).await?;
         let (revision, refused) = self.desired(now)?;
         let mut records = self.take_records()?;
-        let Some((_, fleet)) = self.good.clone() else {
+        let Some((in_force, fleet)) = self.good.clone() else {
             return Ok(Prepared {
                 records,
                 writes: self.store.job_writes(),
@@ -745,7 +746,7 @@ impl<E: Executor> Reconciler<E> {
         // (taken out while `self` observes; made again if an error leaves
         // it out).
         let mut index = std::mem::take(&mut self.jobs);
-        let specs = index.specs(&fleet);
+        let specs = index.specs_for(&fleet, &in_force.id);
         // Every pending record's job was in the fleet when the last plan's
         // pending jobs were noted; with the same job names since and no
         // record written, none can have left Git.
@@ -866,14 +867,12 @@ impl<E: Executor> Reconciler<E> {
         // have nothing to note (every one is recorded so, or not pending).
         // Otherwise the jobs it noted that wait for the same reasons at the
         // same place in the list need no look-up (`noted`).
-        let noted = previous
+        let noted_when = previous.as_ref().map(|p| p.noted);
+        let last_plan = previous.map(|p| p.plan);
+        let noted = last_plan
             .as_ref()
-            .filter(|p| p.noted == self.store.job_writes())
-            .map(|p| p.plan.clone());
-        drop(previous);
-        let noted_already = noted
-            .as_ref()
-            .is_some_and(|p| same_pending(&p.pending, &plan.pending));
+            .filter(|_| noted_when == Some(self.store.job_writes()));
+        let noted_already = noted.is_some_and(|p| same_pending(&p.pending, &plan.pending));
         let before_noting = self.store.job_writes();
         let mut new_records = false;
         if noted_already {
@@ -883,8 +882,12 @@ impl<E: Executor> Reconciler<E> {
                 ..Batch::default()
             })?;
         } else {
-            let noted = noted.as_ref().map(|p| p.pending.as_slice());
+            let noted = noted.map(|p| p.pending.as_slice());
             new_records = self.note_pending(&plan, noted, now, &mut records, loaded)?;
+        }
+        // The last plan, when no one else holds it, freed off the loop.
+        if let Some(last) = last_plan {
+            aside::drop_last_aside(last);
         }
         self.phases.noted = noting.elapsed();
         // Noting wrote pending records only. Reasons are not part of the
@@ -1049,7 +1052,7 @@ impl<E: Executor> Reconciler<E> {
         let own = writes == self.store.job_writes();
         iteration.planned_from = observed;
         let now = iteration.time;
-        if let (Some(plan), Some(revision), Some((_, fleet))) =
+        if let (Some(plan), Some(revision), Some((in_force, fleet))) =
             (&iteration.plan, &iteration.revision, self.good.clone())
         {
             // A crash while the configuration changes must not count
@@ -1068,7 +1071,7 @@ impl<E: Executor> Reconciler<E> {
                 Vec::new()
             } else {
                 let mut index = std::mem::take(&mut self.jobs);
-                let specs = index.specs(&fleet);
+                let specs = index.specs_for(&fleet, &in_force.id);
                 let nominations = nominations_of(&records);
                 let results = self
                     .carry_out_plan(
@@ -1299,7 +1302,7 @@ impl<E: Executor> Reconciler<E> {
             self.phases.loaded = Some(stats);
             if loaded.is_valid() {
                 let pruning = Instant::now();
-                let verdict = self.check_prune(&loaded.fleet);
+                let verdict = self.check_prune(&loaded.fleet, &newest.id);
                 self.phases.prune = pruning.elapsed();
                 if !matches!(verdict, Ok(Ok(()))) {
                     self.take_back();
@@ -1390,16 +1393,26 @@ impl<E: Executor> Reconciler<E> {
         self
     }
 
-    /// Prune protection for `new` against the jobs running now and the
-    /// fleet in force.
-    fn check_prune(&mut self, new: &Fleet) -> Result<Result<(), PruneRefusal>, ReconcileError> {
+    /// Prune protection for `new`, the fleet of `revision`, against the
+    /// jobs running now and the fleet in force.
+    fn check_prune(
+        &mut self,
+        new: &Fleet,
+        revision: &str,
+    ) -> Result<Result<(), PruneRefusal>, ReconcileError> {
         if self.lent.is_none() {
             self.restore_last_applied()?;
         }
         // The same names as a fleet that removed no running job, and the
         // same records: none removed now either (only removed running jobs
-        // can be refused).
-        self.jobs.refresh(new);
+        // can be refused). A fleet changed in place from the one lent, each
+        // job keeping its name, has that fleet's names.
+        let same_names_as = self
+            .lent
+            .as_ref()
+            .filter(|_| self.cache.jobs_changed_in_place().is_some())
+            .map(|r| r.id.as_str());
+        self.jobs.refresh_for(new, revision, same_names_as);
         let names = (self.jobs.generation(), self.store.job_writes());
         if self.none_pruned == Some(names) {
             return Ok(Ok(()));

@@ -28,11 +28,11 @@ impl<E: Executor> Reconciler<E> {
         records: &BTreeMap<String, JobRecord>,
         nodes: Vec<ObservedNode>,
     ) -> Option<ObservedState> {
-        let fleet = self.fleet()?;
+        let (revision, fleet) = self.good.as_ref()?;
         // The loop's index of the fleet's jobs when it holds (it does after
         // an iteration), else one made for this.
         let mut made = crate::JobIndex::default();
-        let specs = match self.jobs.specs_held(fleet) {
+        let specs = match self.jobs.specs_held(fleet, &revision.id) {
             Some(specs) => specs,
             None => made.specs(fleet),
         };
