@@ -1,5 +1,6 @@
 //! Reading a fleet from Git objects with git2: no checkout, no work tree.
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,6 +21,10 @@ pub struct GitSource {
     /// The fleet's path inside the repository tree, `/`-separated; empty for
     /// the repository root.
     subdir: String,
+    /// The sizes of the blobs the last listing read (a blob's id names its
+    /// bytes: its size never changes), so that listing the next revision
+    /// reads the headers of new blobs only.
+    sizes: std::sync::Mutex<HashMap<Oid, u64>>,
 }
 
 /// Who made a commit, when, and why.
@@ -98,7 +103,11 @@ impl GitSource {
             }
             subdir.push_str(&part);
         }
-        Ok(Self { repo, subdir })
+        Ok(Self {
+            repo,
+            subdir,
+            sizes: Default::default(),
+        })
     }
 
     /// Opens the repository (its `.git` directory, a work tree or a bare
@@ -115,7 +124,11 @@ impl GitSource {
     /// Wraps an open repository; `subdir` is the fleet's path inside its tree.
     pub fn from_repository(repo: Repository, subdir: &str) -> Self {
         let subdir = subdir.trim_matches('/').to_string();
-        Self { repo, subdir }
+        Self {
+            repo,
+            subdir,
+            sizes: Default::default(),
+        }
     }
 
     /// The same repository with the fleet at `subdir` inside its tree.
@@ -252,16 +265,28 @@ impl GitSource {
             path: self.subdir.clone(),
             cause: source,
         })?;
+        let mut known = self
+            .sizes
+            .lock()
+            .map(|mut k| std::mem::take(&mut *k))
+            .unwrap_or_default();
+        let mut sizes = HashMap::with_capacity(entries.len());
         let mut total = 0_u64;
         for (path, oid) in &entries {
-            let (size, _) = odb
-                .read_header(*oid)
-                .map_err(|source| SourceError::Object {
-                    rev: label.to_string(),
-                    path: path.clone(),
-                    cause: source,
-                })?;
-            let size = size as u64;
+            let size = match known.remove(oid).or_else(|| sizes.get(oid).copied()) {
+                Some(size) => size,
+                None => {
+                    let (size, _) =
+                        odb.read_header(*oid)
+                            .map_err(|source| SourceError::Object {
+                                rev: label.to_string(),
+                                path: path.clone(),
+                                cause: source,
+                            })?;
+                    size as u64
+                }
+            };
+            sizes.insert(*oid, size);
             total += size;
             let too_large = |size, what, limit| SourceError::TooLarge {
                 rev: label.to_string(),
@@ -280,6 +305,9 @@ impl GitSource {
                     MAX_FLEET_BYTES,
                 ));
             }
+        }
+        if let Ok(mut kept) = self.sizes.lock() {
+            *kept = sizes;
         }
         Ok(entries
             .into_iter()

@@ -169,3 +169,28 @@ fn a_committed_blob_too_large_for_a_fleet_is_refused_before_it_is_read() {
         "HEAD:huge.yaml: 268435457 bytes, more than the 268435456 allowed; not read"
     );
 }
+
+#[test]
+fn sizes_known_from_an_earlier_listing_refuse_a_blob_too_large_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("fleet.yaml"), DOC).unwrap();
+    std::fs::write(root.join("jobs.yaml"), DOC.replace("name: q", "name: r")).unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "small"]);
+    let big = std::fs::File::create(root.join("jobs.yaml")).unwrap();
+    big.set_len(load::fs::MAX_FILE_BYTES + 1).unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "huge"]);
+
+    // One source for every listing: the sizes of the blobs it read before
+    // are taken as read, new blobs' are read.
+    let source = GitSource::discover(root).unwrap();
+    let refused = "HEAD:jobs.yaml: 268435457 bytes, more than the 268435456 allowed; not read";
+    for _ in 0..2 {
+        let small = source.read_files("HEAD~1").unwrap();
+        assert_eq!(small.len(), 2);
+        assert_eq!(source.read_files("HEAD").unwrap_err().to_string(), refused);
+    }
+}
