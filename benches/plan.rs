@@ -323,6 +323,7 @@ fn bench_planner(name: &str, fleet: &Fleet) {
     let unchanged = Unchanged {
         jobs_but: Some(&[]),
         records: true,
+        nodes: true,
     };
     let mut kept = Vec::new();
     for _ in 0..engine_runs() {
@@ -444,6 +445,7 @@ fn replans_timed<'a>(
         let unchanged = Unchanged {
             jobs_but: Some(&changed),
             records: true,
+            nodes: true,
         };
         let started = Instant::now();
         let p = planner.plan_since_last(&input(to), &input(to).observed.nodes, unchanged);
@@ -455,6 +457,7 @@ fn replans_timed<'a>(
         let unchanged = Unchanged {
             jobs_but: Some(&[]),
             records: true,
+            nodes: true,
         };
         let started = Instant::now();
         let p = planner.plan_since_last(&input(to), &input(to).observed.nodes, unchanged);

@@ -428,9 +428,12 @@ pub struct Unchanged<'c> {
     /// table depends on.)
     pub jobs_but: Option<&'c [usize]>,
     /// The observed state's records (`running`, `completed` and `queued`
-    /// entries) are the previous call's. (The nodes, given apart, are
-    /// compared by the planner.)
+    /// entries) are the previous call's.
     pub records: bool,
+    /// The nodes, given apart, are the previous call's (`idleSince` aside):
+    /// the planner need not compare them with those it kept (debug builds
+    /// do, and panic when they differ). `false`: the planner compares them.
+    pub nodes: bool,
 }
 
 impl KeptJobs {

@@ -97,7 +97,7 @@ impl Planner {
         same_nodes: bool,
         unchanged: Unchanged<'_>,
     ) -> Plan {
-        self.kept.same_nodes = same_nodes;
+        self.kept.same_nodes = same_nodes || unchanged.nodes;
         let kept = Kept {
             nodes: &mut self.kept,
             jobs: &mut self.jobs,

@@ -214,6 +214,7 @@ proptest! {
             .0;
         prop_assert_eq!(&first, &case.plan(), "first");
         for (n, (changes, then)) in steps.into_iter().enumerate() {
+            let nodes_before = case.observed.nodes.clone();
             let mut at: Vec<usize> = Vec::new();
             if !case.fleet.jobs.is_empty() {
                 for (index, kind, pick) in changes {
@@ -249,7 +250,9 @@ proptest! {
                 }
                 _ => {}
             }
-            let unchanged = Unchanged { jobs_but: Some(&at), records: queued };
+            // The same nodes are vouched for (debug builds compare them).
+            let nodes = case.observed.nodes == nodes_before;
+            let unchanged = Unchanged { jobs_but: Some(&at), records: queued, nodes };
             let (kept, _) = planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
             prop_assert_eq!(&kept, &case.plan(), "step {}", n);
         }
@@ -276,6 +279,7 @@ fn a_wrong_vouch_is_caught_in_debug_builds() {
     let unchanged = Unchanged {
         jobs_but: Some(&[]),
         records: true,
+        nodes: true,
     };
     planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
 }
@@ -300,6 +304,31 @@ fn a_wrong_vouch_for_records_is_caught_in_debug_builds() {
     let unchanged = Unchanged {
         jobs_but: Some(&[]),
         records: true,
+        nodes: true,
+    };
+    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+}
+
+/// A caller that vouches for nodes that changed is caught by debug builds,
+/// which compare them anyway.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "the nodes changed")]
+fn a_wrong_vouch_for_nodes_is_caught_in_debug_builds() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut case = loop {
+        let raw = case_raw().new_tree(&mut runner).unwrap().current();
+        let case = build(&raw);
+        if !case.observed.nodes.is_empty() {
+            break case;
+        }
+    };
+    let mut planner = Planner::new();
+    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
+    case.observed.nodes.pop();
+    let unchanged = Unchanged {
+        nodes: true,
+        ..Unchanged::default()
     };
     planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
 }

@@ -480,6 +480,9 @@ pub struct Reconciler<E> {
     planner: Planner,
     /// What the planner last planned, when a whole fleet's revision.
     planned_last: Option<PlannedLast>,
+    /// The nodes the planner last planned on (shared with that iteration:
+    /// the same nodes while the observation stands).
+    planned_nodes: std::sync::Weak<Vec<ObservedNode>>,
 }
 
 /// The revision whose fleet has the jobs the planner last planned but for
@@ -535,6 +538,7 @@ impl<E: Executor> Reconciler<E> {
             pending_in_fleet: None,
             reuse_plans: true,
             planner: Planner::new(),
+            planned_nodes: std::sync::Weak::new(),
             planned_last: None,
         }
     }
@@ -831,6 +835,11 @@ impl<E: Executor> Reconciler<E> {
                     .upgrade()
                     .is_some_and(|o| Arc::ptr_eq(&o, &observed))
             }),
+            // The same nodes, shared: the planner need not compare them.
+            nodes: self
+                .planned_nodes
+                .upgrade()
+                .is_some_and(|n| Arc::ptr_eq(&n, &nodes)),
         };
         self.phases.jobs_kept = jobs_but.is_some();
         let (plan, horizon) = self.planner.plan_since_last(
@@ -843,6 +852,7 @@ impl<E: Executor> Reconciler<E> {
             &nodes,
             unchanged,
         );
+        self.planned_nodes = Arc::downgrade(&nodes);
         self.planned_last = revision
             .as_ref()
             .filter(|_| runs_jobs)
