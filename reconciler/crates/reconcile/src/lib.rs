@@ -359,15 +359,6 @@ fn pending_record(
     Some(record)
 }
 
-/// Whether two plans leave the same jobs pending for the same reasons, in
-/// the same order.
-fn same_pending(a: &[model::plan::Pending], b: &[model::plan::Pending]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(a, b)| a.job == b.job && a.reason == b.reason)
-}
-
 /// Forgets, in `records` and in `batch`, the pending jobs no longer in Git
 /// (`specs`): they never ran.
 fn forget_gone(specs: &Specs<'_>, records: &mut Records, batch: &mut Batch) {
@@ -882,19 +873,10 @@ impl<E: Executor> Reconciler<E> {
         let noted = last_plan
             .as_ref()
             .filter(|_| noted_when == Some(self.store.job_writes()));
-        let noted_already = noted.is_some_and(|p| same_pending(&p.pending, &plan.pending));
         let before_noting = self.store.job_writes();
-        let mut new_records = false;
-        if noted_already {
-            self.phases.pending_already_noted = true;
-            self.store.commit_deferred(&Batch {
-                revisions: loaded,
-                ..Batch::default()
-            })?;
-        } else {
-            let noted = noted.map(|p| p.pending.as_slice());
-            new_records = self.note_pending(&plan, noted, now, &mut records, loaded)?;
-        }
+        let noted = noted.map(|p| p.pending.as_slice());
+        let (new_records, already) = self.note_pending(&plan, noted, now, &mut records, loaded)?;
+        self.phases.pending_already_noted = already;
         // The last plan, when no one else holds it, freed off the loop.
         if let Some(last) = last_plan {
             aside::drop_last_aside(last);
@@ -1676,7 +1658,9 @@ impl<E: Executor> Reconciler<E> {
     /// `noted`: the pending jobs of a plan noted since the last write to
     /// the records (each recorded pending with that reason, or not pending).
     /// Returns whether it made a new record (a job seen pending the first
-    /// time); the others it writes changed only their reason.
+    /// time; the others it writes changed only their reason), and whether
+    /// `noted` held the same jobs for the same reasons in the same order
+    /// (nothing to note: each is recorded so).
     fn note_pending(
         &self,
         plan: &Plan,
@@ -1684,7 +1668,7 @@ impl<E: Executor> Reconciler<E> {
         now: Timestamp,
         records: &mut Records,
         revisions: Option<Revisions>,
-    ) -> Result<bool, ReconcileError> {
+    ) -> Result<(bool, bool), ReconcileError> {
         let mut batch = Batch {
             revisions,
             ..Batch::default()
@@ -1706,13 +1690,17 @@ impl<E: Executor> Reconciler<E> {
                 .collect(),
             None => Vec::new(),
         };
-        if noted.is_some() && unnoted.len() <= UNNOTED_LOOKED_UP {
+        if let Some(noted) = noted
+            && unnoted.len() <= UNNOTED_LOOKED_UP
+        {
+            // The same jobs for the same reasons: every one is recorded so.
+            let already = unnoted.is_empty() && noted.len() == plan.pending.len();
             for pending in unnoted {
                 if let Some(record) = pending_record(records.get(&*pending.job), pending, now) {
                     batch.jobs.push(record);
                 }
             }
-            return self.commit_noted(batch, records);
+            return Ok((self.commit_noted(batch, records)?, already));
         }
         // One hash look-up per pending job (a sorted map's took about half
         // a microsecond each: 50 ms for 100,000 pending jobs).
@@ -1725,7 +1713,7 @@ impl<E: Executor> Reconciler<E> {
             }
         }
         drop(by_name);
-        self.commit_noted(batch, records)
+        Ok((self.commit_noted(batch, records)?, false))
     }
 
     /// Commits the pending jobs noted in `batch` and keeps them in
