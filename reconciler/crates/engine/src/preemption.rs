@@ -1855,34 +1855,31 @@ fn search_inner(
 
 /// The nodes each of the candidates `which` holds GPUs on.
 fn victims_by_node(e: &Engine, cands: &[Candidate], which: &[usize]) -> ByNode {
-    // (node, candidate, its GPUs there) for each node a candidate holds
-    // GPUs on (a run may have several replicas, entries, on one node),
-    // sorted by node, each node's in the order of `which` (a stable sort).
-    // Sorted by node and place in `which` as one number (unique: an
-    // unstable sort keeps `which`'s order).
-    let mut keyed: Vec<(u64, usize, u32)> = Vec::with_capacity(2 * which.len());
-    for (at, &i) in which.iter().enumerate() {
+    // (candidate, its GPUs there) for each node a candidate holds GPUs on
+    // (a run may have several replicas, entries, on one node), in the order
+    // of `which`; keyed by node and that place as one number, grouped by
+    // node keeping that order.
+    let mut entries: Vec<(usize, u32)> = Vec::with_capacity(2 * which.len());
+    let mut keys: Vec<u64> = Vec::with_capacity(2 * which.len());
+    for &i in which {
         let placement = &e.runs[cands[i].run as usize].placement;
-        for (k, (node, _)) in placement.iter().enumerate() {
-            if placement[..k].iter().any(|(n, _)| n == node) {
+        for (k, (node, positions)) in placement.iter().enumerate() {
+            let gpus = if placement.len() == 1 {
+                positions.len()
+            } else if placement[..k].iter().any(|(n, _)| n == node) {
                 continue;
-            }
-            let gpus: usize = placement
-                .iter()
-                .filter(|(n, _)| n == node)
-                .map(|(_, positions)| positions.len())
-                .sum();
-            keyed.push((u64::from(*node) << 32 | at as u64, i, gpus as u32));
+            } else {
+                placement
+                    .iter()
+                    .filter(|(n, _)| n == node)
+                    .map(|(_, positions)| positions.len())
+                    .sum()
+            };
+            keys.push(u64::from(*node) << 32 | entries.len() as u64);
+            entries.push((i, gpus as u32));
         }
     }
-    keyed.sort_unstable_by_key(|&(key, ..)| key);
-    let mut listed: Vec<(NodeId, usize, u32)> = keyed
-        .into_iter()
-        .map(|(key, i, gpus)| ((key >> 32) as NodeId, i, gpus))
-        .collect();
-    // The same candidate twice in a row on a node is listed once.
-    listed.dedup_by_key(|&mut (node, i, _)| (node, i));
-    let by_node = ByNode::from_sorted(&listed);
+    let by_node = ByNode::from_keys(keys, &entries);
     #[cfg(debug_assertions)]
     {
         let plain = victims_by_node_plain(e, cands, which);
