@@ -1209,7 +1209,8 @@ fn candidates(
         .filter_map(|src| next(src, 0).map(|pos| Reverse(key(src, pos))))
         .collect::<Vec<_>>()
         .into();
-    let mut out = Vec::with_capacity(limit.min(1024));
+    // (A widened list reaches 2,048: room for it at once, not a copy.)
+    let mut out = Vec::with_capacity(limit.min(1 << 12));
     while let Some(mut top) = heap.peek_mut() {
         let Reverse(at) = *top;
         let (src, pos) = ((at >> 32) as u32 as usize, at as u32 as usize);
@@ -1395,7 +1396,8 @@ struct Headroom<'c> {
     m: u16,
     /// Per queue: GPUs of the set's victims taken from it, its last victim.
     taken: HashMap<QueueId, (u64, usize)>,
-    members: rustc_hash::FxHashSet<usize>,
+    /// The set's candidates, one bit each.
+    members: Vec<u64>,
     /// Queues the set breaks the rule for.
     broken: usize,
 }
@@ -1406,7 +1408,7 @@ impl<'c> Headroom<'c> {
             cands,
             m,
             taken: HashMap::default(),
-            members: rustc_hash::FxHashSet::default(),
+            members: vec![0; cands.len().div_ceil(64)],
             broken: 0,
         }
     }
@@ -1449,7 +1451,7 @@ impl<'c> Headroom<'c> {
         if chain.is_empty() {
             return true;
         }
-        if self.members.contains(&i) {
+        if self.members[i / 64] >> (i % 64) & 1 != 0 {
             return self.allowed();
         }
         let mut broken = self.broken;
@@ -1468,20 +1470,39 @@ impl<'c> Headroom<'c> {
 
     /// Adds candidate `i` to the set.
     fn add(&mut self, e: &impl QueueRoom, i: usize) {
-        if !self.members.insert(i) {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.members[word] & bit != 0 {
             return;
         }
-        for &a in self.cands[i].borrowed_from.iter() {
-            let new = self.with(a, i);
-            if let Some(&old) = self.taken.get(&a)
-                && !self.holds(e, a, old)
-            {
-                self.broken -= 1;
+        self.members[word] |= bit;
+        // One look-up per queue ([`Headroom::with`] and [`Headroom::holds`]
+        // inline).
+        let (cands, m) = (self.cands, self.m);
+        let gpus = cands[i].gpus;
+        let holds = |a: QueueId, (taken, last): (u64, usize)| {
+            let before_last = taken - cands[last].gpus;
+            e.running(a, m).saturating_sub(before_last) > e.guaranteed(a, m)
+        };
+        for &a in cands[i].borrowed_from.iter() {
+            match self.taken.entry(a) {
+                std::collections::hash_map::Entry::Occupied(mut at) => {
+                    let old = *at.get();
+                    let new = (old.0 + gpus, old.1.max(i));
+                    if !holds(a, old) {
+                        self.broken -= 1;
+                    }
+                    if !holds(a, new) {
+                        self.broken += 1;
+                    }
+                    *at.get_mut() = new;
+                }
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    if !holds(a, (gpus, i)) {
+                        self.broken += 1;
+                    }
+                    at.insert((gpus, i));
+                }
             }
-            if !self.holds(e, a, new) {
-                self.broken += 1;
-            }
-            self.taken.insert(a, new);
         }
     }
 }

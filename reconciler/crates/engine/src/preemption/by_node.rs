@@ -53,11 +53,12 @@ impl ByNode {
     /// entries: a stable radix sort on the node half.
     pub(super) fn from_keys(mut keys: Vec<u64>, entries: &[(usize, u32)]) -> Self {
         sort_by_node(&mut keys);
+        let n = keys.len();
         let mut out = ByNode {
-            nodes: Vec::new(),
-            starts: Vec::new(),
-            items: Vec::with_capacity(keys.len()),
-            gpus: Vec::new(),
+            nodes: Vec::with_capacity(n),
+            starts: Vec::with_capacity(n + 1),
+            items: Vec::with_capacity(n),
+            gpus: Vec::with_capacity(n),
         };
         for key in keys {
             let node = (key >> 32) as NodeId;
