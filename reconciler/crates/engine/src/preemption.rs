@@ -167,6 +167,11 @@ struct Candidate {
     /// Queues whose borrowed usage the victim is taken from (empty for the
     /// preemptor's own queue): its leaf up to below the common ancestor.
     borrowed_from: std::rc::Rc<[QueueId]>,
+    /// Where its queue's path meets the preemptor's (the place on the
+    /// preemptor's path, leaf first, where its usage leaves: 0 for its own
+    /// leaf), if they meet: what [`release_on_path`] and
+    /// [`frees_quota_on`] walk the paths for, found once per source.
+    meet: Option<u32>,
     rule: Rule,
     /// Its place in the victim order (tier, priority, most recent start,
     /// run): one order across the preemptor's models.
@@ -935,6 +940,7 @@ fn eligible_bound(
 
 /// Adds `gpus` of queue `vq`'s usage to `released` where `vq`'s path meets
 /// `path` (the preemptor's, leaf first): where the usage leaves it.
+#[cfg(debug_assertions)]
 fn release_on_path(e: &Engine, vq: QueueId, path: &[QueueId], released: &mut [u64], gpus: u64) {
     if let Some(k) = e
         .tree
@@ -1047,8 +1053,17 @@ fn candidates(
         /// Rule (d): the preemptor's (priority, tier) in a `least-attained`
         /// leaf (its own leaf's source only).
         las: Option<(i32, u8)>,
+        meet: Option<u32>,
         list: &'l [super::Victim],
     }
+    // The preemptor's path, leaf first: where each source's path meets it.
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let meet_of = |vq: QueueId| -> Option<u32> {
+        e.tree
+            .path(vq)
+            .find_map(|a| path.iter().position(|p| *p == a))
+            .map(|k| k as u32)
+    };
     let mut sources: Vec<Source> = Vec::with_capacity(2 * (others.len() + 1));
     let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
     let leaf_reclaims = reclaim & 1 != 0;
@@ -1078,7 +1093,7 @@ fn candidates(
             .map(|a| (job.priority, a.tier));
         // How much the queues a victim is taken from borrow (for the own
         // leaf: the leaf itself), when they do.
-        let (chain, rule, below, started_before, headroom) = if vq == q {
+        let (chain, rule, below, started_before, headroom, meet) = if vq == q {
             // Rule (d) takes victims of its priority too (filtered below).
             let below = if las.is_some() {
                 None
@@ -1086,7 +1101,14 @@ fn candidates(
                 Some(job.priority)
             };
             let headroom = borrowing.then(|| usage - guaranteed);
-            (no_chain.clone(), Rule::Priority, below, None, headroom)
+            (
+                no_chain.clone(),
+                Rule::Priority,
+                below,
+                None,
+                headroom,
+                Some(0),
+            )
         } else if !borrowing {
             continue;
         } else {
@@ -1111,6 +1133,13 @@ fn candidates(
             debug_assert!(!chain.is_empty());
             let reclaimed = reclaim & needed == needed;
             debug_assert_eq!(reclaimed, reclaims(e, q, vq, reclaim, own_path));
+            // The mask's width is where the paths meet (the path's length
+            // when they do not), up to 64: walked beyond.
+            let meet = if needed == u64::MAX {
+                meet_of(vq)
+            } else {
+                Some(needed.trailing_ones()).filter(|&k| (k as usize) < path.len())
+            };
             if reclaimed {
                 (
                     chain,
@@ -1118,6 +1147,7 @@ fn candidates(
                     None,
                     None,
                     Some(headroom),
+                    meet,
                 )
             } else {
                 (
@@ -1126,6 +1156,7 @@ fn candidates(
                     Some(job.priority),
                     job.first_seen,
                     Some(headroom),
+                    meet,
                 )
             }
         };
@@ -1137,6 +1168,7 @@ fn candidates(
         {
             continue;
         }
+        debug_assert_eq!(meet, meet_of(vq), "where the paths meet");
         let Some(headroom) = headroom else {
             sources.push(Source {
                 queue: vq,
@@ -1147,6 +1179,7 @@ fn candidates(
                 below,
                 started_before,
                 las,
+                meet,
                 list,
             });
             continue;
@@ -1167,6 +1200,7 @@ fn candidates(
                 below,
                 started_before,
                 las,
+                meet,
                 list,
             });
         }
@@ -1235,6 +1269,7 @@ fn candidates(
             queue: s.queue,
             gpus: run.gpus,
             borrowed_from: s.chain.clone(),
+            meet: s.meet,
             rule: match s.las {
                 Some((priority, _)) if v.priority == priority => Rule::LeastAttained,
                 _ => s.rule,
@@ -2069,12 +2104,18 @@ fn add_for_quota_in(
     }
     // The victims given may be enough already.
     let mut fits = e.tree.fits(q, m, gpus).is_ok();
+    #[cfg(debug_assertions)]
     let own_path: Vec<QueueId> = e.tree.path(q).collect();
     for &i in order {
         if fits {
             break;
         }
-        if member[i] || !frees_quota_on(e, &own_path, cands[i].queue) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            cands[i].meet.is_some(),
+            frees_quota_on(e, &own_path, cands[i].queue)
+        );
+        if member[i] || cands[i].meet.is_none() {
             continue;
         }
         if !headroom.allows(e, i) {
@@ -2282,10 +2323,21 @@ fn quota_fits_without(
         return true;
     }
     // Each victim's usage leaves the path where its queue meets it.
-    let path: Vec<QueueId> = e.tree.path(q).collect();
-    let mut released = vec![0u64; path.len()];
+    let depth = e.tree.path(q).count();
+    let mut released = vec![0u64; depth];
     for &i in chosen {
-        release_on_path(e, cands[i].queue, &path, &mut released, cands[i].gpus);
+        if let Some(k) = cands[i].meet {
+            released[k as usize] += cands[i].gpus;
+        }
+    }
+    #[cfg(debug_assertions)]
+    {
+        let path: Vec<QueueId> = e.tree.path(q).collect();
+        let mut walked = vec![0u64; path.len()];
+        for &i in chosen {
+            release_on_path(e, cands[i].queue, &path, &mut walked, cands[i].gpus);
+        }
+        debug_assert_eq!(released, walked, "candidates' meeting places");
     }
     let fits = e.tree.fits_releasing(q, m, gpus, &released);
     debug_assert_eq!(fits, {
@@ -2523,6 +2575,7 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
 /// Whether taking usage from queue `victim` can make room under the limits
 /// on the path of the preemptor's leaf (`own_path`, from the leaf up, found
 /// once per search): they share an ancestor with a limit, or are the same.
+#[cfg(debug_assertions)]
 fn frees_quota_on(e: &Engine, own_path: &[QueueId], victim: QueueId) -> bool {
     let frees = e.tree.path(victim).any(|a| own_path.contains(&a));
     // The straightforward way: the victim's path listed, the leaf's walked.
@@ -3586,6 +3639,7 @@ mod tests {
             queue: chain.first().copied().unwrap_or(0),
             gpus,
             borrowed_from: chain.into(),
+            meet: Some(0),
             rule: Rule::Priority,
             key: (0, 0, std::cmp::Reverse(Timestamp::default()), 0),
         }
