@@ -167,6 +167,11 @@ struct Candidate {
     /// Queues whose borrowed usage the victim is taken from (empty for the
     /// preemptor's own queue): its leaf up to below the common ancestor.
     borrowed_from: std::rc::Rc<[QueueId]>,
+    /// Where its queue's path meets the preemptor's (the place on the
+    /// preemptor's path, leaf first, where its usage leaves: 0 for its own
+    /// leaf), if they meet: what [`release_on_path`] and
+    /// [`frees_quota_on`] walk the paths for, found once per source.
+    meet: Option<u32>,
     rule: Rule,
     /// Its place in the victim order (tier, priority, most recent start,
     /// run): one order across the preemptor's models.
@@ -935,6 +940,7 @@ fn eligible_bound(
 
 /// Adds `gpus` of queue `vq`'s usage to `released` where `vq`'s path meets
 /// `path` (the preemptor's, leaf first): where the usage leaves it.
+#[cfg(debug_assertions)]
 fn release_on_path(e: &Engine, vq: QueueId, path: &[QueueId], released: &mut [u64], gpus: u64) {
     if let Some(k) = e
         .tree
@@ -1047,8 +1053,17 @@ fn candidates(
         /// Rule (d): the preemptor's (priority, tier) in a `least-attained`
         /// leaf (its own leaf's source only).
         las: Option<(i32, u8)>,
+        meet: Option<u32>,
         list: &'l [super::Victim],
     }
+    // The preemptor's path, leaf first: where each source's path meets it.
+    let path: Vec<QueueId> = e.tree.path(q).collect();
+    let meet_of = |vq: QueueId| -> Option<u32> {
+        e.tree
+            .path(vq)
+            .find_map(|a| path.iter().position(|p| *p == a))
+            .map(|k| k as u32)
+    };
     let mut sources: Vec<Source> = Vec::with_capacity(2 * (others.len() + 1));
     let no_chain: std::rc::Rc<[QueueId]> = std::rc::Rc::new([]);
     let leaf_reclaims = reclaim & 1 != 0;
@@ -1078,7 +1093,7 @@ fn candidates(
             .map(|a| (job.priority, a.tier));
         // How much the queues a victim is taken from borrow (for the own
         // leaf: the leaf itself), when they do.
-        let (chain, rule, below, started_before, headroom) = if vq == q {
+        let (chain, rule, below, started_before, headroom, meet) = if vq == q {
             // Rule (d) takes victims of its priority too (filtered below).
             let below = if las.is_some() {
                 None
@@ -1086,7 +1101,14 @@ fn candidates(
                 Some(job.priority)
             };
             let headroom = borrowing.then(|| usage - guaranteed);
-            (no_chain.clone(), Rule::Priority, below, None, headroom)
+            (
+                no_chain.clone(),
+                Rule::Priority,
+                below,
+                None,
+                headroom,
+                Some(0),
+            )
         } else if !borrowing {
             continue;
         } else {
@@ -1111,6 +1133,13 @@ fn candidates(
             debug_assert!(!chain.is_empty());
             let reclaimed = reclaim & needed == needed;
             debug_assert_eq!(reclaimed, reclaims(e, q, vq, reclaim, own_path));
+            // The mask's width is where the paths meet (the path's length
+            // when they do not), up to 64: walked beyond.
+            let meet = if needed == u64::MAX {
+                meet_of(vq)
+            } else {
+                Some(needed.trailing_ones()).filter(|&k| (k as usize) < path.len())
+            };
             if reclaimed {
                 (
                     chain,
@@ -1118,6 +1147,7 @@ fn candidates(
                     None,
                     None,
                     Some(headroom),
+                    meet,
                 )
             } else {
                 (
@@ -1126,6 +1156,7 @@ fn candidates(
                     Some(job.priority),
                     job.first_seen,
                     Some(headroom),
+                    meet,
                 )
             }
         };
@@ -1137,6 +1168,7 @@ fn candidates(
         {
             continue;
         }
+        debug_assert_eq!(meet, meet_of(vq), "where the paths meet");
         let Some(headroom) = headroom else {
             sources.push(Source {
                 queue: vq,
@@ -1147,6 +1179,7 @@ fn candidates(
                 below,
                 started_before,
                 las,
+                meet,
                 list,
             });
             continue;
@@ -1167,6 +1200,7 @@ fn candidates(
                 below,
                 started_before,
                 las,
+                meet,
                 list,
             });
         }
@@ -1209,7 +1243,8 @@ fn candidates(
         .filter_map(|src| next(src, 0).map(|pos| Reverse(key(src, pos))))
         .collect::<Vec<_>>()
         .into();
-    let mut out = Vec::with_capacity(limit.min(1024));
+    // (A widened list reaches 2,048: room for it at once, not a copy.)
+    let mut out = Vec::with_capacity(limit.min(1 << 12));
     while let Some(mut top) = heap.peek_mut() {
         let Reverse(at) = *top;
         let (src, pos) = ((at >> 32) as u32 as usize, at as u32 as usize);
@@ -1234,6 +1269,7 @@ fn candidates(
             queue: s.queue,
             gpus: run.gpus,
             borrowed_from: s.chain.clone(),
+            meet: s.meet,
             rule: match s.las {
                 Some((priority, _)) if v.priority == priority => Rule::LeastAttained,
                 _ => s.rule,
@@ -1395,7 +1431,8 @@ struct Headroom<'c> {
     m: u16,
     /// Per queue: GPUs of the set's victims taken from it, its last victim.
     taken: HashMap<QueueId, (u64, usize)>,
-    members: rustc_hash::FxHashSet<usize>,
+    /// The set's candidates, one bit each.
+    members: Vec<u64>,
     /// Queues the set breaks the rule for.
     broken: usize,
 }
@@ -1406,7 +1443,7 @@ impl<'c> Headroom<'c> {
             cands,
             m,
             taken: HashMap::default(),
-            members: rustc_hash::FxHashSet::default(),
+            members: vec![0; cands.len().div_ceil(64)],
             broken: 0,
         }
     }
@@ -1449,7 +1486,7 @@ impl<'c> Headroom<'c> {
         if chain.is_empty() {
             return true;
         }
-        if self.members.contains(&i) {
+        if self.members[i / 64] >> (i % 64) & 1 != 0 {
             return self.allowed();
         }
         let mut broken = self.broken;
@@ -1468,20 +1505,39 @@ impl<'c> Headroom<'c> {
 
     /// Adds candidate `i` to the set.
     fn add(&mut self, e: &impl QueueRoom, i: usize) {
-        if !self.members.insert(i) {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.members[word] & bit != 0 {
             return;
         }
-        for &a in self.cands[i].borrowed_from.iter() {
-            let new = self.with(a, i);
-            if let Some(&old) = self.taken.get(&a)
-                && !self.holds(e, a, old)
-            {
-                self.broken -= 1;
+        self.members[word] |= bit;
+        // One look-up per queue ([`Headroom::with`] and [`Headroom::holds`]
+        // inline).
+        let (cands, m) = (self.cands, self.m);
+        let gpus = cands[i].gpus;
+        let holds = |a: QueueId, (taken, last): (u64, usize)| {
+            let before_last = taken - cands[last].gpus;
+            e.running(a, m).saturating_sub(before_last) > e.guaranteed(a, m)
+        };
+        for &a in cands[i].borrowed_from.iter() {
+            match self.taken.entry(a) {
+                std::collections::hash_map::Entry::Occupied(mut at) => {
+                    let old = *at.get();
+                    let new = (old.0 + gpus, old.1.max(i));
+                    if !holds(a, old) {
+                        self.broken -= 1;
+                    }
+                    if !holds(a, new) {
+                        self.broken += 1;
+                    }
+                    *at.get_mut() = new;
+                }
+                std::collections::hash_map::Entry::Vacant(at) => {
+                    if !holds(a, (gpus, i)) {
+                        self.broken += 1;
+                    }
+                    at.insert((gpus, i));
+                }
             }
-            if !self.holds(e, a, new) {
-                self.broken += 1;
-            }
-            self.taken.insert(a, new);
         }
     }
 }
@@ -1855,34 +1911,31 @@ fn search_inner(
 
 /// The nodes each of the candidates `which` holds GPUs on.
 fn victims_by_node(e: &Engine, cands: &[Candidate], which: &[usize]) -> ByNode {
-    // (node, candidate, its GPUs there) for each node a candidate holds
-    // GPUs on (a run may have several replicas, entries, on one node),
-    // sorted by node, each node's in the order of `which` (a stable sort).
-    // Sorted by node and place in `which` as one number (unique: an
-    // unstable sort keeps `which`'s order).
-    let mut keyed: Vec<(u64, usize, u32)> = Vec::with_capacity(2 * which.len());
-    for (at, &i) in which.iter().enumerate() {
+    // (candidate, its GPUs there) for each node a candidate holds GPUs on
+    // (a run may have several replicas, entries, on one node), in the order
+    // of `which`; keyed by node and that place as one number, grouped by
+    // node keeping that order.
+    let mut entries: Vec<(usize, u32)> = Vec::with_capacity(2 * which.len());
+    let mut keys: Vec<u64> = Vec::with_capacity(2 * which.len());
+    for &i in which {
         let placement = &e.runs[cands[i].run as usize].placement;
-        for (k, (node, _)) in placement.iter().enumerate() {
-            if placement[..k].iter().any(|(n, _)| n == node) {
+        for (k, (node, positions)) in placement.iter().enumerate() {
+            let gpus = if placement.len() == 1 {
+                positions.len()
+            } else if placement[..k].iter().any(|(n, _)| n == node) {
                 continue;
-            }
-            let gpus: usize = placement
-                .iter()
-                .filter(|(n, _)| n == node)
-                .map(|(_, positions)| positions.len())
-                .sum();
-            keyed.push((u64::from(*node) << 32 | at as u64, i, gpus as u32));
+            } else {
+                placement
+                    .iter()
+                    .filter(|(n, _)| n == node)
+                    .map(|(_, positions)| positions.len())
+                    .sum()
+            };
+            keys.push(u64::from(*node) << 32 | entries.len() as u64);
+            entries.push((i, gpus as u32));
         }
     }
-    keyed.sort_unstable_by_key(|&(key, ..)| key);
-    let mut listed: Vec<(NodeId, usize, u32)> = keyed
-        .into_iter()
-        .map(|(key, i, gpus)| ((key >> 32) as NodeId, i, gpus))
-        .collect();
-    // The same candidate twice in a row on a node is listed once.
-    listed.dedup_by_key(|&mut (node, i, _)| (node, i));
-    let by_node = ByNode::from_sorted(&listed);
+    let by_node = ByNode::from_keys(keys, &entries);
     #[cfg(debug_assertions)]
     {
         let plain = victims_by_node_plain(e, cands, which);
@@ -2051,12 +2104,18 @@ fn add_for_quota_in(
     }
     // The victims given may be enough already.
     let mut fits = e.tree.fits(q, m, gpus).is_ok();
+    #[cfg(debug_assertions)]
     let own_path: Vec<QueueId> = e.tree.path(q).collect();
     for &i in order {
         if fits {
             break;
         }
-        if member[i] || !frees_quota_on(e, &own_path, cands[i].queue) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            cands[i].meet.is_some(),
+            frees_quota_on(e, &own_path, cands[i].queue)
+        );
+        if member[i] || cands[i].meet.is_none() {
             continue;
         }
         if !headroom.allows(e, i) {
@@ -2264,10 +2323,21 @@ fn quota_fits_without(
         return true;
     }
     // Each victim's usage leaves the path where its queue meets it.
-    let path: Vec<QueueId> = e.tree.path(q).collect();
-    let mut released = vec![0u64; path.len()];
+    let depth = e.tree.path(q).count();
+    let mut released = vec![0u64; depth];
     for &i in chosen {
-        release_on_path(e, cands[i].queue, &path, &mut released, cands[i].gpus);
+        if let Some(k) = cands[i].meet {
+            released[k as usize] += cands[i].gpus;
+        }
+    }
+    #[cfg(debug_assertions)]
+    {
+        let path: Vec<QueueId> = e.tree.path(q).collect();
+        let mut walked = vec![0u64; path.len()];
+        for &i in chosen {
+            release_on_path(e, cands[i].queue, &path, &mut walked, cands[i].gpus);
+        }
+        debug_assert_eq!(released, walked, "candidates' meeting places");
     }
     let fits = e.tree.fits_releasing(q, m, gpus, &released);
     debug_assert_eq!(fits, {
@@ -2505,6 +2575,7 @@ fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: 
 /// Whether taking usage from queue `victim` can make room under the limits
 /// on the path of the preemptor's leaf (`own_path`, from the leaf up, found
 /// once per search): they share an ancestor with a limit, or are the same.
+#[cfg(debug_assertions)]
 fn frees_quota_on(e: &Engine, own_path: &[QueueId], victim: QueueId) -> bool {
     let frees = e.tree.path(victim).any(|a| own_path.contains(&a));
     // The straightforward way: the victim's path listed, the leaf's walked.
@@ -3568,6 +3639,7 @@ mod tests {
             queue: chain.first().copied().unwrap_or(0),
             gpus,
             borrowed_from: chain.into(),
+            meet: Some(0),
             rule: Rule::Priority,
             key: (0, 0, std::cmp::Reverse(Timestamp::default()), 0),
         }

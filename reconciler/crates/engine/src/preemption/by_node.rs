@@ -21,6 +21,7 @@ pub(super) struct ByNode {
 impl ByNode {
     /// From (node, candidate, its GPUs there) sorted by node (each node's
     /// candidates in the order given, none twice in a row).
+    #[cfg(test)]
     pub(super) fn from_sorted(listed: &[(NodeId, usize, u32)]) -> Self {
         debug_assert!(listed.is_sorted_by_key(|p| p.0));
         let mut out = ByNode {
@@ -34,6 +35,40 @@ impl ByNode {
                 out.nodes.push(node);
                 out.starts.push(out.items.len() as u32);
                 out.gpus.push(0);
+            }
+            out.items.push(i);
+            if let Some(sum) = out.gpus.last_mut() {
+                *sum += gpus;
+            }
+        }
+        out.starts.push(out.items.len() as u32);
+        out
+    }
+
+    /// From entries (candidate, its GPUs on the node) listed in the order
+    /// of the victim set and `keys`, one per entry: its node in the upper
+    /// half, its place among `entries` in the lower (so each node's
+    /// candidates keep the entries' order); a candidate listed twice in a
+    /// row on a node counts once. Grouped by node without comparing
+    /// entries: a stable radix sort on the node half.
+    pub(super) fn from_keys(mut keys: Vec<u64>, entries: &[(usize, u32)]) -> Self {
+        sort_by_node(&mut keys);
+        let n = keys.len();
+        let mut out = ByNode {
+            nodes: Vec::with_capacity(n),
+            starts: Vec::with_capacity(n + 1),
+            items: Vec::with_capacity(n),
+            gpus: Vec::with_capacity(n),
+        };
+        for key in keys {
+            let node = (key >> 32) as NodeId;
+            let (i, gpus) = entries[key as u32 as usize];
+            if out.nodes.last() != Some(&node) {
+                out.nodes.push(node);
+                out.starts.push(out.items.len() as u32);
+                out.gpus.push(0);
+            } else if out.items.last() == Some(&i) {
+                continue;
             }
             out.items.push(i);
             if let Some(sum) = out.gpus.last_mut() {
@@ -77,6 +112,46 @@ impl ByNode {
     pub(super) fn iter(&self) -> Iter<'_> {
         Iter { by: self, k: 0 }
     }
+}
+
+/// Sorts `keys` (node in the upper half, a number rising with the key's
+/// place in the lower) by node, keeping the order within a node: the same
+/// order as sorting the whole keys. Few keys are sorted by comparison, more
+/// by bytes of the node, least significant first, as many as the largest
+/// node needs.
+fn sort_by_node(keys: &mut Vec<u64>) {
+    #[cfg(debug_assertions)]
+    let expected = {
+        debug_assert!(keys.windows(2).all(|w| w[0] as u32 <= w[1] as u32));
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted
+    };
+    if keys.len() < 64 {
+        keys.sort_unstable();
+    } else {
+        let top = keys.iter().map(|k| k >> 32).max().unwrap_or(0);
+        let mut spare = vec![0u64; keys.len()];
+        let mut shift = 32;
+        while shift < 64 && (shift == 32 || top >> (shift - 32) != 0) {
+            let mut starts = [0usize; 257];
+            for k in keys.iter() {
+                starts[((k >> shift) & 0xff) as usize + 1] += 1;
+            }
+            for b in 0..256 {
+                starts[b + 1] += starts[b];
+            }
+            for &k in keys.iter() {
+                let b = ((k >> shift) & 0xff) as usize;
+                spare[starts[b]] = k;
+                starts[b] += 1;
+            }
+            std::mem::swap(keys, &mut spare);
+            shift += 8;
+        }
+    }
+    #[cfg(debug_assertions)]
+    debug_assert_eq!(*keys, expected, "radix sort by node");
 }
 
 /// [`ByNode::iter`].
@@ -127,5 +202,34 @@ mod tests {
         );
         assert_eq!(by_node.gpus_on(2), 0);
         assert_eq!(ByNode::from_sorted(&[]).len(), 0);
+    }
+
+    #[test]
+    fn keyed_entries_group_as_sorted_pairs() {
+        // Entries in set order: (candidate, GPUs), and each one's node.
+        let entries = [(4, 2), (2, 1), (0, 8), (1, 4), (4, 4), (4, 1)];
+        let nodes: [NodeId; 6] = [1, 1, 3, 7, 7, 7];
+        let keys = |order: &[usize]| -> Vec<u64> {
+            order
+                .iter()
+                .map(|&k| u64::from(nodes[k]) << 32 | k as u64)
+                .collect()
+        };
+        let by_node = ByNode::from_keys(keys(&[0, 1, 2, 3, 4, 5]), &entries);
+        // Candidate 4 twice in a row on node 7 counts once.
+        let sorted = ByNode::from_sorted(&[(1, 4, 2), (1, 2, 1), (3, 0, 8), (7, 1, 4), (7, 4, 4)]);
+        assert_eq!(by_node, sorted);
+        // Many keys, nodes past one byte: the radix sort's passes.
+        let many: Vec<(NodeId, usize)> = (0..500).map(|k| ((k * 7919) % 300, k as usize)).collect();
+        let entries: Vec<(usize, u32)> = many.iter().map(|&(_, i)| (i, 1)).collect();
+        let keys: Vec<u64> = (0..many.len())
+            .map(|k| u64::from(many[k].0) << 32 | k as u64)
+            .collect();
+        let mut pairs: Vec<(NodeId, usize, u32)> = many.iter().map(|&(n, i)| (n, i, 1)).collect();
+        pairs.sort_by_key(|p| (p.0, p.1));
+        assert_eq!(
+            ByNode::from_keys(keys, &entries),
+            ByNode::from_sorted(&pairs)
+        );
     }
 }
