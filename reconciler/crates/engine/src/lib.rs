@@ -406,6 +406,8 @@ struct Engine<'a> {
     /// preemptor, or itself when restarting), from `index_freeing` on; the
     /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
     kept_runs: Vec<Vec<RunId>>,
+    /// Per model: its kept runs grouped by whom they are kept for.
+    kept_groups: Vec<claims::KeptGroups>,
     /// [`Engine::held_by`] of the jobs asked so far, by job and model
     /// (a job's entries go with its `held_for` entry).
     held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), HeldPerQueue>>,
@@ -617,6 +619,7 @@ impl<'a> Engine<'a> {
             candidate_memo: HashMap::default(),
             source_memo: HashMap::default(),
             kept_runs: Vec::new(),
+            kept_groups: Vec::new(),
             held_by_memo: std::cell::RefCell::default(),
             claim_owners: Vec::new(),
             claims_epoch: 0,
@@ -1832,16 +1835,27 @@ impl<'a> Engine<'a> {
         found
     }
 
-    /// [`Engine::freeing_claims`] found afresh.
+    /// [`Engine::freeing_claims`] found afresh: each owner of kept runs
+    /// asked once ([`claims::KeptGroups`]; debug builds ask run by run too).
     fn freeing_claims_of(&self, j: JobId, m: ModelId) -> FreeingClaims {
-        let mut claim = claims::Claims::new(self, j, m);
-        let runs: Vec<(RunId, bool)> = self
+        let kept = self
             .kept_runs
             .get(m as usize)
-            .into_iter()
-            .flatten()
-            .map(|&r| (r, self.still_stopping(r) && claim.may(self, r)))
-            .collect();
+            .map_or(&[][..], Vec::as_slice);
+        let runs = match self.kept_groups.get(m as usize) {
+            Some(groups) => groups.claims(self, j, m, kept),
+            None => Vec::new(),
+        };
+        let found = self.freeing_claims_from(runs);
+        debug_assert!(
+            found == self.freeing_claims_plain(j, m),
+            "grouped claims differ from the plain ones"
+        );
+        found
+    }
+
+    /// [`FreeingClaims`] with `runs` (the claims, run by run).
+    fn freeing_claims_from(&self, runs: Vec<(RunId, bool)>) -> FreeingClaims {
         debug_assert!(runs.is_sorted_by_key(|(r, _)| *r));
         let nodes: Vec<NodeId> = runs
             .iter()
@@ -1849,6 +1863,18 @@ impl<'a> Engine<'a> {
             .flat_map(|(r, _)| self.runs[*r as usize].placement.iter().map(|(id, _)| *id))
             .collect();
         FreeingClaims { runs, nodes }
+    }
+
+    /// [`Engine::freeing_claims_of`] asked run by run ([`Engine::claimable`]).
+    fn freeing_claims_plain(&self, j: JobId, m: ModelId) -> FreeingClaims {
+        let runs = self
+            .kept_runs
+            .get(m as usize)
+            .into_iter()
+            .flatten()
+            .map(|&r| (r, self.still_stopping(r) && self.claimable(r, j)))
+            .collect();
+        self.freeing_claims_from(runs)
     }
 
     /// Whether stopping run `r` still holds a GPU on a schedulable node
@@ -2035,6 +2061,11 @@ impl<'a> Engine<'a> {
                 (false, _) => open[r] = true,
             }
         }
+        self.kept_groups = self
+            .kept_runs
+            .iter()
+            .map(|kept| claims::KeptGroups::of(self, kept))
+            .collect();
         self.cluster.index_waiting(open);
     }
 
