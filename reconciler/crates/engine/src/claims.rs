@@ -13,13 +13,21 @@ use super::ids::{JobId, ModelId, QueueId, RunId};
 pub(crate) struct KeptGroups(Vec<Group>);
 
 /// Kept runs of one owner: each run's place in its model's kept runs, and
-/// the run; for a preemptor, what its stopping runs held for it hold per
-/// queue ([`Engine::held_by`], while they are held for it).
+/// the run; for a preemptor, what [`Keeps::keeps`] reads of it (fixed for
+/// the plan).
 #[derive(Debug)]
 struct Group {
     owner: Kept,
     runs: Vec<(u32, RunId)>,
-    own: Option<super::HeldPerQueue>,
+    /// The preemptor's leaf queue and GPUs.
+    leaf: Option<QueueId>,
+    gpus: u64,
+    /// The queues with a limit on the model on the path of its leaf, each
+    /// with what its stopping runs held for it hold there
+    /// ([`Engine::held_by`]: counted while they are held for it).
+    limited: Vec<(QueueId, u64)>,
+    /// Whether stopping runs are held for it at all.
+    holds: bool,
 }
 
 /// Whom a group's runs are kept for.
@@ -52,7 +60,10 @@ impl KeptGroups {
                 groups.push(Group {
                     owner,
                     runs: Vec::new(),
-                    own: None,
+                    leaf: None,
+                    gpus: 0,
+                    limited: Vec::new(),
+                    holds: false,
                 });
                 groups.len() - 1
             });
@@ -62,7 +73,24 @@ impl KeptGroups {
             if let Kept::For(p) = g.owner
                 && let Some(m) = g.runs.first().and_then(|(_, r)| e.runs[*r as usize].model)
             {
-                g.own = e.held_by_kept(p, m);
+                let job = &e.jobs[p as usize];
+                let own = e.held_by_kept(p, m);
+                g.leaf = job.queue;
+                g.gpus = job.gpus;
+                g.holds = own.is_some();
+                g.limited = job.queue.map_or_else(Vec::new, |leaf| {
+                    e.tree
+                        .path(leaf)
+                        .filter(|q| e.tree.limit(*q, m).is_some())
+                        .map(|q| {
+                            let held = own
+                                .as_deref()
+                                .and_then(|h| h.iter().find(|(k, _)| *k == q))
+                                .map_or(0, |(_, n)| *n);
+                            (q, held)
+                        })
+                        .collect()
+                });
             }
         }
         KeptGroups(groups)
@@ -88,7 +116,7 @@ impl KeptGroups {
                     p == j
                         || e.decided[p as usize]
                         || !e.pending_now[p as usize]
-                        || !keeps.check(e, p, keeps.keeps(e, p, &g.own))
+                        || !keeps.check(e, p, keeps.keeps(e, p, g))
                 }
             };
             if may {
@@ -149,31 +177,23 @@ impl Keeps {
         }
     }
 
-    /// Whether pending job `p` keeps its runs from the asking job: it
-    /// fits the limits on its path, not counting its own stopping runs
-    /// (`own`, its group's: counted while they are held for it), and does
-    /// not borrow against the asking job's guarantee.
-    fn keeps(&self, e: &Engine, p: JobId, own: &Option<super::HeldPerQueue>) -> bool {
-        let m = self.m;
-        let pj = &e.jobs[p as usize];
-        let Some(pq) = pj.queue else {
+    /// Whether pending job `p` (of group `g`) keeps its runs from the
+    /// asking job: it fits the limits on its path, not counting its own
+    /// stopping runs while they are held for it, and does not borrow
+    /// against the asking job's guarantee.
+    fn keeps(&self, e: &Engine, p: JobId, g: &Group) -> bool {
+        let Some(pq) = g.leaf else {
             return false;
         };
-        let own = own.as_deref().filter(|_| e.held_for.contains_key(&p));
-        debug_assert!(
-            own == e.held_by_kept(p, m).as_deref(),
-            "a group's own held differs"
-        );
-        let fits = e.tree.path(pq).all(|q| {
+        let held = g.holds && e.held_for.contains_key(&p);
+        let fits = g.limited.iter().all(|&(q, own)| {
             let Some((limit, used)) = self.limits[q as usize] else {
                 return true;
             };
-            let own_here = own
-                .and_then(|h| h.iter().find(|(k, _)| *k == q))
-                .map_or(0, |(_, n)| *n);
-            used.saturating_sub(own_here) + pj.gpus <= limit
+            used.saturating_sub(if held { own } else { 0 }) + g.gpus <= limit
         });
-        fits && !(self.asking_within && e.tree.usage(pq, m) + pj.gpus > e.tree.guaranteed(pq, m))
+        let m = self.m;
+        fits && !(self.asking_within && e.tree.usage(pq, m) + g.gpus > e.tree.guaranteed(pq, m))
     }
 
     /// `keeps`, which debug builds check is `e.keeps_from(p, m, j, false, ..)`.
