@@ -1,57 +1,215 @@
 //! Which stopping runs' GPUs one job may take ([`Engine::claimable`]),
 //! asked for many runs at once.
 
-use rustc_hash::FxHashMap as HashMap;
-
 use super::Engine;
 use super::ids::{JobId, ModelId, QueueId, RunId};
 
-/// [`Engine::claimable`] for job `j` and the kept runs of one model: what
-/// `j`'s own stopping runs hold is found once, and whether a preemptor
-/// keeps its GPUs from `j` once per preemptor (its runs' answers depend on
-/// nothing else).
-pub(crate) struct Claims {
-    j: JobId,
-    m: ModelId,
-    asking_held: Vec<(QueueId, u64)>,
-    kept_from: HashMap<JobId, bool>,
+/// The kept runs of one model (`Engine::kept_runs`) grouped by whose they
+/// are: every run of a group gets the same answer from
+/// [`Engine::claimable`] for a given job (built once per plan, when the
+/// stopping runs are indexed: who a kept run is kept for does not change
+/// during the plan).
+#[derive(Debug, Default)]
+pub(crate) struct KeptGroups(Vec<Group>);
+
+/// Kept runs of one owner: each run's place in its model's kept runs, and
+/// the run; for a preemptor, what [`Keeps::keeps`] reads of it (fixed for
+/// the plan).
+#[derive(Debug)]
+struct Group {
+    owner: Kept,
+    runs: Vec<(u32, RunId)>,
+    /// The preemptor's leaf queue and GPUs.
+    leaf: Option<QueueId>,
+    gpus: u64,
+    /// The queues with a limit on the model on the path of its leaf, each
+    /// with what its stopping runs held for it hold there
+    /// ([`Engine::held_by`]: counted while they are held for it).
+    limited: Vec<(QueueId, u64)>,
+    /// Whether stopping runs are held for it at all.
+    holds: bool,
 }
 
-impl Claims {
-    /// Claims of job `j` on the runs of model `m`.
-    pub(crate) fn new(e: &Engine, j: JobId, m: ModelId) -> Self {
+/// Whom a group's runs are kept for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kept {
+    /// Restarting: for its own job (if any) alone.
+    Restart(Option<JobId>),
+    /// For their preemptor.
+    For(JobId),
+}
+
+impl KeptGroups {
+    /// The groups of `kept` (one model's kept runs, in their order).
+    pub(crate) fn of(e: &Engine, kept: &[RunId]) -> Self {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut at: rustc_hash::FxHashMap<Kept, usize> = rustc_hash::FxHashMap::default();
+        for (k, &r) in kept.iter().enumerate() {
+            let run = &e.runs[r as usize];
+            let owner = if run.restarting() {
+                Kept::Restart(run.job)
+            } else {
+                match run.kept_for {
+                    Some(p) => Kept::For(p),
+                    // Not a kept run: never listed (kept runs restart or
+                    // have a preemptor).
+                    None => continue,
+                }
+            };
+            let g = *at.entry(owner).or_insert_with(|| {
+                groups.push(Group {
+                    owner,
+                    runs: Vec::new(),
+                    leaf: None,
+                    gpus: 0,
+                    limited: Vec::new(),
+                    holds: false,
+                });
+                groups.len() - 1
+            });
+            groups[g].runs.push((k as u32, r));
+        }
+        for g in &mut groups {
+            if let Kept::For(p) = g.owner
+                && let Some(m) = g.runs.first().and_then(|(_, r)| e.runs[*r as usize].model)
+            {
+                let job = &e.jobs[p as usize];
+                let own = e.held_by_kept(p, m);
+                g.leaf = job.queue;
+                g.gpus = job.gpus;
+                g.holds = own.is_some();
+                g.limited = job.queue.map_or_else(Vec::new, |leaf| {
+                    e.tree
+                        .path(leaf)
+                        .filter(|q| e.tree.limit(*q, m).is_some())
+                        .map(|q| {
+                            let held = own
+                                .as_deref()
+                                .and_then(|h| h.iter().find(|(k, _)| *k == q))
+                                .map_or(0, |(_, n)| *n);
+                            (q, held)
+                        })
+                        .collect()
+                });
+            }
+        }
+        KeptGroups(groups)
+    }
+
+    /// Per run of `kept` (the runs these groups were made of, in order):
+    /// whether job `j` may claim it once free and it still holds GPUs on a
+    /// schedulable node ([`Engine::still_stopping`] and
+    /// [`Engine::claimable`]), each group's owner asked once.
+    pub(crate) fn claims(
+        &self,
+        e: &Engine,
+        j: JobId,
+        m: ModelId,
+        kept: &[RunId],
+    ) -> Vec<(RunId, bool)> {
+        let mut runs: Vec<(RunId, bool)> = kept.iter().map(|&r| (r, false)).collect();
+        let keeps = Keeps::new(e, j, m);
+        for g in &self.0 {
+            let may = match g.owner {
+                Kept::Restart(job) => job == Some(j),
+                Kept::For(p) => {
+                    p == j
+                        || e.decided[p as usize]
+                        || !e.pending_now[p as usize]
+                        || !keeps.check(e, p, keeps.keeps(e, p, g))
+                }
+            };
+            if may {
+                for &(k, r) in &g.runs {
+                    if e.still_stopping(r) {
+                        runs[k as usize].1 = true;
+                    }
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// [`Engine::keeps_from`] of job `j` on model `m` (not `free`), for many
+/// pending jobs `p`: what it reads of the queue tree and of `j`, found
+/// once.
+struct Keeps {
+    #[cfg(debug_assertions)]
+    j: JobId,
+    m: ModelId,
+    /// Per queue: its limit on `m`, and the GPUs counted against it (usage,
+    /// held, and what `j`'s stopping runs hold in it).
+    limits: Vec<Option<(u64, u64)>>,
+    /// Whether `j` is within its queue's guarantee.
+    asking_within: bool,
+    #[cfg(debug_assertions)]
+    asking_held: Vec<(QueueId, u64)>,
+}
+
+impl Keeps {
+    /// What job `j` on model `m` reads.
+    fn new(e: &Engine, j: JobId, m: ModelId) -> Self {
+        let asking_held = e.held_by(j, m);
+        let tree = &e.tree;
+        let limits = (0..tree.queues.len() as QueueId)
+            .map(|q| {
+                let limit = tree.limit(q, m)?;
+                let asking = asking_held
+                    .iter()
+                    .find(|(k, _)| *k == q)
+                    .map_or(0, |(_, n)| *n);
+                Some((limit, tree.usage(q, m) + tree.held(q, m) + asking))
+            })
+            .collect();
+        let aj = &e.jobs[j as usize];
+        let asking_within = aj
+            .queue
+            .is_some_and(|aq| tree.usage(aq, m) + aj.gpus <= tree.guaranteed(aq, m));
         Self {
+            #[cfg(debug_assertions)]
             j,
             m,
-            asking_held: e.held_by(j, m),
-            kept_from: HashMap::default(),
+            limits,
+            asking_within,
+            #[cfg(debug_assertions)]
+            asking_held,
         }
     }
 
-    /// Whether run `r` (of model `m`) may give its GPUs to `j` once free.
-    pub(crate) fn may(&mut self, e: &Engine, r: RunId) -> bool {
-        let j = self.j;
-        let run = &e.runs[r as usize];
-        debug_assert_eq!(run.model, Some(self.m));
-        let may = match (run.restarting(), run.kept_for, run.model) {
-            (true, _, _) => run.job == Some(j),
-            (false, Some(p), Some(m)) => {
-                p == j
-                    || e.decided[p as usize]
-                    || !e.pending_now[p as usize]
-                    || !*self
-                        .kept_from
-                        .entry(p)
-                        .or_insert_with(|| e.keeps_from(p, m, j, false, &self.asking_held))
-            }
-            (false, _, _) => true,
+    /// Whether pending job `p` (of group `g`) keeps its runs from the
+    /// asking job: it fits the limits on its path, not counting its own
+    /// stopping runs while they are held for it, and does not borrow
+    /// against the asking job's guarantee.
+    fn keeps(&self, e: &Engine, p: JobId, g: &Group) -> bool {
+        let Some(pq) = g.leaf else {
+            return false;
         };
-        debug_assert_eq!(may, e.claimable(r, j), "a kept run's claim differs");
-        may
+        let held = g.holds && e.held_for.contains_key(&p);
+        let fits = g.limited.iter().all(|&(q, own)| {
+            let Some((limit, used)) = self.limits[q as usize] else {
+                return true;
+            };
+            used.saturating_sub(if held { own } else { 0 }) + g.gpus <= limit
+        });
+        let m = self.m;
+        fits && !(self.asking_within && e.tree.usage(pq, m) + g.gpus > e.tree.guaranteed(pq, m))
+    }
+
+    /// `keeps`, which debug builds check is `e.keeps_from(p, m, j, false, ..)`.
+    fn check(&self, e: &Engine, p: JobId, keeps: bool) -> bool {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            keeps,
+            e.keeps_from(p, self.m, self.j, false, &self.asking_held),
+            "a grouped keeps differs"
+        );
+        let _ = (e, p);
+        keeps
     }
 }
 
-/// What [`Claims`] of a job on model `m` depend on: the job itself when it
+/// What a job's claims on the kept runs of model `m` depend on: the job itself when it
 /// has stopping runs of its own (kept for it, restarting for it or held
 /// for it), otherwise only whether it is within its queue's guarantee
 /// ([`Engine::keeps`]); and the epochs of the cluster, of the queue tree

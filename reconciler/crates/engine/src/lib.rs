@@ -406,6 +406,8 @@ struct Engine<'a> {
     /// preemptor, or itself when restarting), from `index_freeing` on; the
     /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
     kept_runs: Vec<Vec<RunId>>,
+    /// Per model: its kept runs grouped by whom they are kept for.
+    kept_groups: Vec<claims::KeptGroups>,
     /// [`Engine::held_by`] of the jobs asked so far, by job and model
     /// (a job's entries go with its `held_for` entry).
     held_by_memo: std::cell::RefCell<HashMap<(JobId, ModelId), HeldPerQueue>>,
@@ -617,6 +619,7 @@ impl<'a> Engine<'a> {
             candidate_memo: HashMap::default(),
             source_memo: HashMap::default(),
             kept_runs: Vec::new(),
+            kept_groups: Vec::new(),
             held_by_memo: std::cell::RefCell::default(),
             claim_owners: Vec::new(),
             claims_epoch: 0,
@@ -644,32 +647,15 @@ impl<'a> Engine<'a> {
     /// them by name.
     fn load_runs(&mut self, observed: &'a ObservedState) {
         let running = &observed.running;
-        // By name, a name's records in file order (as a stable sort by name
-        // puts them); the names' first bytes settle almost every comparison.
-        let mut by_name: Vec<(u128, u32)> = running
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (order::name_prefix(&r.job), i as u32))
-            .collect();
-        by_name.sort_unstable();
-        // Names that share their first bytes (rare) by the whole names.
-        for same in by_name.chunk_by_mut(|a, b| a.0 == b.0) {
-            if same.len() > 1 {
-                same.sort_by(|(_, a), (_, b)| {
-                    running[*a as usize]
-                        .job
-                        .cmp(&running[*b as usize].job)
-                        .then(a.cmp(b))
-                });
-            }
-        }
+        let mut resolved = std::mem::take(&mut self.resolved);
+        resolved.orders(running);
+        let by_name = std::mem::take(&mut resolved.by_name);
         let mut run_of = vec![0 as RunId; running.len()];
         for (rank, (_, i)) in by_name.iter().enumerate() {
             run_of[*i as usize] = rank as RunId;
         }
         let mut unordered: Vec<Option<Run<'a>>> = Vec::with_capacity(running.len());
         let mut stops: Vec<(RunId, Action)> = Vec::new();
-        let mut resolved = std::mem::take(&mut self.resolved);
         let part_nodes_of = std::mem::take(&mut resolved.part_nodes);
         let mut part_nodes = part_nodes_of.iter();
         for (k, (r, &run_id)) in running.iter().zip(&run_of).enumerate() {
@@ -795,11 +781,11 @@ impl<'a> Engine<'a> {
             }));
         }
         resolved.part_nodes = part_nodes_of;
-        self.resolved = resolved;
         self.runs = by_name
             .iter()
             .filter_map(|(_, i)| unordered[*i as usize].take())
             .collect();
+        resolved.by_name = by_name;
         stops.sort_by_key(|(run, _)| *run);
         for (_, action) in stops {
             match action {
@@ -810,15 +796,19 @@ impl<'a> Engine<'a> {
         }
         // Per priority of a job: the starts of the preemptible running jobs
         // of lower priority, sorted.
-        let mut runs_by_start: Vec<(i32, Timestamp)> = self
-            .runs
+        // (Sorted by start: which of those that started together comes
+        // first does not matter, only their starts are listed.)
+        let runs_by_start: Vec<(i32, Timestamp)> = resolved
+            .by_start
             .iter()
-            .filter_map(|r| {
+            .filter_map(|k| {
+                let r = &self.runs[run_of[*k as usize] as usize];
                 let job = &self.jobs[r.job? as usize];
                 job.preemptible.then_some((job.priority, r.started))
             })
             .collect();
-        runs_by_start.sort_unstable_by_key(|(_, started)| *started);
+        debug_assert!(runs_by_start.is_sorted_by_key(|(_, started)| *started));
+        self.resolved = resolved;
         // The jobs' priorities, distinct (few: one per class), sorted.
         let mut distinct: HashSet<i32> = HashSet::default();
         let mut last = None;
@@ -887,19 +877,32 @@ impl<'a> Engine<'a> {
             order.push((key, r as RunId, all.len() as u32));
             all.push((q, m, victim));
         }
-        // Runs are unique: the order is total.
-        order.sort_unstable();
-        debug_assert!(order.is_sorted_by_key(|(_, _, k)| {
+        // Runs are unique: the order is total, and the last plan's order
+        // (of victims at the same places in `all`) is this one's when it
+        // sorts them strictly (the victims move little from plan to plan).
+        let guess = std::mem::take(&mut self.resolved.victim_order);
+        let sorted = guess.len() == order.len()
+            && guess
+                .windows(2)
+                .all(|w| order[w[0] as usize] < order[w[1] as usize]);
+        let ranked: Vec<u32> = if sorted {
+            guess
+        } else {
+            order.sort_unstable();
+            order.iter().map(|(_, _, k)| *k).collect()
+        };
+        debug_assert!(ranked.is_sorted_by_key(|k| {
             let v = &all[*k as usize].2;
             (v.priority, std::cmp::Reverse(v.started), v.run)
         }));
-        for (rank, (_, _, k)) in order.into_iter().enumerate() {
+        for (rank, &k) in ranked.iter().enumerate() {
             let (q, m, mut victim) = all[k as usize];
             victim.rank = rank as u32;
             if let Some(list) = lists[q as usize].iter_mut().find(|list| list.model == m) {
                 list.victims.push(victim);
             }
         }
+        self.resolved.victim_order = ranked;
         for per_model in &mut lists {
             for list in per_model.iter_mut() {
                 debug_assert!(list.victims.is_sorted_by_key(|v| v.rank));
@@ -1832,16 +1835,27 @@ impl<'a> Engine<'a> {
         found
     }
 
-    /// [`Engine::freeing_claims`] found afresh.
+    /// [`Engine::freeing_claims`] found afresh: each owner of kept runs
+    /// asked once ([`claims::KeptGroups`]; debug builds ask run by run too).
     fn freeing_claims_of(&self, j: JobId, m: ModelId) -> FreeingClaims {
-        let mut claim = claims::Claims::new(self, j, m);
-        let runs: Vec<(RunId, bool)> = self
+        let kept = self
             .kept_runs
             .get(m as usize)
-            .into_iter()
-            .flatten()
-            .map(|&r| (r, self.still_stopping(r) && claim.may(self, r)))
-            .collect();
+            .map_or(&[][..], Vec::as_slice);
+        let runs = match self.kept_groups.get(m as usize) {
+            Some(groups) => groups.claims(self, j, m, kept),
+            None => Vec::new(),
+        };
+        let found = self.freeing_claims_from(runs);
+        debug_assert!(
+            found == self.freeing_claims_plain(j, m),
+            "grouped claims differ from the plain ones"
+        );
+        found
+    }
+
+    /// [`FreeingClaims`] with `runs` (the claims, run by run).
+    fn freeing_claims_from(&self, runs: Vec<(RunId, bool)>) -> FreeingClaims {
         debug_assert!(runs.is_sorted_by_key(|(r, _)| *r));
         let nodes: Vec<NodeId> = runs
             .iter()
@@ -1849,6 +1863,18 @@ impl<'a> Engine<'a> {
             .flat_map(|(r, _)| self.runs[*r as usize].placement.iter().map(|(id, _)| *id))
             .collect();
         FreeingClaims { runs, nodes }
+    }
+
+    /// [`Engine::freeing_claims_of`] asked run by run ([`Engine::claimable`]).
+    fn freeing_claims_plain(&self, j: JobId, m: ModelId) -> FreeingClaims {
+        let runs = self
+            .kept_runs
+            .get(m as usize)
+            .into_iter()
+            .flatten()
+            .map(|&r| (r, self.still_stopping(r) && self.claimable(r, j)))
+            .collect();
+        self.freeing_claims_from(runs)
     }
 
     /// Whether stopping run `r` still holds a GPU on a schedulable node
@@ -2035,6 +2061,11 @@ impl<'a> Engine<'a> {
                 (false, _) => open[r] = true,
             }
         }
+        self.kept_groups = self
+            .kept_runs
+            .iter()
+            .map(|kept| claims::KeptGroups::of(self, kept))
+            .collect();
         self.cluster.index_waiting(open);
     }
 

@@ -22,6 +22,15 @@ pub(crate) struct Resolved {
     /// Per running record: what its job's document says of it, once asked
     /// (kept with the look-ups, but for the records of jobs that changed).
     pub(crate) said: Vec<Said>,
+    /// The running records in run order (by job name, a name's records
+    /// in file order), with their names' first bytes; and in order of
+    /// their start (stable): found by the first plan that reads them
+    /// (empty until then) and kept with the look-ups.
+    pub(crate) by_name: Vec<(u128, u32)>,
+    pub(crate) by_start: Vec<u32>,
+    /// The last plan's victims in victim order (`Engine::index_victims`):
+    /// the next plan's guess, taken when it still sorts them.
+    pub(crate) victim_order: Vec<u32>,
 }
 
 /// What a job's document says of a running record of it (a pure function
@@ -69,6 +78,9 @@ impl Resolved {
                 .collect(),
             queued: observed.queued.iter().map(|q| job_named(&q.job)).collect(),
             said: vec![Said::default(); observed.running.len()],
+            by_name: Vec::new(),
+            by_start: Vec::new(),
+            victim_order: Vec::new(),
         }
     }
 
@@ -79,6 +91,23 @@ impl Resolved {
             && self.completed == other.completed
             && self.queued == other.queued
             && self.said.len() == other.said.len()
+    }
+
+    /// The running records (`running`, the observed ones these look-ups
+    /// are of) in run order and in order of start
+    /// ([`Resolved::by_name`], [`Resolved::by_start`]): those found
+    /// before, or found now and kept (debug builds find them again and
+    /// compare).
+    pub(crate) fn orders(&mut self, running: &[model::observed::RunningJob]) {
+        if self.by_name.len() != running.len() || self.by_start.len() != running.len() {
+            self.by_name = by_name(running);
+            self.by_start = by_start(running);
+            return;
+        }
+        debug_assert!(
+            self.by_name == by_name(running) && self.by_start == by_start(running),
+            "kept running records' orders differ"
+        );
     }
 
     /// Forgets what the documents of the jobs `changed` (by job id) said.
@@ -113,4 +142,36 @@ impl Resolved {
         }
         reason
     }
+}
+
+/// The running records by job name, a name's records in file order (as a
+/// stable sort by name puts them), with their names' first bytes: those
+/// settle almost every comparison.
+fn by_name(running: &[model::observed::RunningJob]) -> Vec<(u128, u32)> {
+    let mut by_name: Vec<(u128, u32)> = running
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (crate::order::name_prefix(&r.job), i as u32))
+        .collect();
+    by_name.sort_unstable();
+    // Names that share their first bytes (rare) by the whole names.
+    for same in by_name.chunk_by_mut(|a, b| a.0 == b.0) {
+        if same.len() > 1 {
+            same.sort_by(|(_, a), (_, b)| {
+                running[*a as usize]
+                    .job
+                    .cmp(&running[*b as usize].job)
+                    .then(a.cmp(b))
+            });
+        }
+    }
+    by_name
+}
+
+/// The running records by start, those that started together in file
+/// order.
+fn by_start(running: &[model::observed::RunningJob]) -> Vec<u32> {
+    let mut by_start: Vec<u32> = (0..running.len() as u32).collect();
+    by_start.sort_by_key(|k| running[*k as usize].started);
+    by_start
 }
