@@ -29,9 +29,11 @@ use super::placement::{self, Placement, Request};
 use super::{Engine, Stopping, reasons};
 
 mod by_node;
+mod could_fit;
 mod least_attained;
 
 use by_node::ByNode;
+use could_fit::replicas_could_fit;
 
 /// Stopping runs whose GPUs the preemptor may wait for beside its
 /// victims': every open run (the cluster counts their GPUs per node,
@@ -2506,70 +2508,6 @@ fn runs_on(e: &Engine, run: RunId, p: &Placement) -> bool {
         .placement
         .iter()
         .any(|(node, _)| p.iter().any(|(id, _)| id == node))
-}
-
-/// A necessary condition for a victim search with `cands`, cheap to check:
-/// counting each node's free GPUs and those of every candidate on it
-/// (ignoring NVLink domains and guarantees), enough replicas fit — inside
-/// one domain of the required topology level, when there is one. More
-/// candidates never make it false.
-fn replicas_could_fit(e: &Engine, req: &Request, cands: &[Candidate], stopping: &Waitable) -> bool {
-    if req.per_replica == 0 {
-        return true;
-    }
-    // Sized for every candidate on its own node: never grown (rehashing
-    // was most of its cost in storms).
-    let mut victim_gpus: HashMap<NodeId, u32> =
-        HashMap::with_capacity_and_hasher(cands.len(), Default::default());
-    for c in cands {
-        for (node, positions) in &e.runs[c.run as usize].placement {
-            *victim_gpus.entry(*node).or_default() += positions.len() as u32;
-        }
-    }
-    // A node where free GPUs and waited-for stopping ones make no replica
-    // and no candidate is holds no replica: only the others are counted,
-    // each once.
-    let nodes = victim_gpus.keys().copied().chain(
-        stopping
-            .nodes_with_room(&e.cluster, req.model, req.per_replica)
-            .filter(|id| !victim_gpus.contains_key(id)),
-    );
-    let replicas_on = |id: NodeId| {
-        let node = e.cluster.node(id);
-        if !node.schedulable || node.model != Some(req.model) {
-            return 0;
-        }
-        let usable = node.free
-            + victim_gpus.get(&id).copied().unwrap_or(0)
-            + stopping.gpus_on(&e.cluster, id);
-        u64::from(usable / req.per_replica)
-    };
-    let needed = u64::from(req.replicas);
-    match req.required {
-        None => {
-            let mut fit = 0;
-            for id in nodes {
-                fit += replicas_on(id);
-                if fit >= needed {
-                    return true;
-                }
-            }
-            false
-        }
-        Some(level) => {
-            let mut per_domain: HashMap<&str, u64> = HashMap::default();
-            for id in nodes {
-                if let Some(key) = e.cluster.node(id).domain_key(level) {
-                    let fit = per_domain.entry(key).or_default();
-                    *fit += replicas_on(id);
-                    if *fit >= needed {
-                        return true;
-                    }
-                }
-            }
-            false
-        }
-    }
 }
 
 /// Whether taking usage from queue `victim` can make room under the limits
