@@ -392,6 +392,9 @@ struct Engine<'a> {
     /// Per (model, topology level, GPUs per replica): the replicas the
     /// largest domain holds at the pools' size.max (fixed for the plan).
     domain_memo: std::cell::RefCell<HashMap<(ModelId, u8, u32), u64>>,
+    /// By node id: 0 between checks; the GPUs counted per node during one
+    /// check of `preemption::could_fit` (its scratch table, kept for the plan).
+    victim_gpus: std::cell::RefCell<Vec<u32>>,
     /// The queues a victim of queue `vq` is taken from for a preemptor of
     /// leaf `q`, by `(q, vq)` (the tree's shape only).
     chain_memo: std::cell::RefCell<ChainMemo>,
@@ -626,6 +629,7 @@ impl<'a> Engine<'a> {
             freeing_claims_memo: claims::SharedMemo::default(),
             node_sizes: std::cell::OnceCell::new(),
             domain_memo: std::cell::RefCell::default(),
+            victim_gpus: std::cell::RefCell::default(),
             chain_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);

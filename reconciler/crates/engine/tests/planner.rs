@@ -259,29 +259,44 @@ proptest! {
     }
 }
 
+/// Plans the first generated case that `fits`, changes it (`change`), and
+/// plans it again vouching for `unchanged`: what the wrong-vouch tests
+/// below expect debug builds to catch.
+#[cfg(debug_assertions)]
+fn plan_after_a_wrong_vouch(
+    fits: impl Fn(&Case) -> bool,
+    change: impl FnOnce(&mut Case),
+    unchanged: Unchanged<'_>,
+) {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut case = loop {
+        let raw = case_raw().new_tree(&mut runner).unwrap().current();
+        let case = build(&raw);
+        if fits(&case) {
+            break case;
+        }
+    };
+    let mut planner = Planner::new();
+    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
+    change(&mut case);
+    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+}
+
 /// A caller that vouches wrongly (a job changed that it does not name) is
 /// caught by debug builds, which make the job table anew too.
 #[cfg(debug_assertions)]
 #[test]
 #[should_panic(expected = "a kept job table differs")]
 fn a_wrong_vouch_is_caught_in_debug_builds() {
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut case = loop {
-        let raw = case_raw().new_tree(&mut runner).unwrap().current();
-        let case = build(&raw);
-        if !case.fleet.jobs.is_empty() {
-            break case;
-        }
-    };
-    let mut planner = Planner::new();
-    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
-    change_job(&mut case, 0, 0, 1);
-    let unchanged = Unchanged {
-        jobs_but: Some(&[]),
-        records: true,
-        nodes: true,
-    };
-    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+    plan_after_a_wrong_vouch(
+        |case| !case.fleet.jobs.is_empty(),
+        |case| change_job(case, 0, 0, 1),
+        Unchanged {
+            jobs_but: Some(&[]),
+            records: true,
+            nodes: true,
+        },
+    );
 }
 
 /// A caller that vouches for records that changed (a running job gone) is
@@ -290,23 +305,17 @@ fn a_wrong_vouch_is_caught_in_debug_builds() {
 #[test]
 #[should_panic(expected = "kept records' look-ups differ")]
 fn a_wrong_vouch_for_records_is_caught_in_debug_builds() {
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut case = loop {
-        let raw = case_raw().new_tree(&mut runner).unwrap().current();
-        let case = build(&raw);
-        if !case.observed.running.is_empty() {
-            break case;
-        }
-    };
-    let mut planner = Planner::new();
-    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
-    case.observed.running.pop();
-    let unchanged = Unchanged {
-        jobs_but: Some(&[]),
-        records: true,
-        nodes: true,
-    };
-    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+    plan_after_a_wrong_vouch(
+        |case| !case.observed.running.is_empty(),
+        |case| {
+            case.observed.running.pop();
+        },
+        Unchanged {
+            jobs_but: Some(&[]),
+            records: true,
+            nodes: true,
+        },
+    );
 }
 
 /// A caller that vouches for nodes that changed is caught by debug builds,
@@ -315,20 +324,14 @@ fn a_wrong_vouch_for_records_is_caught_in_debug_builds() {
 #[test]
 #[should_panic(expected = "the nodes changed")]
 fn a_wrong_vouch_for_nodes_is_caught_in_debug_builds() {
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut case = loop {
-        let raw = case_raw().new_tree(&mut runner).unwrap().current();
-        let case = build(&raw);
-        if !case.observed.nodes.is_empty() {
-            break case;
-        }
-    };
-    let mut planner = Planner::new();
-    planner.plan_since_last(&case.input(), &case.observed.nodes, Unchanged::default());
-    case.observed.nodes.pop();
-    let unchanged = Unchanged {
-        nodes: true,
-        ..Unchanged::default()
-    };
-    planner.plan_since_last(&case.input(), &case.observed.nodes, unchanged);
+    plan_after_a_wrong_vouch(
+        |case| !case.observed.nodes.is_empty(),
+        |case| {
+            case.observed.nodes.pop();
+        },
+        Unchanged {
+            nodes: true,
+            ..Unchanged::default()
+        },
+    );
 }

@@ -1,26 +1,18 @@
 //! Whether enough replicas could fit with a candidate list: a necessary
 //! condition the victim search checks before it searches.
 //!
-//! The candidates' GPUs are counted per node in a dense table kept on the
-//! thread (by node id, cleared after each check), not a map built per check:
+//! The candidates' GPUs are counted per node in a dense table kept by the
+//! plan's engine (by node id, cleared after each check), not a map built
+//! per check:
 //! the check runs once per search and per widened list, over up to 2,048
 //! candidates, and hashing was most of its cost in storms. Without a
 //! topology level the replicas are counted as the candidates are added,
 //! and the check stops once enough fit.
 
-use std::cell::RefCell;
-
 use super::super::Engine;
 use super::super::ids::NodeId;
 use super::super::placement::Request;
 use super::{Candidate, Waitable};
-
-thread_local! {
-    /// By node id: 0, or 1 + the GPUs the candidates of the current check
-    /// hold there (with a topology level; without, see [`enough_anywhere`]).
-    /// All 0 between checks.
-    static VICTIM_GPUS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
 
 /// A necessary condition for a victim search with `cands`, cheap to check:
 /// counting each node's free GPUs and those of every candidate on it
@@ -36,7 +28,9 @@ pub(super) fn replicas_could_fit(
     if req.per_replica == 0 {
         return true;
     }
-    let fits = VICTIM_GPUS.with_borrow_mut(|table| match req.required {
+    let mut scratch = e.victim_gpus.borrow_mut();
+    let table = &mut *scratch;
+    let fits = match req.required {
         None => enough_anywhere(e, req, cands, stopping, table),
         Some(_) => {
             // The nodes the candidates hold GPUs on, each once.
@@ -65,7 +59,8 @@ pub(super) fn replicas_could_fit(
             clear(table, &held);
             fits
         }
-    });
+    };
+    drop(scratch);
     #[cfg(debug_assertions)]
     debug_assert_eq!(fits, replicas_could_fit_plain(e, req, cands, stopping));
     fits
