@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod doc_view;
 pub mod fs;
+mod halves;
 pub mod observed;
 mod schema_check;
 pub mod validate;
@@ -272,7 +273,14 @@ fn parse_files_with(
     let parts = map_files(files, |file| {
         let mut docs = Documents::default();
         let mut diags = Vec::new();
-        parse_file(file, &mut docs, &mut diags, keep_trees, &nodes);
+        parse_file(
+            file,
+            &mut docs,
+            &mut diags,
+            keep_trees,
+            &nodes,
+            files.len() == 1,
+        );
         (docs, diags)
     });
     // Sized once: appending 150,000 jobs to a growing vector copies them
@@ -340,6 +348,7 @@ fn parse_file(
     diagnostics: &mut Vec<Diagnostic>,
     keep_trees: bool,
     nodes: &yaml::NodeBudget,
+    in_halves: bool,
 ) {
     let at = |pos: Pos| Origin::new(file.path.clone(), pos);
     let text = match std::str::from_utf8(&file.bytes) {
@@ -350,6 +359,13 @@ fn parse_file(
             return;
         }
     };
+    if in_halves
+        && let Some((parsed, found)) = halves::parse_in_halves(file, text, keep_trees, nodes)
+    {
+        docs.append(parsed);
+        diagnostics.extend(found);
+        return;
+    }
     let nodes = match yaml::parse_documents_within(text, nodes) {
         Ok(nodes) => nodes,
         Err(err) => {
@@ -361,6 +377,20 @@ fn parse_file(
             return;
         }
     };
+    push_documents(file, nodes, docs, diagnostics, keep_trees);
+}
+
+/// The documents `nodes` of `file` (parsed, none empty), each typed and
+/// added to `docs`, or its problems to `diagnostics`; documents of other
+/// tools skipped.
+fn push_documents(
+    file: &SourceFile,
+    nodes: Vec<Node>,
+    docs: &mut Documents,
+    diagnostics: &mut Vec<Diagnostic>,
+    keep_trees: bool,
+) {
+    let at = |pos: Pos| Origin::new(file.path.clone(), pos);
     for node in nodes {
         if node.get("apiVersion").and_then(Node::as_str) != Some(API_VERSION) {
             // Another tool's document (Kubernetes, CI) is not ours; one of

@@ -131,7 +131,7 @@ fn duplicate(key: &Node, first: &Node) -> SyntaxError {
 }
 
 /// The first (by position) scalar key that repeats an earlier key of the same mapping.
-fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
+pub(crate) fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
     let mut found: Option<SyntaxError> = None;
     let mut keep = |err: SyntaxError| {
         if found.as_ref().is_none_or(|f| err.pos < f.pos) {

@@ -40,15 +40,27 @@ pub(crate) fn documents(text: &str) -> Option<Vec<Node>> {
 /// [`documents`] and the number of nodes they hold (keys included, as the
 /// general parser counts them).
 pub(crate) fn documents_counted(text: &str) -> Option<(Vec<Node>, usize)> {
+    documents_counted_in(text, 0..text.len(), 1)
+}
+
+/// [`documents_counted`] of the lines of `text` in `range`, which starts
+/// at the start of line `line` (1-based) and ends at the start of a line or
+/// at the end of `text`: positions are those of the whole `text`.
+pub(crate) fn documents_counted_in(
+    text: &str,
+    range: std::ops::Range<usize>,
+    line: u32,
+) -> Option<(Vec<Node>, usize)> {
+    let text = text.get(..range.end)?;
     let s = text.as_bytes();
-    if !printable(text) {
+    if !printable(text.get(range.start..)?) {
         return None;
     }
     let mut p = Fast {
         s,
         text,
-        next: 0,
-        next_no: 1,
+        next: range.start,
+        next_no: line,
         peeked: None,
         nodes: 0,
     };

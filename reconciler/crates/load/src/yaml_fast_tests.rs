@@ -20,7 +20,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 use crate::yaml::{MAX_FLEET_NODES, Node, NodeBudget, SyntaxError, Value};
-use crate::yaml_fast::{documents, documents_counted};
+use crate::yaml_fast::{documents, documents_counted, documents_counted_in};
 use crate::yaml_parse::{build_documents_within, plain};
 
 // ---------------------------------------------------------------------------
@@ -53,6 +53,7 @@ enum Outcome {
 /// general parser's documents of it, counting the nodes as it does (the
 /// fleet's node budget).
 fn check(text: &str) -> Outcome {
+    check_cuts(text);
     let Some((fast, fast_nodes)) = documents_counted(text) else {
         assert!(documents(text).is_none(), "{text:?}");
         return Outcome::Declined;
@@ -85,6 +86,75 @@ fn check(text: &str) -> Outcome {
         }
     }
     Outcome::Taken
+}
+
+/// Cuts compared with the whole text ([`check_cuts`]).
+static CUTS_COMPARED: AtomicUsize = AtomicUsize::new(0);
+
+/// Panics unless, cut at any document marker line (as a large file is
+/// parsed in two halves, `halves`), the halves the fast path takes both
+/// hold the general parser's documents of the whole text, counting as
+/// many nodes.
+fn check_cuts(text: &str) {
+    let s = text.as_bytes();
+    let (mut at, mut line) = (0, 1);
+    while at < s.len() {
+        let end = s[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(s.len(), |i| at + i);
+        if at > 0 && crate::halves::is_marker(&s[at..end]) {
+            let first = documents_counted_in(text, 0..at, 1);
+            let second = documents_counted_in(text, at..s.len(), line);
+            if let (Some((mut docs, first_nodes)), Some((rest, rest_nodes))) = (first, second) {
+                docs.extend(rest);
+                let (expected, nodes) = general_counted(text).unwrap_or_else(|err| {
+                    panic!(
+                        "halves cut at line {line} taken, the whole text rejected ({}:{}: {})\ntext: {text:?}",
+                        err.pos.line, err.pos.column, err.message
+                    )
+                });
+                assert!(
+                    same_docs(&docs, &expected),
+                    "halves cut at line {line} differ from the whole\ntext:    {text:?}\nhalves:  {}\ngeneral: {}",
+                    show_docs(&docs),
+                    show_docs(&expected)
+                );
+                assert_eq!(
+                    first_nodes + rest_nodes,
+                    nodes,
+                    "cut at line {line} of {text:?}"
+                );
+                CUTS_COMPARED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        at = end + 1;
+        line += 1;
+    }
+}
+
+#[test]
+fn halves_cut_at_markers_hold_the_whole_texts_documents() {
+    let texts = [
+        "a: 1\n---\nb: 2\n",
+        "---\na: 1\n---\n---\nb: [1, 2]\n",
+        "a: |\n  x\n  y\n---\nb: >\n  z\n",
+        "a: |-\n  x\n---   \nb: 'q'\n# c\n---\n\n",
+        "- 1\n- 2\n---\n- k: v\n  l: w\n---\nc\n",
+        "a:\n  b:\n    c: 1\n---\nd: \"e\"\n---",
+        "a: b\n  c\n---\nd: e\n",
+        "k: {a: 1, b: [x, y]}\n---\n# only a comment\n---\nk: 2\n",
+        "a: |+\n  x\n\n---\nb: 1\n",
+        "a: \"x\n---\ny\"\n",
+    ];
+    let before = CUTS_COMPARED.load(Ordering::Relaxed);
+    for text in texts {
+        check(text);
+    }
+    // Those the fast path takes on both sides (not the quoted scalar cut
+    // in two, nor block scalars it leaves to the general parser).
+    let compared = CUTS_COMPARED.load(Ordering::Relaxed) - before;
+    assert!(compared >= 7, "{compared} cuts compared");
 }
 
 /// [`check`], and the fast path must take `text`.

@@ -6,10 +6,13 @@
 
 use std::sync::Arc;
 
-/// Drops `value` on a thread of its own when this holds its last reference
-/// (on this thread otherwise, or when no thread can be had).
+/// Drops `value` on a thread of its own when this holds its last strong
+/// reference (on this thread otherwise, or when no thread can be had).
+/// Weak references do not keep it here: the status page's record of the
+/// last plan holds one, and the value is freed when the last strong one
+/// goes, whoever holds a weak one.
 pub(crate) fn drop_last_aside<T: Send + Sync + 'static>(value: Arc<T>) {
-    if Arc::strong_count(&value) == 1 && Arc::weak_count(&value) == 0 {
+    if Arc::strong_count(&value) == 1 {
         // A failed spawn drops the closure, and the value with it, here.
         let _ = std::thread::Builder::new()
             .name("gitfleet-free".into())
@@ -40,5 +43,16 @@ mod tests {
         drop_last_aside(shared);
         let on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         assert_ne!(on, std::thread::current().id(), "dropped aside");
+    }
+
+    #[test]
+    fn a_last_strong_reference_with_weak_ones_is_freed_on_another_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let value = Arc::new(Telling(tx));
+        let weak = Arc::downgrade(&value);
+        drop_last_aside(value);
+        let on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_ne!(on, std::thread::current().id(), "dropped aside");
+        assert!(weak.upgrade().is_none(), "freed");
     }
 }

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod prune;
 pub mod recorded;
 pub mod run;
+mod same_reasons;
 pub mod saved;
 pub mod signatures;
 pub mod source;
@@ -1675,6 +1676,10 @@ impl<E: Executor> Reconciler<E> {
         };
         // The jobs not noted so with their reason at the same place: when
         // they are few, each is looked up in the records (sorted) alone.
+        // Names are shared from plan to plan (compared by pointer first);
+        // reasons are shared by the jobs held back alike within a plan, so
+        // each pair of reasons is compared once.
+        let mut reasons = same_reasons::SameReasons::default();
         let unnoted: Vec<&model::plan::Pending> = match noted {
             Some(noted) => plan
                 .pending
@@ -1683,7 +1688,7 @@ impl<E: Executor> Reconciler<E> {
                 .filter(|(k, p)| {
                     noted
                         .get(*k)
-                        .is_none_or(|n| n.job != p.job || n.reason != p.reason)
+                        .is_none_or(|n| n.job != p.job || !reasons.same(&n.reason, &p.reason))
                 })
                 .map(|(_, p)| p)
                 .take(UNNOTED_LOOKED_UP + 1)
