@@ -36,10 +36,10 @@ pub mod http_limits;
 mod job_index;
 pub mod live;
 pub mod metrics;
+mod noting;
 pub mod prune;
 pub mod recorded;
 pub mod run;
-mod same_reasons;
 pub mod saved;
 pub mod signatures;
 pub mod source;
@@ -1674,25 +1674,10 @@ impl<E: Executor> Reconciler<E> {
             revisions,
             ..Batch::default()
         };
-        // The jobs not noted so with their reason at the same place: when
-        // they are few, each is looked up in the records (sorted) alone.
-        // Names are shared from plan to plan (compared by pointer first);
-        // reasons are shared by the jobs held back alike within a plan, so
-        // each pair of reasons is compared once.
-        let mut reasons = same_reasons::SameReasons::default();
+        // The jobs not noted so with their reason ([`noting::unnoted`]):
+        // when they are few, each is looked up in the records (sorted) alone.
         let unnoted: Vec<&model::plan::Pending> = match noted {
-            Some(noted) => plan
-                .pending
-                .iter()
-                .enumerate()
-                .filter(|(k, p)| {
-                    noted
-                        .get(*k)
-                        .is_none_or(|n| n.job != p.job || !reasons.same(&n.reason, &p.reason))
-                })
-                .map(|(_, p)| p)
-                .take(UNNOTED_LOOKED_UP + 1)
-                .collect(),
+            Some(noted) => noting::unnoted(&plan.pending, noted, UNNOTED_LOOKED_UP),
             None => Vec::new(),
         };
         if let Some(noted) = noted
