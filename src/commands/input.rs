@@ -36,14 +36,19 @@ pub fn load(args: &InputArgs) -> Result<Option<Input>> {
     check_state(&args.observed)?;
     let file = args.observed.file();
     std::thread::scope(|scope| {
-        let observed_job = file
-            .as_deref()
-            .map(|file| scope.spawn(move || parse_observed_file(file)));
+        // No thread to be had: parsed here after the fleet.
+        let observed_job = file.as_deref().map(|file| {
+            std::thread::Builder::new()
+                .spawn_scoped(scope, move || parse_observed_file(file))
+                .map_err(|_| file)
+        });
         let loaded = load_specs(&args.specs)?;
         let observed = observed_job
-            .map(|job| {
-                job.join()
-                    .map_err(|_| miette!("reading the observed state failed"))
+            .map(|job| match job {
+                Ok(job) => job
+                    .join()
+                    .map_err(|_| miette!("reading the observed state failed")),
+                Err(file) => Ok(parse_observed_file(file)),
             })
             .transpose()?;
         let Some((fleet, revision)) = loaded else {

@@ -41,11 +41,14 @@ pub(crate) fn parse_in_halves(
         Some((docs, diagnostics, count))
     };
     let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| half(cut..text.len(), line));
+        // No thread to be had: the file is parsed whole.
+        let second = std::thread::Builder::new()
+            .spawn_scoped(scope, || half(cut..text.len(), line))
+            .ok()?;
         let first = half(0..cut, 1);
         // A half that panicked is parsed again whole (and panics there).
-        (first, second.join().ok().flatten())
-    });
+        Some((first, second.join().ok().flatten()))
+    })?;
     let (mut docs, mut diagnostics, first_count) = first?;
     let (second_docs, second_diagnostics, second_count) = second?;
     if !nodes.take_if_left(first_count + second_count) {

@@ -317,26 +317,32 @@ fn map_files<T: Send>(files: &[SourceFile], each: impl Fn(&SourceFile) -> T + Sy
         return files.iter().map(each).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let mut mine = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(file) = files.get(i) else { break };
+            mine.push((i, each(file)));
+        }
+        mine
+    };
     let mut parts: Vec<(usize, T)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads.min(files.len()))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(file) = files.get(i) else { break };
-                        mine.push((i, each(file)));
-                    }
-                    mine
-                })
-            })
+        // This thread takes files too: with no other thread to be had
+        // (spawning failed), it takes them all.
+        let handles: Vec<_> = (1..threads.min(files.len()))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, take).ok())
             .collect();
+        let mut parts = take();
         // A parser panic is a bug: carry it on rather than load a fleet
         // with files missing (which would cancel their running jobs).
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
+        for handle in handles {
+            parts.extend(
+                handle
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            );
+        }
+        parts
     });
     parts.sort_unstable_by_key(|(i, _)| *i);
     parts.into_iter().map(|(_, part)| part).collect()
