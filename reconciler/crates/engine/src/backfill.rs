@@ -9,6 +9,7 @@ use super::Engine;
 use super::cluster::{Gpu, NodeState, Owner};
 use super::ids::{JobId, ModelId, NodeId, RunId};
 use super::jobs::JobInfo;
+use super::order::{name_prefix, time_key};
 use super::placement::{self, Placement, Request};
 
 /// GPUs kept free for the first blocked job.
@@ -63,12 +64,16 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
     if super::horizon::collecting() {
         note_event_horizon(e, &events);
     }
-    events.sort();
+    let events = sorted(e, req.model, events);
     // Rank of each holder in end order: a GPU is usable for a prefix of the
     // events when its holder's rank is below the prefix.
     let mut run_rank: Vec<usize> = vec![usize::MAX; e.runs.len()];
     let mut placed_rank: Vec<usize> = vec![usize::MAX; e.jobs.len()];
-    let mut event_nodes: Vec<Vec<NodeId>> = Vec::with_capacity(events.len());
+    // The nodes of the events, event after event (event `k`'s:
+    // `event_nodes[event_ends[k]..event_ends[k + 1]]`).
+    let mut event_nodes: Vec<NodeId> = Vec::new();
+    let mut event_ends: Vec<usize> = Vec::with_capacity(events.len() + 1);
+    event_ends.push(0);
     for (rank, (_, _, holder)) in events.iter().enumerate() {
         let placement: &[(NodeId, Vec<usize>)] = match holder {
             Holder::Run(r) => {
@@ -83,16 +88,34 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
                     .map_or(&[], |(_, _, p)| p.as_slice())
             }
         };
-        event_nodes.push(placement.iter().map(|(n, _)| *n).collect());
+        event_nodes.extend(placement.iter().map(|(n, _)| *n));
+        event_ends.push(event_nodes.len());
     }
-    let free_nodes: Vec<NodeId> = e.cluster.candidates(req.model, 1).collect();
-    let feasible = |prefix: usize| -> Option<Placement> {
-        let mut nodes = free_nodes.clone();
-        for list in event_nodes.iter().take(prefix) {
-            nodes.extend(list.iter().copied());
+    // Per node: the shortest prefix whose nodes hold it (the free nodes: 0;
+    // none: `usize::MAX`); the nodes a prefix holds are those listed with a
+    // prefix up to its own, in node order (sorted, each once).
+    let mut first_prefix: Vec<usize> = vec![usize::MAX; e.cluster.nodes.len()];
+    for n in e.cluster.candidates(req.model, 1) {
+        first_prefix[n as usize] = 0;
+    }
+    for k in 0..events.len() {
+        for &n in &event_nodes[event_ends[k]..event_ends[k + 1]] {
+            let first = &mut first_prefix[n as usize];
+            *first = (*first).min(k + 1);
         }
-        nodes.sort_unstable();
-        nodes.dedup();
+    }
+    let listed: Vec<(NodeId, usize)> = first_prefix
+        .iter()
+        .enumerate()
+        .filter(|(_, first)| **first != usize::MAX)
+        .map(|(n, first)| (n as NodeId, *first))
+        .collect();
+    let feasible = |prefix: usize| -> Option<Placement> {
+        let nodes: Vec<NodeId> = listed
+            .iter()
+            .filter(|(_, first)| *first <= prefix)
+            .map(|(n, _)| *n)
+            .collect();
         let usable = |n: &NodeState, _: usize, g: &Gpu| {
             n.schedulable
                 && match g.owner {
@@ -137,6 +160,72 @@ pub fn reserve(e: &mut Engine, j: JobId, req: &Request) -> Option<Reservation> {
     })
 }
 
+/// How many event orders [`sorted`] keeps per model (plans reserve for a
+/// few jobs, whose event lists differ).
+const KEPT_ORDERS: usize = 4;
+
+/// `events` (of model `m`) sorted as `(end, name, holder)` tuples are: in
+/// an order an earlier call found for as many events when it still sorts
+/// them strictly (a permutation then: each place once), else by a packed
+/// key of the end and the name's first bytes, names and holders breaking
+/// the remaining ties. A total order (each holder listed once): a stable
+/// sort's, which debug builds compare.
+fn sorted<'n>(
+    e: &mut Engine,
+    m: ModelId,
+    events: Vec<(Timestamp, &'n str, Holder)>,
+) -> Vec<(Timestamp, &'n str, Holder)> {
+    let kept = &mut e.resolved.event_orders;
+    let strictly = |order: &[u32]| {
+        order.len() == events.len()
+            && order.iter().all(|&k| (k as usize) < events.len())
+            && order
+                .windows(2)
+                .all(|w| events[w[0] as usize] < events[w[1] as usize])
+    };
+    let order = match kept
+        .iter()
+        .position(|(model, order)| *model == m && strictly(order))
+    {
+        Some(at) => {
+            // The latest last.
+            let found = kept.remove(at);
+            kept.push(found);
+            &kept[kept.len() - 1].1
+        }
+        None => {
+            let mut keyed: Vec<(u128, u128, u32)> = events
+                .iter()
+                .enumerate()
+                .map(|(k, (at, name, _))| (time_key(*at), name_prefix(name), k as u32))
+                .collect();
+            keyed.sort_unstable_by(|a, b| {
+                (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
+                    let (x, y) = (&events[a.2 as usize], &events[b.2 as usize]);
+                    (x.1, x.2).cmp(&(y.1, y.2))
+                })
+            });
+            if let Some(oldest) = kept
+                .iter()
+                .position(|(model, _)| *model == m)
+                .filter(|_| kept.iter().filter(|(model, _)| *model == m).count() >= KEPT_ORDERS)
+            {
+                kept.remove(oldest);
+            }
+            kept.push((m, keyed.iter().map(|(_, _, k)| *k).collect()));
+            &kept[kept.len() - 1].1
+        }
+    };
+    let found: Vec<(Timestamp, &str, Holder)> = order.iter().map(|k| events[*k as usize]).collect();
+    #[cfg(debug_assertions)]
+    {
+        let mut plain = events;
+        plain.sort();
+        debug_assert_eq!(found, plain, "keyed event order differs");
+    }
+    found
+}
+
 /// Whether a request would fit on free plus reserved GPUs of the reservation's
 /// model: then the reservation is what keeps the job out.
 pub fn blocked_by_reservation(e: &Engine, req: &Request) -> bool {
@@ -151,7 +240,7 @@ pub fn blocked_by_reservation(e: &Engine, req: &Request) -> bool {
 /// free or reserved GPUs.
 pub fn place_on_reserved(e: &Engine, req: &Request, job: &JobInfo) -> Option<Placement> {
     let res = e.reservation.as_ref().filter(|r| r.model == req.model)?;
-    if !ends_before(e.now, job, res.start) {
+    if !ends_before_kept(e, job, res.start) {
         return None;
     }
     place_with_reserved(e, res, req)
@@ -168,6 +257,33 @@ pub fn ends_before(now: Timestamp, job: &JobInfo, start: Timestamp) -> bool {
         }
         before
     })
+}
+
+/// [`ends_before`] at the engine's `now`, found once per time limit while
+/// the start stays the same (which asks it of many jobs with few distinct limits;
+/// the horizon noted the first time holds for the others). Debug builds
+/// compare with [`ends_before`].
+pub(crate) fn ends_before_kept(e: &Engine, job: &JobInfo, start: Timestamp) -> bool {
+    let Some(limit) = job.time_limit else {
+        return false;
+    };
+    let mut memo = e.ends_before_memo.borrow_mut();
+    let (at, known) = &mut *memo;
+    if *at != Some(start) {
+        *at = Some(start);
+        known.clear();
+    }
+    if let Some(&before) = known.get(&limit) {
+        debug_assert_eq!(
+            before,
+            ends_before(e.now, job, start),
+            "a kept ends_before differs"
+        );
+        return before;
+    }
+    let before = ends_before(e.now, job, start);
+    known.insert(limit, before);
+    before
 }
 
 /// Notes when the reservation made from `events` could change as time

@@ -398,6 +398,9 @@ struct Engine<'a> {
     /// The queues a victim of queue `vq` is taken from for a preemptor of
     /// leaf `q`, by `(q, vq)` (the tree's shape only).
     chain_memo: std::cell::RefCell<ChainMemo>,
+    /// [`backfill::ends_before`] at the plan's `now` by time limit, and the
+    /// start they were found for ([`backfill::ends_before_kept`]).
+    ends_before_memo: std::cell::RefCell<(Option<Timestamp>, HashMap<Duration, bool>)>,
     /// Victim candidate lists, with the preemption count they were made at.
     candidate_memo:
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
@@ -631,6 +634,7 @@ impl<'a> Engine<'a> {
             domain_memo: std::cell::RefCell::default(),
             victim_gpus: std::cell::RefCell::default(),
             chain_memo: std::cell::RefCell::default(),
+            ends_before_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);
         let runs = engine.runs.iter().filter_map(|r| Some((r.job?, r.started)));
@@ -1624,7 +1628,7 @@ impl<'a> Engine<'a> {
             ends_before_reservation: self
                 .reservation
                 .as_ref()
-                .map(|res| backfill::ends_before(self.now, job, res.start)),
+                .map(|res| backfill::ends_before_kept(self, job, res.start)),
             started_before: self.started_before(j),
             attained_tier: job.attained.map(|a| a.tier),
         })

@@ -351,10 +351,15 @@ fn leaf_words(priority: i32, (ranked, rank): Rank, first_seen: Option<Timestamp>
         | u128::from(ranked) << 95
         | flip64(rank) << 31
         | u128::from(first_seen.is_none()) << 30;
-    let seen = first_seen.map_or(0, |t| {
-        flip64(t.timestamp()) << 32 | u128::from(t.timestamp_subsec_nanos())
-    });
+    let seen = first_seen.map_or(0, time_key);
     (head, seen)
+}
+
+/// `t` as a number ordered as the times are (seconds, then nanoseconds):
+/// equal only for equal times.
+pub(crate) fn time_key(t: Timestamp) -> u128 {
+    let flip64 = |v: i64| u128::from((v as u64) ^ (1 << 63));
+    flip64(t.timestamp()) << 32 | u128::from(t.timestamp_subsec_nanos())
 }
 
 /// The first 16 bytes of `name`, zero-padded, big-endian: ordered as the

@@ -5,7 +5,7 @@
 
 use model::observed::ObservedState;
 
-use super::ids::{JobId, NodeId};
+use super::ids::{JobId, ModelId, NodeId};
 
 /// Where each observed record's names lead.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +31,10 @@ pub(crate) struct Resolved {
     /// The last plan's victims in victim order (`Engine::index_victims`):
     /// the next plan's guess, taken when it still sorts them.
     pub(crate) victim_order: Vec<u32>,
+    /// The last plans' backfill events of each model in end order, as
+    /// places in the list `backfill::reserve` makes (a few per model): the
+    /// next's guess, taken when it still sorts them strictly.
+    pub(crate) event_orders: Vec<(ModelId, Vec<u32>)>,
 }
 
 /// What a job's document says of a running record of it (a pure function
@@ -81,6 +85,7 @@ impl Resolved {
             by_name: Vec::new(),
             by_start: Vec::new(),
             victim_order: Vec::new(),
+            event_orders: Vec::new(),
         }
     }
 
