@@ -185,7 +185,7 @@ struct VictimList {
     gpus_range: (u64, u64),
     /// The victims' GPUs as a Fenwick tree (sums of the first k), those
     /// preempted since counting none; empty until the victim search asks
-    /// (`preemption::eligible_gpus`).
+    /// (`preemption::candidates::eligible_gpus`).
     gpu_sums: Vec<u64>,
     /// Victims preempted in this plan still in `victims` past `head` (at
     /// most): the list is compacted when they are many.
@@ -297,7 +297,7 @@ enum Blocked {
 type SourceMemo = HashMap<(QueueId, ModelId), (u64, std::rc::Rc<[QueueId]>)>;
 
 /// Borrowing chains and reclaim masks by (preemptor's leaf, victim's queue)
-/// (`preemption::chain_of`).
+/// (`preemption::candidates::chain_of`).
 type ChainMemo = HashMap<(QueueId, QueueId), (std::rc::Rc<[QueueId]>, u64)>;
 
 struct Engine<'a> {
@@ -406,7 +406,7 @@ struct Engine<'a> {
         HashMap<preemption::CandidateKey, (u64, std::rc::Rc<preemption::CandidateList>)>,
     /// Per (leaf, model): the other queues whose victims a preemptor of
     /// the leaf may take, with the preemption count they were found at
-    /// ([`preemption::cross_queue_sources`]).
+    /// ([`preemption::candidates::cross_queue_sources`]).
     source_memo: SourceMemo,
     /// Per model: stopping runs whose GPUs are kept for one job (its
     /// preemptor, or itself when restarting), from `index_freeing` on; the

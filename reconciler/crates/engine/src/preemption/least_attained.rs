@@ -17,7 +17,7 @@ pub(super) fn may_take((priority, tier): (i32, u8), v: &Victim) -> bool {
 }
 
 /// The GPUs of the own leaf's victims that a preemptor of (priority, tier)
-/// may take ([`may_take`]), on model `m`: [`super::upper_bound`]'s share
+/// may take ([`may_take`]), on model `m`: [`super::candidates::upper_bound`]'s share
 /// for a `least-attained` leaf.
 pub(super) fn bound(e: &Engine, q: QueueId, m: ModelId, priority: i32, tier: u8) -> u64 {
     let Some(list) = e.victim_lists[q as usize].iter().find(|l| l.model == m) else {
