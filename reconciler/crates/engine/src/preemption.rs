@@ -30,6 +30,7 @@ use super::{Engine, Stopping, reasons};
 
 mod by_node;
 mod could_fit;
+mod domains;
 mod least_attained;
 
 use by_node::ByNode;
@@ -1993,17 +1994,7 @@ fn place_with(
         Area::Listed { domains, .. } => domains,
         Area::Indexed => &[],
     };
-    let best = domains
-        .iter()
-        .filter_map(|(members, base)| {
-            let area = Area::Listed {
-                nodes: members,
-                base,
-                domains: &[],
-            };
-            node_by_node(e, area, req, cands, by_node, rejected, stopping)
-        })
-        .min_by(|a, b| a.0.cmp(&b.0));
+    let best = domains::best_in_domains(e, domains, req, cands, by_node, rejected, stopping);
     if req.required.is_some() {
         let (_, chosen, p) = best?;
         return Some((chosen, p));
@@ -2630,6 +2621,24 @@ fn node_by_node(
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
+    node_by_node_beating(e, area, req, cands, by_node, rejected, stopping, None)
+}
+
+/// [`node_by_node`], where only a cost below `beat` (when given) matters:
+/// the exact search for small gangs looks only below it, and when it finds
+/// nothing there the greedy choice is returned, which then costs no less
+/// than `beat` (and may cost more than what `node_by_node` returns).
+#[allow(clippy::too_many_arguments)]
+fn node_by_node_beating(
+    e: &Engine,
+    area: Area,
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &ByNode,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+    beat: Option<&Cost>,
+) -> Option<(Cost, Vec<usize>, Placement)> {
     if too_few_replicas(e, area, req, cands, by_node, rejected, stopping) {
         // Debug builds check the shortcut against the plain search.
         #[cfg(debug_assertions)]
@@ -2645,7 +2654,7 @@ fn node_by_node(
     let nodes = holders(e, area, req, by_node, stopping);
     let greedy = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
     let exact = greedy.as_ref().and_then(|(cost, ..)| {
-        fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost)
+        fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost, beat)
     });
     // Debug builds (every test) check the pruned search against the plain
     // one: the same choice, and the same word on the borrowing rule when
@@ -2867,7 +2876,10 @@ const EXHAUSTIVE_SEQUENCES: usize = 1296;
 /// the gang or the node set is too large to try every sequence, or nothing
 /// beats `bound`. Plain nodes of an indexed area count only as far as the
 /// replicas could use them (the best `replicas` of them): they need no
-/// victim.
+/// victim. With `beat`, only a set below it too is looked for (the same
+/// set when the least is below both: sets are tried in the same order,
+/// and only branches that cannot go below `beat` are cut sooner).
+#[allow(clippy::too_many_arguments)]
 fn fewest_victims_exhaustive(
     e: &Engine,
     holders: &Holders,
@@ -2876,10 +2888,18 @@ fn fewest_victims_exhaustive(
     by_node: &ByNode,
     stopping: &Waitable,
     bound: &Cost,
+    beat: Option<&Cost>,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
     if req.replicas < 2 || req.replicas > EXHAUSTIVE_REPLICAS || bound.len() < 2 {
         return None;
     }
+    // (The greedy choice's cost decides whether to search; `beat` only
+    // narrows what is looked for. Nothing costs less than no victim.)
+    let bound = match beat {
+        Some(beat) if beat.is_empty() => return None,
+        Some(beat) if beat < bound => beat,
+        _ => bound,
+    };
     let mut nodes = holders.listed.clone();
     if nodes.len() > EXHAUSTIVE_NODES {
         return None;
