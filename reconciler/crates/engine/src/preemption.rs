@@ -2929,8 +2929,9 @@ fn fewest_victims_exhaustive(
         /// what it depends on), for states that differ elsewhere.
         on_node: HashMap<OnNodeKey, Option<ReplicaVictims>>,
     }
-    /// A node, the GPUs taken there (sorted), the victims as a [`Cost`].
-    type OnNodeKey = (NodeId, Vec<usize>, Cost);
+    /// A node, the GPUs taken there (sorted), and the victims it depends
+    /// on ([`on_node_victims`]).
+    type OnNodeKey = (NodeId, Vec<usize>, OnNodeVictims);
     /// What [`replica_on`] returns: the victims, the GPUs, how many it
     /// could use there.
     type ReplicaVictims = (Vec<usize>, Vec<usize>, u32);
@@ -2982,7 +2983,7 @@ fn fewest_victims_exhaustive(
             let local = s.by_node.get(&id).unwrap_or(&none);
             let mut mine_set = mine.clone();
             mine_set.sort_unstable();
-            let key = (id, mine_set, cost.clone());
+            let key = (id, mine_set, on_node_victims(s.cands, local, chosen, &cost));
             let found = match s.on_node.get(&key) {
                 Some(found) => {
                     debug_assert_eq!(
@@ -3042,6 +3043,37 @@ fn fewest_victims_exhaustive(
         &mut Vec::with_capacity(req.replicas as usize),
     );
     search.best
+}
+
+/// What [`replica_on`] on a node depends on of the victims chosen so far
+/// (beside the GPUs taken there): those among the node's candidates
+/// `local` (their GPUs there are usable), when none of these is taken from
+/// another queue's borrowing — the borrowing rule, which judges the whole
+/// set, is then never asked; else the whole set (`cost`). Sequences of
+/// [`fewest_victims_exhaustive`] that differ only on other nodes share one
+/// answer for the node (debug builds check each reuse).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum OnNodeVictims {
+    Local(Vec<usize>),
+    All(Cost),
+}
+
+fn on_node_victims(
+    cands: &[Candidate],
+    local: &[usize],
+    chosen: &[usize],
+    cost: &Cost,
+) -> OnNodeVictims {
+    if any_borrowed(cands, local) {
+        return OnNodeVictims::All(cost.clone());
+    }
+    let mut here: Vec<usize> = local
+        .iter()
+        .copied()
+        .filter(|i| chosen.contains(i))
+        .collect();
+    here.sort_unstable();
+    OnNodeVictims::Local(here)
 }
 
 /// [`node_by_node`] on the nodes that could hold a replica. With `prune`,
