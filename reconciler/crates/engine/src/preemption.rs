@@ -30,6 +30,7 @@ use super::{Engine, Stopping, reasons};
 mod by_node;
 mod candidates;
 mod could_fit;
+mod domains;
 mod least_attained;
 
 use by_node::ByNode;
@@ -1305,17 +1306,7 @@ fn place_with(
         Area::Listed { domains, .. } => domains,
         Area::Indexed => &[],
     };
-    let best = domains
-        .iter()
-        .filter_map(|(members, base)| {
-            let area = Area::Listed {
-                nodes: members,
-                base,
-                domains: &[],
-            };
-            node_by_node(e, area, req, cands, by_node, rejected, stopping)
-        })
-        .min_by(|a, b| a.0.cmp(&b.0));
+    let best = domains::best_in_domains(e, domains, req, cands, by_node, rejected, stopping);
     if req.required.is_some() {
         let (_, chosen, p) = best?;
         return Some((chosen, p));
@@ -1942,6 +1933,24 @@ fn node_by_node(
     rejected: &std::cell::Cell<bool>,
     stopping: &Waitable,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
+    node_by_node_beating(e, area, req, cands, by_node, rejected, stopping, None)
+}
+
+/// [`node_by_node`], where only a cost below `beat` (when given) matters:
+/// the exact search for small gangs looks only below it, and when it finds
+/// nothing there the greedy choice is returned, which then costs no less
+/// than `beat` (and may cost more than what `node_by_node` returns).
+#[allow(clippy::too_many_arguments)]
+fn node_by_node_beating(
+    e: &Engine,
+    area: Area,
+    req: &Request,
+    cands: &[Candidate],
+    by_node: &ByNode,
+    rejected: &std::cell::Cell<bool>,
+    stopping: &Waitable,
+    beat: Option<&Cost>,
+) -> Option<(Cost, Vec<usize>, Placement)> {
     if too_few_replicas(e, area, req, cands, by_node, rejected, stopping) {
         // Debug builds check the shortcut against the plain search.
         #[cfg(debug_assertions)]
@@ -1957,7 +1966,7 @@ fn node_by_node(
     let nodes = holders(e, area, req, by_node, stopping);
     let greedy = node_by_node_pruned(e, &nodes, req, cands, by_node, rejected, stopping);
     let exact = greedy.as_ref().and_then(|(cost, ..)| {
-        fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost)
+        fewest_victims_exhaustive(e, &nodes, req, cands, by_node, stopping, cost, beat)
     });
     // Debug builds (every test) check the pruned search against the plain
     // one: the same choice, and the same word on the borrowing rule when
@@ -2179,7 +2188,10 @@ const EXHAUSTIVE_SEQUENCES: usize = 1296;
 /// the gang or the node set is too large to try every sequence, or nothing
 /// beats `bound`. Plain nodes of an indexed area count only as far as the
 /// replicas could use them (the best `replicas` of them): they need no
-/// victim.
+/// victim. With `beat`, only a set below it too is looked for (the same
+/// set when the least is below both: sets are tried in the same order,
+/// and only branches that cannot go below `beat` are cut sooner).
+#[allow(clippy::too_many_arguments)]
 fn fewest_victims_exhaustive(
     e: &Engine,
     holders: &Holders,
@@ -2188,10 +2200,18 @@ fn fewest_victims_exhaustive(
     by_node: &ByNode,
     stopping: &Waitable,
     bound: &Cost,
+    beat: Option<&Cost>,
 ) -> Option<(Cost, Vec<usize>, Placement)> {
     if req.replicas < 2 || req.replicas > EXHAUSTIVE_REPLICAS || bound.len() < 2 {
         return None;
     }
+    // (The greedy choice's cost decides whether to search; `beat` only
+    // narrows what is looked for. Nothing costs less than no victim.)
+    let bound = match beat {
+        Some(beat) if beat.is_empty() => return None,
+        Some(beat) if beat < bound => beat,
+        _ => bound,
+    };
     let mut nodes = holders.listed.clone();
     if nodes.len() > EXHAUSTIVE_NODES {
         return None;
@@ -2221,8 +2241,9 @@ fn fewest_victims_exhaustive(
         /// what it depends on), for states that differ elsewhere.
         on_node: HashMap<OnNodeKey, Option<ReplicaVictims>>,
     }
-    /// A node, the GPUs taken there (sorted), the victims as a [`Cost`].
-    type OnNodeKey = (NodeId, Vec<usize>, Cost);
+    /// A node, the GPUs taken there (sorted), and the victims it depends
+    /// on ([`on_node_victims`]).
+    type OnNodeKey = (NodeId, Vec<usize>, OnNodeVictims);
     /// What [`replica_on`] returns: the victims, the GPUs, how many it
     /// could use there.
     type ReplicaVictims = (Vec<usize>, Vec<usize>, u32);
@@ -2274,7 +2295,7 @@ fn fewest_victims_exhaustive(
             let local = s.by_node.get(&id).unwrap_or(&none);
             let mut mine_set = mine.clone();
             mine_set.sort_unstable();
-            let key = (id, mine_set, cost.clone());
+            let key = (id, mine_set, on_node_victims(s.cands, local, chosen, &cost));
             let found = match s.on_node.get(&key) {
                 Some(found) => {
                     debug_assert_eq!(
@@ -2334,6 +2355,37 @@ fn fewest_victims_exhaustive(
         &mut Vec::with_capacity(req.replicas as usize),
     );
     search.best
+}
+
+/// What [`replica_on`] on a node depends on of the victims chosen so far
+/// (beside the GPUs taken there): those among the node's candidates
+/// `local` (their GPUs there are usable), when none of these is taken from
+/// another queue's borrowing — the borrowing rule, which judges the whole
+/// set, is then never asked; else the whole set (`cost`). Sequences of
+/// [`fewest_victims_exhaustive`] that differ only on other nodes share one
+/// answer for the node (debug builds check each reuse).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum OnNodeVictims {
+    Local(Vec<usize>),
+    All(Cost),
+}
+
+fn on_node_victims(
+    cands: &[Candidate],
+    local: &[usize],
+    chosen: &[usize],
+    cost: &Cost,
+) -> OnNodeVictims {
+    if any_borrowed(cands, local) {
+        return OnNodeVictims::All(cost.clone());
+    }
+    let mut here: Vec<usize> = local
+        .iter()
+        .copied()
+        .filter(|i| chosen.contains(i))
+        .collect();
+    here.sort_unstable();
+    OnNodeVictims::Local(here)
 }
 
 /// [`node_by_node`] on the nodes that could hold a replica. With `prune`,
