@@ -34,12 +34,12 @@ mod domains;
 mod least_attained;
 
 use by_node::ByNode;
-#[cfg(debug_assertions)]
-use candidates::release_on_path;
 use candidates::{
-    Within, all_of, candidates, candidates_cached, cross_queue_sources, eligible_bound,
-    max_candidates, on_path, upper_bound, within_guarantees,
+    Within, all_of, candidates_cached, cross_queue_sources, eligible_bound, max_candidates,
+    on_path, upper_bound, within_guarantees,
 };
+#[cfg(debug_assertions)]
+use candidates::{candidates, release_on_path};
 use could_fit::replicas_could_fit;
 
 /// Stopping runs whose GPUs the preemptor may wait for beside its
@@ -2896,6 +2896,7 @@ fn rule_words(e: &Engine, j: JobId, c: &Candidate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::observed::Timestamp;
     use proptest::prelude::*;
 
     /// Queues' running GPUs and guarantees (one model).
