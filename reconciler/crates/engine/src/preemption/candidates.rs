@@ -135,18 +135,7 @@ fn chain_of(
             .path(vq)
             .take_while(|a| !own_path[*a as usize])
             .collect();
-        let common = e.tree.path(vq).find(|a| own_path[*a as usize]);
-        let below = match common {
-            Some(c) => e.tree.path(q).position(|a| a == c).unwrap_or(0),
-            None => e.tree.path(q).count(),
-        }
-        .min(64);
-        let needed: Within = if below >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << below) - 1
-        };
-        (chain, needed)
+        (chain, below_common(e, q, vq, own_path))
     });
     found.clone()
 }
@@ -169,18 +158,25 @@ pub(super) fn within_guarantees(e: &Engine, q: QueueId, m: u16, gpus: u64) -> Wi
 /// each of its queues below the common ancestor with `vq` stays within its
 /// guarantee — the whole subtree, not only the leaf.
 fn reclaims(e: &Engine, q: QueueId, vq: QueueId, within: Within, own_path: &[bool]) -> bool {
+    let needed = below_common(e, q, vq, own_path);
+    within & needed == needed
+}
+
+/// The bits of [`Within`] for the preemptor's queues (leaf `q` and up)
+/// below its common ancestor with queue `vq` (all of them when there is
+/// none); `own_path` marks the preemptor's path.
+fn below_common(e: &Engine, q: QueueId, vq: QueueId, own_path: &[bool]) -> Within {
     let common = e.tree.path(vq).find(|a| own_path[*a as usize]);
     let below = match common {
         Some(c) => e.tree.path(q).position(|a| a == c).unwrap_or(0),
         None => e.tree.path(q).count(),
     }
     .min(64);
-    let needed: u64 = if below >= 64 {
+    if below >= 64 {
         u64::MAX
     } else {
         (1u64 << below) - 1
-    };
-    within & needed == needed
+    }
 }
 
 /// At most how many GPUs preemption could free for the job (plus free ones):
