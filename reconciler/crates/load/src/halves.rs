@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use model::diag::Diagnostic;
 
-use crate::yaml::{self, Node, NodeBudget, Value};
+use crate::yaml::{self, Node, NodeBudget};
 use crate::{Documents, SourceFile, push_documents};
 
 /// Files smaller than this are parsed whole (a thread is not worth it).
@@ -64,14 +64,7 @@ pub(crate) fn parse_in_halves(
 /// all and no mapping repeats a key; `None` otherwise.
 fn clean_documents_in(text: &str, range: Range<usize>, line: u32) -> Option<(Vec<Node>, usize)> {
     let (docs, count) = crate::yaml_fast::documents_counted_in(text, range, line)?;
-    if docs.iter().any(|d| yaml::first_duplicate_key(d).is_some()) {
-        return None;
-    }
-    let docs = docs
-        .into_iter()
-        .filter(|d| d.value != Value::Null)
-        .collect();
-    Some((docs, count))
+    Some((yaml::non_empty_without_duplicates(docs).ok()?, count))
 }
 
 /// The start of the first line at or after the middle of `text` that is a

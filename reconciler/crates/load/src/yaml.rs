@@ -73,6 +73,12 @@ pub fn parse_documents_within(text: &str, nodes: &NodeBudget) -> Result<Vec<Node
         Some(docs) => docs,
         None => super::yaml_parse::build_documents_within(text, nodes)?,
     };
+    non_empty_without_duplicates(docs)
+}
+
+/// The non-empty documents of `docs`, or the first (by position) key that
+/// repeats an earlier key of its mapping.
+pub(crate) fn non_empty_without_duplicates(docs: Vec<Node>) -> Result<Vec<Node>, SyntaxError> {
     if let Some(err) = docs
         .iter()
         .filter_map(first_duplicate_key)
@@ -131,7 +137,7 @@ fn duplicate(key: &Node, first: &Node) -> SyntaxError {
 }
 
 /// The first (by position) scalar key that repeats an earlier key of the same mapping.
-pub(crate) fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
+fn first_duplicate_key(node: &Node) -> Option<SyntaxError> {
     let mut found: Option<SyntaxError> = None;
     let mut keep = |err: SyntaxError| {
         if found.as_ref().is_none_or(|f| err.pos < f.pos) {

@@ -59,7 +59,7 @@ pub(crate) fn unnoted<'p>(
 /// reasons (by address) it compared. Its answers hold while both reasons
 /// are alive: keep it no longer than the plans it compares.
 #[derive(Default)]
-pub(crate) struct SameReasons {
+struct SameReasons {
     /// The last pair asked about (runs of jobs held back alike are common).
     last: Option<(usize, usize, bool)>,
     /// Every pair compared.
@@ -68,7 +68,7 @@ pub(crate) struct SameReasons {
 
 impl SameReasons {
     /// Whether `a` and `b` say the same.
-    pub(crate) fn same(&mut self, a: &Arc<str>, b: &Arc<str>) -> bool {
+    fn same(&mut self, a: &Arc<str>, b: &Arc<str>) -> bool {
         if Arc::ptr_eq(a, b) {
             return true;
         }
