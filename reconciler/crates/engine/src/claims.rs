@@ -10,7 +10,12 @@ use super::ids::{JobId, ModelId, QueueId, RunId};
 /// stopping runs are indexed: who a kept run is kept for does not change
 /// during the plan).
 #[derive(Debug, Default)]
-pub(crate) struct KeptGroups(Vec<Group>);
+pub(crate) struct KeptGroups {
+    groups: Vec<Group>,
+    /// The queues some group's preemptor has a limit in (each group's
+    /// `limited` points here): the only ones [`Keeps`] reads.
+    queues: Vec<QueueId>,
+}
 
 /// Kept runs of one owner: each run's place in its model's kept runs, and
 /// the run; for a preemptor, what [`Keeps::keeps`] reads of it (fixed for
@@ -22,10 +27,11 @@ struct Group {
     /// The preemptor's leaf queue and GPUs.
     leaf: Option<QueueId>,
     gpus: u64,
-    /// The queues with a limit on the model on the path of its leaf, each
-    /// with what its stopping runs held for it hold there
-    /// ([`Engine::held_by`]: counted while they are held for it).
-    limited: Vec<(QueueId, u64)>,
+    /// The queues with a limit on the model on the path of its leaf (by
+    /// their place in [`KeptGroups::queues`]), each with what its stopping
+    /// runs held for it hold there ([`Engine::held_by`]: counted while they
+    /// are held for it).
+    limited: Vec<(u32, u64)>,
     /// Whether stopping runs are held for it at all.
     holds: bool,
 }
@@ -69,7 +75,9 @@ impl KeptGroups {
             });
             groups[g].runs.push((k as u32, r));
         }
+        let mut limited: Vec<Vec<(QueueId, u64)>> = Vec::with_capacity(groups.len());
         for g in &mut groups {
+            let mut on_path = Vec::new();
             if let Kept::For(p) = g.owner
                 && let Some(m) = g.runs.first().and_then(|(_, r)| e.runs[*r as usize].model)
             {
@@ -78,7 +86,7 @@ impl KeptGroups {
                 g.leaf = job.queue;
                 g.gpus = job.gpus;
                 g.holds = own.is_some();
-                g.limited = job.queue.map_or_else(Vec::new, |leaf| {
+                on_path = job.queue.map_or_else(Vec::new, |leaf| {
                     e.tree
                         .path(leaf)
                         .filter(|q| e.tree.limit(*q, m).is_some())
@@ -92,8 +100,21 @@ impl KeptGroups {
                         .collect()
                 });
             }
+            limited.push(on_path);
         }
-        KeptGroups(groups)
+        let mut queues: Vec<QueueId> = limited.iter().flatten().map(|(q, _)| *q).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for (g, on_path) in groups.iter_mut().zip(limited) {
+            g.limited = on_path
+                .into_iter()
+                .filter_map(|(q, held)| {
+                    let at = queues.binary_search(&q).ok()?;
+                    Some((at as u32, held))
+                })
+                .collect();
+        }
+        KeptGroups { groups, queues }
     }
 
     /// Per run of `kept` (the runs these groups were made of, in order):
@@ -108,8 +129,8 @@ impl KeptGroups {
         kept: &[RunId],
     ) -> Vec<(RunId, bool)> {
         let mut runs: Vec<(RunId, bool)> = kept.iter().map(|&r| (r, false)).collect();
-        let keeps = Keeps::new(e, j, m);
-        for g in &self.0 {
+        let keeps = Keeps::new(e, j, m, &self.queues);
+        for g in &self.groups {
             let may = match g.owner {
                 Kept::Restart(job) => job == Some(j),
                 Kept::For(p) => {
@@ -138,8 +159,9 @@ struct Keeps {
     #[cfg(debug_assertions)]
     j: JobId,
     m: ModelId,
-    /// Per queue: its limit on `m`, and the GPUs counted against it (usage,
-    /// held, and what `j`'s stopping runs hold in it).
+    /// Per queue of [`KeptGroups::queues`]: its limit on `m`, and the GPUs
+    /// counted against it (usage, held, and what `j`'s stopping runs hold
+    /// in it).
     limits: Vec<Option<(u64, u64)>>,
     /// Whether `j` is within its queue's guarantee.
     asking_within: bool,
@@ -148,12 +170,15 @@ struct Keeps {
 }
 
 impl Keeps {
-    /// What job `j` on model `m` reads.
-    fn new(e: &Engine, j: JobId, m: ModelId) -> Self {
+    /// What job `j` on model `m` reads of `queues` (those the groups'
+    /// preemptors have limits in: a few, where the tree may have
+    /// hundreds).
+    fn new(e: &Engine, j: JobId, m: ModelId, queues: &[QueueId]) -> Self {
         let asking_held = e.held_by(j, m);
         let tree = &e.tree;
-        let limits = (0..tree.queues.len() as QueueId)
-            .map(|q| {
+        let limits = queues
+            .iter()
+            .map(|&q| {
                 let limit = tree.limit(q, m)?;
                 let asking = asking_held
                     .iter()
@@ -186,8 +211,8 @@ impl Keeps {
             return false;
         };
         let held = g.holds && e.held_for.contains_key(&p);
-        let fits = g.limited.iter().all(|&(q, own)| {
-            let Some((limit, used)) = self.limits[q as usize] else {
+        let fits = g.limited.iter().all(|&(at, own)| {
+            let Some((limit, used)) = self.limits[at as usize] else {
                 return true;
             };
             used.saturating_sub(if held { own } else { 0 }) + g.gpus <= limit
