@@ -232,6 +232,16 @@ struct KnownOutcome {
 /// A request's shape: model, replicas, GPUs per replica, topology.
 type ShapeKey = (ModelId, u32, u32, u8, u8);
 
+/// What the words of one blocked attempt (not a reserved one) depend on
+/// besides the cluster: the shape, or the quota block with what stopping
+/// jobs hold in its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum BlockedKey {
+    NoNodes(ModelId),
+    Quota(ModelId, QueueId, [u64; 4]),
+    Placement(ShapeKey),
+}
+
 /// What a job's stopping runs hold per queue, shared ([`Engine::held_by`]).
 type HeldPerQueue = std::rc::Rc<[(QueueId, u64)]>;
 
@@ -364,9 +374,10 @@ struct Engine<'a> {
     /// plan free GPUs, preemption candidates and borrowing headroom only
     /// shrink otherwise, so a failed preemption search stays failed until then.
     generation: u64,
-    /// Placement reasons and reservation checks by request shape, valid while
-    /// the cluster's epoch is unchanged.
-    reason_memo: HashMap<ShapeKey, (u64, String)>,
+    /// Pending reasons by what their attempts' words depend on, found at
+    /// the cluster's epoch `reason_epoch` (dropped when it changes).
+    reason_memo: HashMap<Vec<BlockedKey>, (String, &'static str)>,
+    reason_epoch: u64,
     /// Reasons of jobs kept off reserved GPUs by shape, without their time
     /// limit's words: the cluster epoch and the reservation they were
     /// worded for.
@@ -615,6 +626,7 @@ impl<'a> Engine<'a> {
             generation: 0,
             preempt_memo: HashMap::default(),
             reason_memo: HashMap::default(),
+            reason_epoch: 0,
             reserved_reason_memo: HashMap::default(),
             reserved_limit_memo: HashMap::default(),
             reservation_memo: HashMap::default(),
@@ -1656,25 +1668,58 @@ impl<'a> Engine<'a> {
         count
     }
 
-    /// The pending reason; a lone placement failure is remembered by shape
-    /// while the cluster is unchanged.
+    /// The pending reason; remembered by what its words depend on while
+    /// the cluster is unchanged (the jobs a storm leaves pending mostly
+    /// fail alike), but for a reservation's.
     fn blocked_reason(&mut self, job: &JobInfo, blocked: &[Blocked]) -> (String, &'static str) {
         if let [Blocked::Reserved(req)] = blocked {
             return self.reserved_reason(job, blocked, req);
         }
-        let [Blocked::Placement(req)] = blocked else {
+        let Some(key) = self.blocked_key(blocked) else {
             return reasons::blocked(self, job, blocked);
         };
-        let key = shape_key(req);
-        if let Some((epoch, text)) = self.reason_memo.get(&key)
-            && *epoch == self.cluster.epoch
-        {
-            return (text.clone(), "resources");
+        if self.reason_epoch != self.cluster.epoch {
+            self.reason_memo.clear();
+            self.reason_epoch = self.cluster.epoch;
+        }
+        if let Some((text, waiting)) = self.reason_memo.get(&key) {
+            #[cfg(debug_assertions)]
+            {
+                let fresh = reasons::blocked(self, job, blocked);
+                debug_assert_eq!(
+                    (text.as_str(), *waiting),
+                    (fresh.0.as_str(), fresh.1),
+                    "a remembered reason is stale"
+                );
+            }
+            return (text.clone(), waiting);
         }
         let (text, waiting) = reasons::blocked(self, job, blocked);
-        self.reason_memo
-            .insert(key, (self.cluster.epoch, text.clone()));
+        self.reason_memo.insert(key, (text.clone(), waiting));
         (text, waiting)
+    }
+
+    /// [`BlockedKey`]s of `blocked`; `None` with a reserved attempt (its
+    /// words depend on the job's time limit).
+    fn blocked_key(&self, blocked: &[Blocked]) -> Option<Vec<BlockedKey>> {
+        blocked
+            .iter()
+            .map(|b| match b {
+                Blocked::NoNodes(m) => Some(BlockedKey::NoNodes(*m)),
+                Blocked::Quota(m, block) => Some(BlockedKey::Quota(
+                    *m,
+                    block.queue,
+                    [
+                        block.requested,
+                        block.left,
+                        block.limit,
+                        self.tree.held(block.queue, *m),
+                    ],
+                )),
+                Blocked::Placement(req) => Some(BlockedKey::Placement(shape_key(req))),
+                Blocked::Reserved(_) => None,
+            })
+            .collect()
     }
 
     /// The pending reason of a job kept off reserved GPUs: all but its time
