@@ -15,6 +15,8 @@ pub(crate) struct KeptGroups {
     /// The queues some group's preemptor has a limit in (each group's
     /// `limited` points here): the only ones [`Keeps`] reads.
     queues: Vec<QueueId>,
+    /// How many preemptor classes (leaf queue, GPUs) the groups fall in.
+    classes: usize,
 }
 
 /// Kept runs of one owner: each run's place in its model's kept runs, and
@@ -34,6 +36,11 @@ struct Group {
     limited: Vec<(u32, u64)>,
     /// Whether stopping runs are held for it at all.
     holds: bool,
+    /// Its preemptor's classes, while none of its runs are held for it and
+    /// while they are: groups of one leaf queue and GPU count (and, while
+    /// held, the same GPUs held in each queue of `limited`) get the same
+    /// [`Keeps::keeps`].
+    class: [u32; 2],
 }
 
 /// Whom a group's runs are kept for.
@@ -70,6 +77,7 @@ impl KeptGroups {
                     gpus: 0,
                     limited: Vec::new(),
                     holds: false,
+                    class: [0, 0],
                 });
                 groups.len() - 1
             });
@@ -105,7 +113,16 @@ impl KeptGroups {
         let mut queues: Vec<QueueId> = limited.iter().flatten().map(|(q, _)| *q).collect();
         queues.sort_unstable();
         queues.dedup();
+        type ClassKey = (Option<QueueId>, u64, Vec<u64>);
+        let mut classes: rustc_hash::FxHashMap<ClassKey, u32> = rustc_hash::FxHashMap::default();
         for (g, on_path) in groups.iter_mut().zip(limited) {
+            let mut class_of = |owns: Vec<u64>| {
+                let next = classes.len() as u32;
+                *classes.entry((g.leaf, g.gpus, owns)).or_insert(next)
+            };
+            let unheld = class_of(vec![0; on_path.len()]);
+            let held = class_of(on_path.iter().map(|(_, held)| *held).collect());
+            g.class = [unheld, held];
             g.limited = on_path
                 .into_iter()
                 .filter_map(|(q, held)| {
@@ -114,7 +131,11 @@ impl KeptGroups {
                 })
                 .collect();
         }
-        KeptGroups { groups, queues }
+        KeptGroups {
+            groups,
+            queues,
+            classes: classes.len(),
+        }
     }
 
     /// Per run of `kept` (the runs these groups were made of, in order):
@@ -130,14 +151,21 @@ impl KeptGroups {
     ) -> Vec<(RunId, bool)> {
         let mut runs: Vec<(RunId, bool)> = kept.iter().map(|&r| (r, false)).collect();
         let keeps = Keeps::new(e, j, m, &self.queues);
+        // Per class: unknown (0), keeps (1), does not (2).
+        let mut by_class = vec![0u8; self.classes];
+        let mut keeps_of = |p: JobId, g: &Group| -> bool {
+            let held = g.holds && e.held_for.contains_key(&p);
+            let known = &mut by_class[g.class[usize::from(held)] as usize];
+            if *known == 0 {
+                *known = if keeps.keeps(e, g, held) { 1 } else { 2 };
+            }
+            keeps.check(e, p, *known == 1)
+        };
         for g in &self.groups {
             let may = match g.owner {
                 Kept::Restart(job) => job == Some(j),
                 Kept::For(p) => {
-                    p == j
-                        || e.decided[p as usize]
-                        || !e.pending_now[p as usize]
-                        || !keeps.check(e, p, keeps.keeps(e, p, g))
+                    p == j || e.decided[p as usize] || !e.pending_now[p as usize] || !keeps_of(p, g)
                 }
             };
             if may {
@@ -202,15 +230,15 @@ impl Keeps {
         }
     }
 
-    /// Whether pending job `p` (of group `g`) keeps its runs from the
+    /// Whether the pending preemptor of group `g` keeps its runs from the
     /// asking job: it fits the limits on its path, not counting its own
-    /// stopping runs while they are held for it, and does not borrow
-    /// against the asking job's guarantee.
-    fn keeps(&self, e: &Engine, p: JobId, g: &Group) -> bool {
+    /// stopping runs while they are `held` for it, and does not borrow
+    /// against the asking job's guarantee. The same for every group of
+    /// `g`'s class (`held` or not).
+    fn keeps(&self, e: &Engine, g: &Group, held: bool) -> bool {
         let Some(pq) = g.leaf else {
             return false;
         };
-        let held = g.holds && e.held_for.contains_key(&p);
         let fits = g.limited.iter().all(|&(at, own)| {
             let Some((limit, used)) = self.limits[at as usize] else {
                 return true;
