@@ -20,7 +20,9 @@
 //! classes; `-d{N}` N queue levels; `-g{N}` N % of the jobs gangs of 2–4
 //! whole nodes (`-gn{N}`: up to N); `-m{N}` N GPU models.
 //! Named shapes: s-storm → l-storm grows the fleet (same 60 teams, deeper
-//! queues); s-storm-q6 → l-storm-q600 grows it by its number of teams;
+//! queues); s-storm-q6 → l-storm grows it with its teams (6 → 60: each
+//! team's share of the fleet the same); s-storm-q6 → l-storm-q600 grows it
+//! by its number of teams;
 //! s-storm-2m → l-storm grows the size alone (s-storm's single pool has one
 //! model); l-storm-late-q67 is issue 20's fleet (75 queues in three levels,
 //! a third of the running jobs past their limit). Fleets are generated
