@@ -1032,7 +1032,8 @@ fn search_inner(
     // last victim finds it running as much or more): when the victims are
     // allowed, every set without some of them is. The victims' usage is
     // released once; the one dropped is charged back for its check.
-    let all_allowed = Headroom::of(e, cands, m, &[&chosen]).allowed();
+    let all_allowed = chosen.iter().all(|&i| cands[i].borrowed_from.is_empty())
+        || Headroom::of(e, cands, m, &[&chosen]).allowed();
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
