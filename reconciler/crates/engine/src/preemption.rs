@@ -744,20 +744,24 @@ fn trim_on_node_plain(
 struct Headroom<'c> {
     cands: &'c [Candidate],
     m: u16,
-    /// Per queue: GPUs of the set's victims taken from it, its last victim.
-    taken: HashMap<QueueId, (u64, usize)>,
+    /// Per queue (by id): GPUs of the set's victims taken from it, its last
+    /// victim ([`NO_VICTIM`] while it has none).
+    taken: Vec<(u64, usize)>,
     /// The set's candidates, one bit each.
     members: Vec<u64>,
     /// Queues the set breaks the rule for.
     broken: usize,
 }
 
+/// A queue no victim of a [`Headroom`]'s set is taken from.
+const NO_VICTIM: usize = usize::MAX;
+
 impl<'c> Headroom<'c> {
-    fn new(cands: &'c [Candidate], m: u16) -> Self {
+    fn new(e: &impl QueueRoom, cands: &'c [Candidate], m: u16) -> Self {
         Headroom {
             cands,
             m,
-            taken: HashMap::default(),
+            taken: vec![(0, NO_VICTIM); e.queue_count()],
             members: vec![0; cands.len().div_ceil(64)],
             broken: 0,
         }
@@ -765,7 +769,7 @@ impl<'c> Headroom<'c> {
 
     /// The rule over `sets` joined.
     fn of(e: &impl QueueRoom, cands: &'c [Candidate], m: u16, sets: &[&[usize]]) -> Self {
-        let mut h = Headroom::new(cands, m);
+        let mut h = Headroom::new(e, cands, m);
         for set in sets {
             for &i in *set {
                 h.add(e, i);
@@ -783,9 +787,9 @@ impl<'c> Headroom<'c> {
     /// The state of queue `a` with candidate `i` added.
     fn with(&self, a: QueueId, i: usize) -> (u64, usize) {
         let gpus = self.cands[i].gpus;
-        match self.taken.get(&a) {
-            Some(&(taken, last)) => (taken + gpus, last.max(i)),
-            None => (gpus, i),
+        match self.taken[a as usize] {
+            (_, NO_VICTIM) => (gpus, i),
+            (taken, last) => (taken + gpus, last.max(i)),
         }
     }
 
@@ -806,9 +810,8 @@ impl<'c> Headroom<'c> {
         }
         let mut broken = self.broken;
         for &a in chain.iter() {
-            if let Some(&old) = self.taken.get(&a)
-                && !self.holds(e, a, old)
-            {
+            let old = self.taken[a as usize];
+            if old.1 != NO_VICTIM && !self.holds(e, a, old) {
                 broken -= 1;
             }
             if !self.holds(e, a, self.with(a, i)) {
@@ -825,34 +828,16 @@ impl<'c> Headroom<'c> {
             return;
         }
         self.members[word] |= bit;
-        // One look-up per queue ([`Headroom::with`] and [`Headroom::holds`]
-        // inline).
-        let (cands, m) = (self.cands, self.m);
-        let gpus = cands[i].gpus;
-        let holds = |a: QueueId, (taken, last): (u64, usize)| {
-            let before_last = taken - cands[last].gpus;
-            e.running(a, m).saturating_sub(before_last) > e.guaranteed(a, m)
-        };
-        for &a in cands[i].borrowed_from.iter() {
-            match self.taken.entry(a) {
-                std::collections::hash_map::Entry::Occupied(mut at) => {
-                    let old = *at.get();
-                    let new = (old.0 + gpus, old.1.max(i));
-                    if !holds(a, old) {
-                        self.broken -= 1;
-                    }
-                    if !holds(a, new) {
-                        self.broken += 1;
-                    }
-                    *at.get_mut() = new;
-                }
-                std::collections::hash_map::Entry::Vacant(at) => {
-                    if !holds(a, (gpus, i)) {
-                        self.broken += 1;
-                    }
-                    at.insert((gpus, i));
-                }
+        for &a in self.cands[i].borrowed_from.iter() {
+            let old = self.taken[a as usize];
+            let new = self.with(a, i);
+            if old.1 != NO_VICTIM && !self.holds(e, a, old) {
+                self.broken -= 1;
             }
+            if !self.holds(e, a, new) {
+                self.broken += 1;
+            }
+            self.taken[a as usize] = new;
         }
     }
 }
@@ -862,9 +847,15 @@ impl<'c> Headroom<'c> {
 trait QueueRoom {
     fn running(&self, q: QueueId, m: u16) -> u64;
     fn guaranteed(&self, q: QueueId, m: u16) -> u64;
+    /// How many queues there are (ids below it).
+    fn queue_count(&self) -> usize;
 }
 
 impl QueueRoom for Engine<'_> {
+    fn queue_count(&self) -> usize {
+        self.tree.queues.len()
+    }
+
     fn running(&self, q: QueueId, m: u16) -> u64 {
         self.tree.running(q, m)
     }
@@ -1035,13 +1026,14 @@ fn search_inner(
             .iter()
             .any(|&i| !runs_on(e, cands[i].run, &placement))
     {
-        known = placement_with(e, area, req, cands, &chosen, stopping, None);
+        known = placement_with(e, area, req, cands, &chosen, stopping);
     }
     // Taking fewer victims never breaks the borrowing rule (each queue's
     // last victim finds it running as much or more): when the victims are
     // allowed, every set without some of them is. The victims' usage is
     // released once; the one dropped is charged back for its check.
-    let all_allowed = Headroom::of(e, cands, m, &[&chosen]).allowed();
+    let all_allowed = chosen.iter().all(|&i| cands[i].borrowed_from.is_empty())
+        || Headroom::of(e, cands, m, &[&chosen]).allowed();
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
     }
@@ -1049,6 +1041,8 @@ fn search_inner(
     // domains' ([`place_with`]): each domain's result is kept, and only
     // the domains a dropped victim holds GPUs in are searched again.
     let mut by_domain: Option<DomainResults> = None;
+    // Whether `placement` is behind `known` (moved there once, after the loop).
+    let mut placement_known = false;
     for k in (0..chosen.len()).rev() {
         if chosen.len() == 1 {
             break;
@@ -1059,12 +1053,20 @@ fn search_inner(
         e.tree.charge(back.queue, m, back.gpus, true);
         let allowed = (all_allowed || Headroom::of(e, cands, m, &[&without]).allowed())
             && e.tree.fits(q, m, req.total()).is_ok();
-        let same = known
-            .as_ref()
-            .filter(|p| req.required.or(req.preferred).is_none() && !runs_on(e, back.run, p));
+        let same = topology.is_none() && known.as_ref().is_some_and(|p| !runs_on(e, back.run, p));
         let mut changed = Vec::new();
         let found = match (allowed, area) {
             (false, _) => None,
+            // The known placement, moved rather than copied (debug builds
+            // search and compare).
+            (true, _) if same => {
+                #[cfg(debug_assertions)]
+                {
+                    let searched = placement_with(e, area, req, cands, &without, stopping);
+                    debug_assert_eq!(searched, known, "victims {without:?}");
+                }
+                known.take()
+            }
             (true, Area::Listed { domains, .. }) if req.required.is_some() => {
                 let results = by_domain.get_or_insert_with(|| {
                     DomainResults::new(e, domains, req, cands, &chosen, stopping)
@@ -1073,24 +1075,27 @@ fn search_inner(
                 let p = results.best(&changed);
                 #[cfg(debug_assertions)]
                 {
-                    let searched = placement_with(e, area, req, cands, &without, stopping, None);
+                    let searched = placement_with(e, area, req, cands, &without, stopping);
                     debug_assert_eq!(p, searched, "domains kept, victims {without:?}");
                 }
                 p
             }
-            (true, _) => placement_with(e, area, req, cands, &without, stopping, same),
+            (true, _) => placement_with(e, area, req, cands, &without, stopping),
         };
         match found {
             Some(p) => {
                 chosen = without;
-                known = Some(p.clone());
-                placement = p;
+                known = Some(p);
+                placement_known = true;
                 if let Some(results) = by_domain.as_mut() {
                     results.apply(changed);
                 }
             }
             None => e.tree.charge(back.queue, m, back.gpus, false),
         }
+    }
+    if placement_known && let Some(p) = known {
+        placement = p;
     }
     for &i in &chosen {
         e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
@@ -1401,14 +1406,19 @@ fn add_for_quota_in(
     let mut set = chosen.to_vec();
     let mut headroom = Headroom::of(e, cands, m, &[chosen]);
     let mut member = vec![false; cands.len()];
-    // The victims' usage is released as they are added (and charged back
-    // below), so each addition costs its own path, not the set's.
+    // Each victim's usage leaves the path of `q` where its queue meets it
+    // ([`quota_fits_without`]): summed per place as victims are added, the
+    // tree left alone.
+    let mut released = vec![0u64; e.tree.path(q).count()];
     for &i in chosen {
         member[i] = true;
-        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
+        if let Some(k) = cands[i].meet {
+            released[k as usize] += cands[i].gpus;
+        }
     }
     // The victims given may be enough already.
-    let mut fits = e.tree.fits(q, m, gpus).is_ok();
+    let mut fits = e.tree.fits_releasing(q, m, gpus, &released);
+    debug_assert_eq!(fits, quota_fits_without(e, q, m, gpus, cands, &set));
     #[cfg(debug_assertions)]
     let own_path: Vec<QueueId> = e.tree.path(q).collect();
     for &i in order {
@@ -1430,14 +1440,11 @@ fn add_for_quota_in(
         set.push(i);
         member[i] = true;
         headroom.add(e, i);
-        e.tree.charge(cands[i].queue, m, cands[i].gpus, false);
-        if e.tree.fits(q, m, gpus).is_ok() {
-            fits = true;
-            break;
+        if let Some(k) = cands[i].meet {
+            released[k as usize] += cands[i].gpus;
         }
-    }
-    for &i in &set {
-        e.tree.charge(cands[i].queue, m, cands[i].gpus, true);
+        fits = e.tree.fits_releasing(q, m, gpus, &released);
+        debug_assert_eq!(fits, quota_fits_without(e, q, m, gpus, cands, &set));
     }
     fits.then_some(set)
 }
@@ -1570,15 +1577,7 @@ impl<'a> SubsetSearch<'a> {
         let set = Self::members(mask);
         let placement =
             if quota_fits_without(e, self.q, self.req.model, self.job_gpus, self.cands, &set) {
-                placement_with(
-                    e,
-                    self.area,
-                    self.req,
-                    &self.ruleless,
-                    &set,
-                    self.stopping,
-                    None,
-                )
+                placement_with(e, self.area, self.req, &self.ruleless, &set, self.stopping)
             } else {
                 None
             };
@@ -1660,9 +1659,7 @@ fn quota_fits_without(
     fits
 }
 
-/// The placement the search finds with exactly the victims `set`, if any;
-/// `known`: that placement, when the caller knows it (debug builds search
-/// anyway and compare).
+/// The placement the search finds with exactly the victims `set`, if any.
 fn placement_with(
     e: &Engine,
     area: Area,
@@ -1670,22 +1667,12 @@ fn placement_with(
     cands: &[Candidate],
     set: &[usize],
     stopping: &Waitable,
-    known: Option<&Placement>,
 ) -> Option<Placement> {
-    let search = || {
-        let by_node = victims_by_node(e, cands, set);
-        let unused = std::cell::Cell::new(false);
-        let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
-        debug_assert!(used.iter().all(|i| set.contains(i)));
-        Some(p)
-    };
-    match known {
-        Some(p) => {
-            debug_assert_eq!(search().as_ref(), Some(p), "victims {set:?}");
-            Some(p.clone())
-        }
-        None => search(),
-    }
+    let by_node = victims_by_node(e, cands, set);
+    let unused = std::cell::Cell::new(false);
+    let (used, p) = place_with(e, area, req, cands, &by_node, &unused, stopping)?;
+    debug_assert!(used.iter().all(|i| set.contains(i)));
+    Some(p)
 }
 
 /// [`place_with`]'s search per domain of a required topology level for
@@ -2910,6 +2897,10 @@ mod tests {
         fn guaranteed(&self, q: QueueId, _: u16) -> u64 {
             self.0[q as usize].1
         }
+
+        fn queue_count(&self) -> usize {
+            self.0.len()
+        }
     }
 
     /// The rule as DESIGN states it, victim by victim: every queue a victim
@@ -2968,7 +2959,7 @@ mod tests {
                 .map(|(gpus, chain)| candidate(gpus, chain.into_iter().collect()))
                 .collect();
             let mut set: Vec<usize> = Vec::new();
-            let mut headroom = Headroom::new(&cands, 0);
+            let mut headroom = Headroom::new(&room, &cands, 0);
             for k in order {
                 let k = k % cands.len();
                 for i in 0..cands.len() {
