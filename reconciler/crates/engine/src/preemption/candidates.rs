@@ -207,13 +207,17 @@ pub(super) fn upper_bound(
     // [`cross_queue_sources`] changes, into a new list), the preemptor's
     // priority and where it reclaims: the per-queue victim index is fixed
     // for the plan, and every source borrows while its list stands.
+    // (Without other sources there is nothing to remember.)
     let key = (q, m, job.priority, reclaim);
-    let known = e
-        .bound_memo
-        .borrow()
-        .get(&key)
-        .filter(|(sources, _, _)| std::rc::Rc::ptr_eq(sources, others))
-        .map(|(_, bound, released)| (*bound, released.clone()));
+    let known = if others.is_empty() {
+        Some((0, vec![0u64; path.len()]))
+    } else {
+        e.bound_memo
+            .borrow()
+            .get(&key)
+            .filter(|(sources, _, _)| std::rc::Rc::ptr_eq(sources, others))
+            .map(|(_, bound, released)| (*bound, released.clone()))
+    };
     let (mut bound, mut released) = known.unwrap_or_else(|| {
         let mut released = vec![0u64; path.len()];
         let mut bound = 0;
