@@ -310,6 +310,10 @@ type SourceMemo = HashMap<(QueueId, ModelId), (u64, std::rc::Rc<[QueueId]>)>;
 /// (`preemption::candidates::chain_of`).
 type ChainMemo = HashMap<(QueueId, QueueId), (std::rc::Rc<[QueueId]>, u64)>;
 
+/// Per (leaf, model, priority, reclaim mask): the other queues' share of
+/// `preemption::candidates::upper_bound`, with the sources it was found for.
+type BoundMemo = HashMap<(QueueId, ModelId, i32, u64), (std::rc::Rc<[QueueId]>, u64, Vec<u64>)>;
+
 struct Engine<'a> {
     now: Timestamp,
     revision: Option<&'a str>,
@@ -419,6 +423,8 @@ struct Engine<'a> {
     /// the leaf may take, with the preemption count they were found at
     /// ([`preemption::candidates::cross_queue_sources`]).
     source_memo: SourceMemo,
+    /// `preemption::candidates::upper_bound`'s share of the other queues.
+    bound_memo: std::cell::RefCell<BoundMemo>,
     /// Per model: stopping runs whose GPUs are kept for one job (its
     /// preemptor, or itself when restarting), from `index_freeing` on; the
     /// other stopping runs' GPUs are open to all ([`Cluster::index_waiting`]).
@@ -646,6 +652,7 @@ impl<'a> Engine<'a> {
             domain_memo: std::cell::RefCell::default(),
             victim_gpus: std::cell::RefCell::default(),
             chain_memo: std::cell::RefCell::default(),
+            bound_memo: std::cell::RefCell::default(),
             ends_before_memo: std::cell::RefCell::default(),
         };
         engine.load_runs(observed);

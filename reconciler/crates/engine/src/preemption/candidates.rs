@@ -94,9 +94,18 @@ pub(super) fn cross_queue_sources(
         })
         .collect()
     };
+    // A list no queue left is kept as it was (the same list: what
+    // [`upper_bound`] remembers its share of the other queues by).
     let list = match e.source_memo.get(&(q, m)) {
         Some((at, list)) if *at == e.preemptions => return list.clone(),
-        Some((_, list)) => fresh(e, &mut list.iter().copied()),
+        Some((_, list)) => {
+            let narrowed = fresh(e, &mut list.iter().copied());
+            if narrowed.len() == list.len() {
+                list.clone()
+            } else {
+                narrowed
+            }
+        }
         None => fresh(e, &mut (0..e.victim_lists.len() as QueueId)),
     };
     debug_assert_eq!(
@@ -191,55 +200,104 @@ pub(super) fn upper_bound(
     m: u16,
     reclaim: Within,
     own_path: &[bool],
-    others: &[QueueId],
+    others: &std::rc::Rc<[QueueId]>,
 ) -> (u64, Vec<u64>) {
-    let mut bound = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
     let path: Vec<QueueId> = e.tree.path(q).collect();
-    let mut released = vec![0u64; path.len()];
-    let leaf_reclaims = reclaim & 1 != 0;
-    // The own leaf and the queues whose victims it may take across queues.
-    for vq in std::iter::once(q).chain(others.iter().copied()) {
-        let index = &e.victim_index[vq as usize];
-        let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
-            continue;
-        };
-        // Another leaf's victims below the job's priority bound it when the
-        // job does not reclaim from it ([`skips_below`]): none, nothing to
-        // add, told before walking where the paths meet.
-        if vq != q
-            && !leaf_reclaims
-            && by_priority
-                .first()
-                .is_none_or(|(pr, _)| *pr >= job.priority)
-        {
-            debug_assert!(skips_below(e, q, vq, reclaim, own_path));
-            continue;
+    // The other queues' share depends on the sources (which only
+    // [`cross_queue_sources`] changes, into a new list), the preemptor's
+    // priority and where it reclaims: the per-queue victim index is fixed
+    // for the plan, and every source borrows while its list stands.
+    // (Without other sources there is nothing to remember.)
+    let key = (q, m, job.priority, reclaim);
+    let known = if others.is_empty() {
+        Some((0, vec![0u64; path.len()]))
+    } else {
+        e.bound_memo
+            .borrow()
+            .get(&key)
+            .filter(|(sources, _, _)| std::rc::Rc::ptr_eq(sources, others))
+            .map(|(_, bound, released)| (*bound, released.clone()))
+    };
+    let (mut bound, mut released) = known.unwrap_or_else(|| {
+        let mut released = vec![0u64; path.len()];
+        let mut bound = 0;
+        for &vq in others.iter() {
+            bound += released_by(e, job, q, vq, m, reclaim, own_path, &path, &mut released);
         }
-        let below = |p: i32| {
-            let k = by_priority.partition_point(|(pr, _)| *pr < p);
-            if k == 0 { 0 } else { by_priority[k - 1].1 }
-        };
-        let meet = meeting(e, vq, m, own_path, &path, reclaim);
-        let gpus = if vq == q {
-            match job.attained {
-                Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
-                None => below(job.priority),
-            }
-        } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m) && meet.borrows {
-            if meet.reclaims {
-                by_priority.last().map_or(0, |(_, total)| *total)
-            } else {
-                below(job.priority)
-            }
-        } else {
-            0
-        };
-        bound += gpus;
-        if let Some(k) = meet.at {
-            released[k] += gpus;
+        e.bound_memo
+            .borrow_mut()
+            .insert(key, (others.clone(), bound, released.clone()));
+        (bound, released)
+    });
+    bound += e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+    bound += released_by(e, job, q, q, m, reclaim, own_path, &path, &mut released);
+    #[cfg(debug_assertions)]
+    {
+        let mut plain = vec![0u64; path.len()];
+        let mut total = e.cluster.free_total.get(m as usize).copied().unwrap_or(0);
+        for vq in std::iter::once(q).chain(others.iter().copied()) {
+            total += released_by(e, job, q, vq, m, reclaim, own_path, &path, &mut plain);
         }
+        debug_assert_eq!((bound, &released), (total, &plain), "the sources' share");
     }
     (bound, released)
+}
+
+/// [`upper_bound`]'s share of queue `vq` (the preemptor's leaf `q`, or
+/// another leaf whose victims it may take), added to `released` where its
+/// path meets the preemptor's (`path`).
+#[allow(clippy::too_many_arguments)]
+fn released_by(
+    e: &Engine,
+    job: &super::super::jobs::JobInfo,
+    q: QueueId,
+    vq: QueueId,
+    m: u16,
+    reclaim: Within,
+    own_path: &[bool],
+    path: &[QueueId],
+    released: &mut [u64],
+) -> u64 {
+    let leaf_reclaims = reclaim & 1 != 0;
+    let index = &e.victim_index[vq as usize];
+    let Some(by_priority) = index.iter().find(|(model, _)| *model == m).map(|(_, v)| v) else {
+        return 0;
+    };
+    // Another leaf's victims below the job's priority bound it when the
+    // job does not reclaim from it ([`skips_below`]): none, nothing to
+    // add, told before walking where the paths meet.
+    if vq != q
+        && !leaf_reclaims
+        && by_priority
+            .first()
+            .is_none_or(|(pr, _)| *pr >= job.priority)
+    {
+        debug_assert!(skips_below(e, q, vq, reclaim, own_path));
+        return 0;
+    }
+    let below = |p: i32| {
+        let k = by_priority.partition_point(|(pr, _)| *pr < p);
+        if k == 0 { 0 } else { by_priority[k - 1].1 }
+    };
+    let meet = meeting(e, vq, m, own_path, path, reclaim);
+    let gpus = if vq == q {
+        match job.attained {
+            Some(a) => least_attained::bound(e, q, m, job.priority, a.tier),
+            None => below(job.priority),
+        }
+    } else if e.tree.running(vq, m) > e.tree.guaranteed(vq, m) && meet.borrows {
+        if meet.reclaims {
+            by_priority.last().map_or(0, |(_, total)| *total)
+        } else {
+            below(job.priority)
+        }
+    } else {
+        0
+    };
+    if let Some(k) = meet.at {
+        released[k] += gpus;
+    }
+    gpus
 }
 
 /// Whether a preemptor in leaf `q` whose leaf is not within its guarantee
