@@ -15,7 +15,8 @@ pub(crate) struct KeptGroups {
     /// The queues some group's preemptor has a limit in (each group's
     /// `limited` points here): the only ones [`Keeps`] reads.
     queues: Vec<QueueId>,
-    /// How many preemptor classes (leaf queue, GPUs) the groups fall in.
+    /// How many preemptor classes the groups fall in ([`Group::class`]:
+    /// leaf queue, GPUs and, while held, the GPUs held per limited queue).
     classes: usize,
 }
 
